@@ -1,0 +1,105 @@
+import { TwokeyError } from '../core/errors.js';
+import type { ProposalStatus } from '../core/model.js';
+import type { Services } from '../runtime/services.js';
+
+/**
+ * What an operator can do, as plain JSON in and out. The CLI runs these in its own process, or, when
+ * a server holds the embedded database, asks that server to run them over its admin socket.
+ */
+
+const PERSON = /^(slack:[UW][A-Z0-9]+|discord:user:\d{15,21}|web:[A-Za-z0-9_.@-]{1,64})$/;
+const STATUSES: readonly ProposalStatus[] = ['pending', 'approved', 'executing', 'committed', 'rejected', 'expired', 'cancelled'];
+
+function requireString(args: Record<string, unknown>, name: string): string {
+  const value = args[name];
+  if (typeof value !== 'string' || value.length === 0) throw new TwokeyError('invalid_request', `missing ${name}`);
+  return value;
+}
+
+function optionalString(args: Record<string, unknown>, name: string): string | undefined {
+  const value = args[name];
+  return typeof value === 'string' && value.length > 0 ? value : undefined;
+}
+
+function deciderFrom(args: Record<string, unknown>) {
+  const identity = requireString(args, 'as');
+  if (!PERSON.test(identity)) {
+    throw new TwokeyError('invalid_request', `--as must name one person (slack:U…, discord:user:…, web:NAME), not "${identity}"`);
+  }
+  return { identity, via: 'cli' };
+}
+
+const stringList = (value: unknown): string[] | undefined =>
+  Array.isArray(value) ? value.filter((item): item is string => typeof item === 'string') : undefined;
+
+export const adminOperations = {
+  async 'agents.create'(services: Services, args: Record<string, unknown>) {
+    const { agent, apiKey, callbackSecret } = await services.agents.create({
+      name: requireString(args, 'name'),
+      owners: stringList(args.owners) ?? [],
+      operations: stringList(args.operations) ?? null,
+    });
+    return { id: agent.id, name: agent.name, owners: agent.owners, operations: agent.operations, apiKey, callbackSecret };
+  },
+  async 'agents.list'(services: Services) {
+    return (await services.agents.list()).map((agent) => ({
+      id: agent.id,
+      name: agent.name,
+      keyPrefix: agent.keyPrefix,
+      owners: agent.owners,
+      operations: agent.operations,
+      createdAt: agent.createdAt.toISOString(),
+      revokedAt: agent.revokedAt?.toISOString() ?? null,
+    }));
+  },
+  async 'agents.revoke'(services: Services, args: Record<string, unknown>) {
+    const agent = await services.agents.revoke(requireString(args, 'name'));
+    return { name: agent.name, revokedAt: agent.revokedAt?.toISOString() ?? null };
+  },
+  async 'proposals.list'(services: Services, args: Record<string, unknown>) {
+    const status = optionalString(args, 'status');
+    if (status !== undefined && !STATUSES.includes(status as ProposalStatus)) {
+      throw new TwokeyError('invalid_request', `--status must be one of ${STATUSES.join(', ')}`);
+    }
+    const agents = new Map((await services.agents.list()).map((agent) => [agent.id, agent.name]));
+    const proposals = await services.store.listProposals(status ? { status: status as ProposalStatus } : {});
+    return proposals.map((proposal) => ({
+      id: proposal.id,
+      status: proposal.status,
+      operation: proposal.operation,
+      agent: agents.get(proposal.agentId) ?? proposal.agentId,
+      summary: proposal.summary,
+      createdAt: proposal.createdAt.toISOString(),
+      expiresAt: proposal.expiresAt.toISOString(),
+      error: proposal.error,
+    }));
+  },
+  async 'proposals.approve'(services: Services, args: Record<string, unknown>) {
+    const { outcome, proposal } = await services.proposals.approve(requireString(args, 'id'), deciderFrom(args));
+    const approvals = await services.store.listApprovals(proposal.id);
+    return { outcome, id: proposal.id, status: proposal.status, approvals: approvals.length, quorum: proposal.quorum, result: proposal.result ?? null, error: proposal.error };
+  },
+  async 'proposals.reject'(services: Services, args: Record<string, unknown>) {
+    const { proposal } = await services.proposals.reject(requireString(args, 'id'), deciderFrom(args), optionalString(args, 'reason'));
+    return { id: proposal.id, status: proposal.status, reason: proposal.decisionReason };
+  },
+  async 'audit.list'(services: Services, args: Record<string, unknown>) {
+    const afterSeq = typeof args.afterSeq === 'number' ? args.afterSeq : 0;
+    const events = await services.audit.list({ afterSeq, limit: 500 });
+    return events.map((event) => ({ ...event, at: event.at.toISOString() }));
+  },
+  async 'audit.verify'(services: Services) {
+    return services.audit.verify();
+  },
+} satisfies Record<string, (services: Services, args: Record<string, unknown>) => Promise<unknown>>;
+
+export type AdminOperationName = keyof typeof adminOperations;
+
+export function isAdminOperation(name: string): name is AdminOperationName {
+  return Object.hasOwn(adminOperations, name);
+}
+
+export function runAdminOperation(services: Services, name: string, args: Record<string, unknown>): Promise<unknown> {
+  if (!isAdminOperation(name)) throw new TwokeyError('invalid_request', `unknown admin operation "${name}"`);
+  return adminOperations[name](services, args);
+}

@@ -1,0 +1,89 @@
+import { canonicalJson, sha256Hex } from '../core/secrets.js';
+import { finalStatuses, type AgentRecord, type ProposalRecord } from '../core/model.js';
+import type { Store } from '../core/ports.js';
+import type { ChatMessageStore } from '../db/chat-store.js';
+import type { ChatPublisher, ProposalMessageView } from './types.js';
+
+export interface ChatSyncDeps {
+  store: Pick<Store, 'getProposal' | 'listApprovals' | 'getAgent' | 'listAudit'>;
+  messages: ChatMessageStore;
+  publishers: ChatPublisher[];
+  /** The chat channel an operation posts to on a platform, or undefined when it does not. */
+  channelFor(operation: string, platform: ChatPublisher['platform']): string | undefined;
+  describe(operation: string): string;
+  publicUrl?: string | undefined;
+  clock: () => Date;
+}
+
+function auditLine(event: { at: Date; type: string; actor: string; data: Record<string, unknown> }): string {
+  const reason = typeof event.data.reason === 'string' && event.data.reason ? ` (${event.data.reason})` : '';
+  const error = typeof event.data.error === 'string' ? ` (${event.data.error})` : '';
+  return `${event.at.toISOString()} ${event.type} by ${event.actor}${reason}${error}`;
+}
+
+/**
+ * Brings a proposal's chat message up to date: posts it the first time, edits it in place after.
+ * It renders the proposal's current state rather than replaying events, so running it twice, or
+ * late, is harmless, and the outbox can retry it freely.
+ */
+export function createChatSync(deps: ChatSyncDeps) {
+  async function buildView(proposal: ProposalRecord, agent: AgentRecord | null): Promise<ProposalMessageView> {
+    const approvals = await deps.store.listApprovals(proposal.id);
+    const trail = (await deps.store.listAudit({ proposalId: proposal.id, limit: 200 })).map(auditLine);
+    return {
+      id: proposal.id,
+      operation: proposal.operation,
+      description: deps.describe(proposal.operation),
+      summary: proposal.summary,
+      agent: agent?.name ?? proposal.agentId,
+      confirmationType: proposal.confirmationType,
+      cost: proposal.cost,
+      expiresAt: proposal.expiresAt,
+      status: proposal.status,
+      quorum: proposal.quorum,
+      approvals: approvals.map((a) => ({ approver: a.approver, at: a.at })),
+      decision:
+        proposal.decidedBy && proposal.decidedAt
+          ? { by: proposal.decidedBy, at: proposal.decidedAt, reason: proposal.decisionReason }
+          : null,
+      result: proposal.result ?? null,
+      error: proposal.error,
+      consoleUrl: deps.publicUrl ? new URL(`/console/proposals/${proposal.id}`, deps.publicUrl).toString() : null,
+      trail,
+    };
+  }
+
+  const versionOf = (view: ProposalMessageView) => sha256Hex(canonicalJson({ ...view, trail: [], expiresAt: view.expiresAt.toISOString() }));
+
+  /** True when the platform has (or needs) a message for this proposal. */
+  function wants(proposal: Pick<ProposalRecord, 'operation'>, platform: ChatPublisher['platform']): boolean {
+    return deps.publishers.some((p) => p.platform === platform) && deps.channelFor(proposal.operation, platform) !== undefined;
+  }
+
+  async function sync(proposalId: string, platform: ChatPublisher['platform']): Promise<void> {
+    const publisher = deps.publishers.find((p) => p.platform === platform);
+    const proposal = await deps.store.getProposal(proposalId);
+    if (!publisher || !proposal) return;
+    const channel = deps.channelFor(proposal.operation, platform);
+    if (!channel) return;
+    const view = await buildView(proposal, await deps.store.getAgent(proposal.agentId));
+    const version = versionOf(view);
+    const existing = await deps.messages.get(proposal.id, platform);
+    if (!existing) {
+      const ref = await publisher.post(channel, view);
+      await deps.messages.insert({ proposalId: proposal.id, platform, channel: ref.channel, messageId: ref.messageId, renderedVersion: version, createdAt: deps.clock() });
+    } else if (existing.renderedVersion !== version) {
+      await publisher.update({ channel: existing.channel, messageId: existing.messageId }, view);
+      await deps.messages.setRendered(proposal.id, platform, version);
+    }
+    const message = existing ?? (await deps.messages.get(proposal.id, platform));
+    if (message && !message.trailPosted && finalStatuses.includes(proposal.status) && publisher.postTrail) {
+      await publisher.postTrail({ channel: message.channel, messageId: message.messageId }, view);
+      await deps.messages.setTrailPosted(proposal.id, platform, deps.clock());
+    }
+  }
+
+  return { sync, wants, buildView };
+}
+
+export type ChatSync = ReturnType<typeof createChatSync>;

@@ -1,0 +1,141 @@
+import { Command, Option } from 'commander';
+import { callAdminSocket } from '../admin/socket.js';
+import { runAdminOperation } from '../admin/operations.js';
+import { loadConfigFile, resolveConfigPath } from '../config/config-file.js';
+import { loadEnv, type Env } from '../config/env.js';
+import { ConfigError } from '../config/errors.js';
+import { isTwokeyError } from '../core/errors.js';
+import { DataDirLockedError, isDataDirLocked, openDatabase } from '../db/database.js';
+import { startTwokey } from '../runtime/server.js';
+import { createServices } from '../runtime/services.js';
+import { printAdminResult } from './output.js';
+
+/**
+ * Runs one operator operation where the data lives: directly on PostgreSQL, directly on an idle
+ * embedded database, or through the admin socket of the server that holds the embedded database.
+ */
+async function runOperation(env: Env, operation: string, args: Record<string, unknown> = {}): Promise<unknown> {
+  if (!env.DATABASE_URL && (await isDataDirLocked(env.TWOKEY_DATA_DIR))) {
+    return callAdminSocket(env.TWOKEY_DATA_DIR, operation, args);
+  }
+  const config = loadConfigFile(resolveConfigPath(env), process.env);
+  const database = await openDatabase({ databaseUrl: env.DATABASE_URL, dataDir: env.TWOKEY_DATA_DIR, poolSize: 2 });
+  try {
+    return await runAdminOperation(createServices({ database, config }), operation, args);
+  } finally {
+    await database.close();
+  }
+}
+
+const collect = (value: string, previous: string[]) => [...previous, value];
+const commaList = (value: string) =>
+  value
+    .split(',')
+    .map((item) => item.trim())
+    .filter(Boolean);
+
+function buildProgram(env: () => Env): Command {
+  const program = new Command('twokey').description('Two-key approval bridge for AI agents').showHelpAfterError();
+  const run = (operation: string, args?: Record<string, unknown>, options: { json?: boolean } = {}) =>
+    runOperation(env(), operation, args).then((result) => printAdminResult(operation, result, options));
+
+  program
+    .command('serve')
+    .description('start the gateway (what `npm start` runs)')
+    .action(async () => {
+      const running = await startTwokey({ env: env() });
+      const stop = () => void running.close().then(() => process.exit(0));
+      process.once('SIGINT', stop);
+      process.once('SIGTERM', stop);
+    });
+
+  program
+    .command('migrate')
+    .description('apply database migrations and exit')
+    .action(async () => {
+      const current = env();
+      const database = await openDatabase({ databaseUrl: current.DATABASE_URL, dataDir: current.TWOKEY_DATA_DIR, poolSize: 1 });
+      await database.close();
+      console.log(`migrations applied (${database.kind})`);
+    });
+
+  const agents = program.command('agents').description('manage agents and their API keys');
+  agents
+    .command('create')
+    .argument('<name>')
+    .option('--owner <identity>', 'a human behind the agent (repeatable); owners can never approve its proposals', collect, [])
+    .option('--operations <names>', 'comma-separated operations the agent may propose (default: all)', commaList)
+    .description('create an agent; prints its callback secret, then its API key as the last line')
+    .action((name: string, options: { owner: string[]; operations?: string[] }) =>
+      run('agents.create', { name, owners: options.owner, operations: options.operations }),
+    );
+  agents.command('list').description('list agents').action(() => run('agents.list'));
+  agents
+    .command('revoke')
+    .argument('<name>')
+    .description("revoke an agent's API key")
+    .action((name: string) => run('agents.revoke', { name }));
+
+  const proposals = program.command('proposals').description('list and decide proposals');
+  proposals
+    .command('list')
+    .addOption(new Option('--status <status>', 'only proposals in this status'))
+    .action((options: { status?: string }) => run('proposals.list', { status: options.status }));
+  for (const decision of ['approve', 'reject'] as const) {
+    proposals
+      .command(decision)
+      .argument('<id>')
+      .requiredOption('--as <identity>', 'the approver identity you act as (slack:U…, discord:user:…, web:NAME)')
+      .option('--reason <reason>', 'why (shown to the agent and in chat)')
+      .description(`${decision} a proposal as an approver (same rules as a chat click)`)
+      .action((id: string, options: { as: string; reason?: string }) =>
+        run(`proposals.${decision}`, { id, as: options.as, reason: options.reason }),
+      );
+  }
+
+  const audit = program
+    .command('audit')
+    .description('print the audit log')
+    .option('--follow', 'keep printing new events')
+    .option('--json', 'one JSON object per line')
+    .action(async (options: { follow?: boolean; json?: boolean }) => {
+      let afterSeq = 0;
+      for (;;) {
+        const events = (await runOperation(env(), 'audit.list', { afterSeq })) as Array<{ seq: number }>;
+        printAdminResult('audit.list', events, options);
+        afterSeq = events.at(-1)?.seq ?? afterSeq;
+        if (events.length === 500) continue;
+        if (!options.follow) return;
+        await new Promise((done) => setTimeout(done, 1_000));
+      }
+    });
+  audit
+    .command('verify')
+    .description('recompute the hash chain; exit 1 naming the first bad row')
+    .action(async () => {
+      const verdict = (await runOperation(env(), 'audit.verify')) as { ok: boolean };
+      printAdminResult('audit.verify', verdict);
+      if (!verdict.ok) process.exitCode = 1;
+    });
+
+  return program;
+}
+
+export async function main(argv: string[]): Promise<void> {
+  let cachedEnv: Env | undefined;
+  const env = () => (cachedEnv ??= loadEnv());
+  try {
+    await buildProgram(env).parseAsync(argv);
+  } catch (error) {
+    if (error instanceof ConfigError || error instanceof DataDirLockedError) {
+      console.error(`twokey: ${error.message}`);
+      process.exit(2);
+    }
+    if (isTwokeyError(error)) {
+      console.error(`twokey: ${error.message}${error.details ? `\n${error.details.map((d) => `  ${d.path}: ${d.message}`).join('\n')}` : ''}`);
+      process.exit(1);
+    }
+    throw error;
+  }
+}
+

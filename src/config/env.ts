@@ -1,0 +1,110 @@
+import * as z from 'zod';
+import { ConfigError } from './errors.js';
+
+export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
+export type LogLevel = (typeof LOG_LEVELS)[number];
+export const AGENR_EXECUTE_POLICIES = ['open', 'confirm', 'strict'] as const;
+export type AgenrExecutePolicy = (typeof AGENR_EXECUTE_POLICIES)[number];
+
+/** The validated environment. Keys are the variable names so a reader can grep for them. */
+export interface Env {
+  readonly PORT: number;
+  readonly HOST: string;
+  /** unset → embedded PGlite in TWOKEY_DATA_DIR */
+  readonly DATABASE_URL?: string;
+  readonly TWOKEY_DATA_DIR: string;
+  readonly TWOKEY_CONFIG?: string;
+  readonly TWOKEY_PUBLIC_URL?: string;
+  readonly SLACK_BOT_TOKEN?: string;
+  readonly SLACK_SIGNING_SECRET?: string;
+  readonly SLACK_APP_TOKEN?: string;
+  readonly SLACK_API_URL: string;
+  readonly DISCORD_BOT_TOKEN?: string;
+  readonly DISCORD_APPLICATION_ID?: string;
+  readonly DISCORD_PUBLIC_KEY?: string;
+  readonly DISCORD_GATEWAY: boolean;
+  readonly DISCORD_API_URL: string;
+  readonly AGENR_EXECUTE_POLICY: AgenrExecutePolicy;
+  /** cents */
+  readonly AGENR_MAX_EXECUTE_AMOUNT: number;
+  readonly LOG_LEVEL: LogLevel;
+}
+
+function integerString(min: number, max: number, error: string) {
+  return z
+    .string()
+    .regex(/^\d+$/, { error })
+    .transform(Number)
+    .refine((n) => n >= min && n <= max, { error });
+}
+
+function urlString(protocols: readonly string[], error: string) {
+  return z.string().refine((text) => {
+    try {
+      return protocols.includes(new URL(text).protocol);
+    } catch {
+      return false;
+    }
+  }, { error });
+}
+
+/*
+ * Every schema carries its own message so that no zod default message (which may quote
+ * the input) can reach the output: several of these variables are secrets.
+ */
+const envSchema = z.object({
+  PORT: integerString(1, 65_535, 'expected an integer between 1 and 65535').default(8080),
+  HOST: z.string().default('127.0.0.1'),
+  DATABASE_URL: urlString(['postgres:', 'postgresql:'], 'expected a postgres:// or postgresql:// URL').optional(),
+  TWOKEY_DATA_DIR: z.string().default('./data'),
+  TWOKEY_CONFIG: z.string().optional(),
+  TWOKEY_PUBLIC_URL: urlString(['http:', 'https:'], 'expected an http:// or https:// URL').optional(),
+  SLACK_BOT_TOKEN: z.string().optional(),
+  SLACK_SIGNING_SECRET: z.string().optional(),
+  SLACK_APP_TOKEN: z.string().optional(),
+  SLACK_API_URL: urlString(['http:', 'https:'], 'expected an http:// or https:// URL').default('https://slack.com/api/'),
+  DISCORD_BOT_TOKEN: z.string().optional(),
+  DISCORD_APPLICATION_ID: z.string().regex(/^\d{17,20}$/, { error: 'expected a Discord id (17 to 20 digits)' }).optional(),
+  DISCORD_PUBLIC_KEY: z.string().regex(/^[0-9a-fA-F]{64}$/, { error: 'expected 64 hexadecimal characters' }).optional(),
+  DISCORD_GATEWAY: z.enum(['true', 'false'], { error: 'expected "true" or "false"' }).default('false').transform((v) => v === 'true'),
+  DISCORD_API_URL: urlString(['http:', 'https:'], 'expected an http:// or https:// URL').default('https://discord.com/api'),
+  AGENR_EXECUTE_POLICY: z.enum(AGENR_EXECUTE_POLICIES, { error: 'expected one of: open, confirm, strict' }).default('open'),
+  AGENR_MAX_EXECUTE_AMOUNT: integerString(0, Number.MAX_SAFE_INTEGER, 'expected a non-negative integer (cents)').default(100),
+  LOG_LEVEL: z.enum(LOG_LEVELS, { error: `expected one of: ${LOG_LEVELS.join(', ')}` }).default('info'),
+});
+
+type EnvName = keyof z.input<typeof envSchema>;
+
+/** Rules that span variables: a half-configured transport must stop start, not fail at first use. */
+function crossVariableIssues(vars: Partial<Record<EnvName, string>>): string[] {
+  const issues: string[] = [];
+  if (vars.SLACK_APP_TOKEN !== undefined) {
+    if (vars.SLACK_BOT_TOKEN === undefined) issues.push('SLACK_BOT_TOKEN: required when SLACK_APP_TOKEN is set (Socket Mode)');
+  } else if (vars.SLACK_BOT_TOKEN !== undefined && vars.SLACK_SIGNING_SECRET === undefined) {
+    issues.push('SLACK_SIGNING_SECRET: required when SLACK_BOT_TOKEN is set (or set SLACK_APP_TOKEN for Socket Mode)');
+  } else if (vars.SLACK_SIGNING_SECRET !== undefined && vars.SLACK_BOT_TOKEN === undefined) {
+    issues.push('SLACK_BOT_TOKEN: required when SLACK_SIGNING_SECRET is set');
+  }
+  if (vars.DISCORD_GATEWAY === 'true' && vars.DISCORD_BOT_TOKEN === undefined) {
+    issues.push('DISCORD_BOT_TOKEN: required when DISCORD_GATEWAY is true');
+  }
+  return issues;
+}
+
+/**
+ * Parses the environment once, at start. Empty strings count as unset (a `.env` line
+ * `SLACK_BOT_TOKEN=` means "no Slack"). Throws a ConfigError listing every bad variable.
+ */
+export function loadEnv(source: NodeJS.ProcessEnv = process.env): Env {
+  const vars: Partial<Record<EnvName, string>> = {};
+  for (const name of Object.keys(envSchema.shape) as EnvName[]) {
+    const value = source[name];
+    if (value !== undefined && value !== '') vars[name] = value;
+  }
+  const result = envSchema.safeParse(vars);
+  const issues = result.success ? [] : result.error.issues.map((issue) => `${String(issue.path[0])}: ${issue.message}`);
+  issues.push(...crossVariableIssues(vars));
+  if (!result.success || issues.length > 0) throw new ConfigError('Invalid environment:', issues);
+  const env: Env = result.data;
+  return Object.freeze(env);
+}

@@ -1,0 +1,137 @@
+import { Ajv2020 } from 'ajv/dist/2020.js';
+import type { ErrorObject } from 'ajv/dist/2020.js';
+import ajvFormats from 'ajv-formats';
+import { formatFieldPath } from './errors.js';
+import type { JSONSchema } from './summary-template.js';
+
+export interface ParamError {
+  /** JSON Pointer into the params, `""` for the root */
+  path: string;
+  message: string;
+}
+
+export type ValidateParams = (params: unknown) => ParamError[];
+
+/** A params schema that cannot be used; `path` points inside the schema. */
+export class ParamsSchemaError extends Error {
+  override readonly name = 'ParamsSchemaError';
+  constructor(
+    readonly path: readonly PropertyKey[],
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+const DRAFT_2020 = 'https://json-schema.org/draft/2020-12/schema';
+
+// Where JSON Schema keeps subschemas: one schema, a list of schemas, or a map of them.
+const SINGLE = ['items', 'additionalProperties', 'contains', 'not', 'if', 'then', 'else'];
+const LIST = ['prefixItems', 'allOf', 'anyOf', 'oneOf'];
+const MAP = ['properties', 'patternProperties', '$defs', 'definitions', 'dependentSchemas'];
+const COMBINATORS = new Set(['allOf', 'anyOf', 'oneOf', 'if', 'then', 'else', 'dependentSchemas']);
+
+function isSchemaObject(value: unknown): value is JSONSchema {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+function describesObject(schema: JSONSchema): boolean {
+  const type = schema['type'];
+  return type === 'object' || (Array.isArray(type) && type.includes('object')) || isSchemaObject(schema['properties']);
+}
+
+function childSchemas(schema: JSONSchema): Array<{ keyword: string; path: PropertyKey[]; child: JSONSchema }> {
+  const children: Array<{ keyword: string; path: PropertyKey[]; child: JSONSchema }> = [];
+  for (const [keyword, value] of Object.entries(schema)) {
+    if (SINGLE.includes(keyword) && isSchemaObject(value)) children.push({ keyword, path: [keyword], child: value });
+    else if (LIST.includes(keyword) && Array.isArray(value)) {
+      value.forEach((child: unknown, i) => isSchemaObject(child) && children.push({ keyword, path: [keyword, i], child }));
+    } else if (MAP.includes(keyword) && isSchemaObject(value)) {
+      for (const [name, child] of Object.entries(value)) if (isSchemaObject(child)) children.push({ keyword, path: [keyword, name], child });
+    }
+  }
+  return children;
+}
+
+/**
+ * Returns a copy of the schema in which every object schema that does not decide about
+ * unknown properties gets `additionalProperties: false`: an agent must not be able to slip
+ * a field past the summary the human reads. `additionalProperties: false` (rather than
+ * `unevaluatedProperties`) because it is what agent tool-calling stacks understand. When
+ * an object's properties are spread over allOf/anyOf/… branches, forcing it would reject
+ * valid params, so the author has to decide explicitly.
+ */
+export function closeParamsSchema(schema: JSONSchema): JSONSchema {
+  const copy = structuredClone(schema);
+  close(copy, [], true);
+  return copy;
+}
+
+function close(schema: JSONSchema, path: PropertyKey[], standalone: boolean): void {
+  const isObject = describesObject(schema);
+  const children = childSchemas(schema);
+  if (isObject && standalone && !('additionalProperties' in schema) && !('unevaluatedProperties' in schema)) {
+    const spread = children.find(({ keyword, child }) => COMBINATORS.has(keyword) && ('properties' in child || 'patternProperties' in child));
+    if (spread !== undefined) {
+      throw new ParamsSchemaError(path, `properties are declared inside ${spread.keyword}: set additionalProperties (or unevaluatedProperties) explicitly`);
+    }
+    schema['additionalProperties'] = false;
+  }
+  for (const { keyword, path: childPath, child } of children) {
+    // A branch of an object schema only adds constraints to that same object, so it is not
+    // closed on its own; a branch of a non-object schema (`anyOf: [{type: object}, {type: string}]`) is.
+    close(child, [...path, ...childPath], !(isObject && COMBINATORS.has(keyword)));
+  }
+}
+
+function describeError(error: ErrorObject): ParamError {
+  const params = error.params as Record<string, unknown>;
+  switch (error.keyword) {
+    case 'additionalProperties':
+      return { path: `${error.instancePath}/${escapePointer(String(params['additionalProperty']))}`, message: 'unknown property' };
+    case 'unevaluatedProperties':
+      return { path: `${error.instancePath}/${escapePointer(String(params['unevaluatedProperty']))}`, message: 'unknown property' };
+    case 'required':
+      return { path: `${error.instancePath}/${escapePointer(String(params['missingProperty']))}`, message: 'is required' };
+    case 'enum': {
+      const allowed = Array.isArray(params['allowedValues']) ? params['allowedValues'] : [];
+      return { path: error.instancePath, message: `must be one of: ${allowed.map((v) => (typeof v === 'string' ? v : JSON.stringify(v))).join(', ')}` };
+    }
+    case 'const':
+      return { path: error.instancePath, message: `must be ${JSON.stringify(params['allowedValue'])}` };
+    default:
+      return { path: error.instancePath, message: error.message ?? `fails ${error.keyword}` };
+  }
+}
+
+function escapePointer(segment: string): string {
+  return segment.replaceAll('~', '~0').replaceAll('/', '~1');
+}
+
+/**
+ * Compiles a (closed) params schema. One Ajv instance per schema so that `$id`s of
+ * different operations cannot collide. Strict mode turns keyword typos (`requird`) and
+ * required-but-undeclared properties into errors at start.
+ */
+export function compileParamsSchema(schema: JSONSchema): ValidateParams {
+  const declared = schema['$schema'];
+  if (declared !== undefined && declared !== DRAFT_2020 && declared !== `${DRAFT_2020}#`) {
+    throw new ParamsSchemaError(['$schema'], `only JSON Schema draft 2020-12 is supported: remove $schema or set it to ${DRAFT_2020}`);
+  }
+  if (schema['type'] !== 'object') {
+    throw new ParamsSchemaError(['type'], 'expected "object": params are always a JSON object');
+  }
+  const ajv = new Ajv2020({ allErrors: true, strict: true, allowUnionTypes: true });
+  ajvFormats.default(ajv);
+  let validate: ReturnType<typeof ajv.compile>;
+  try {
+    validate = ajv.compile(schema);
+  } catch (error) {
+    throw new ParamsSchemaError([], error instanceof Error ? error.message : String(error));
+  }
+  return (params) => (validate(params) ? [] : (validate.errors ?? []).map(describeError));
+}
+
+export function describeSchemaPath(base: string, path: readonly PropertyKey[]): string {
+  return path.length === 0 ? base : `${base}.${formatFieldPath(path)}`;
+}

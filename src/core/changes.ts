@@ -1,0 +1,43 @@
+import { EventEmitter } from 'node:events';
+import type { ProposalRecord } from './model.js';
+
+/**
+ * In-process notice of proposal changes, so a long-poll wakes as soon as this process changes a
+ * proposal. Changes made by other processes arrive through the database's notifications.
+ */
+const EVERY = Symbol('every change');
+
+export function createChangeFeed() {
+  const emitter = new EventEmitter();
+  emitter.setMaxListeners(0);
+
+  return {
+    publish(proposal: ProposalRecord): void {
+      emitter.emit(proposal.id);
+      emitter.emit(EVERY, proposal);
+    },
+    /** Every change this process makes; returns the unsubscribe function. */
+    onEvery(listener: (proposal: ProposalRecord) => void): () => void {
+      emitter.on(EVERY, listener);
+      return () => emitter.off(EVERY, listener);
+    },
+    /** Resolves true on the next change of this proposal, false after `timeoutMs`. */
+    next(proposalId: string, timeoutMs: number, signal?: AbortSignal): Promise<boolean> {
+      return new Promise((resolve) => {
+        const done = (changed: boolean) => {
+          clearTimeout(timer);
+          emitter.off(proposalId, onChange);
+          signal?.removeEventListener('abort', onAbort);
+          resolve(changed);
+        };
+        const onChange = () => done(true);
+        const onAbort = () => done(false);
+        const timer = setTimeout(() => done(false), timeoutMs);
+        emitter.on(proposalId, onChange);
+        signal?.addEventListener('abort', onAbort);
+      });
+    },
+  };
+}
+
+export type ChangeFeed = ReturnType<typeof createChangeFeed>;

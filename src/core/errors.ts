@@ -1,0 +1,60 @@
+/**
+ * The closed set of failures twokey reports. Every transport maps a code to its own form
+ * (HTTP status, ephemeral chat message, CLI exit), so the code is the contract, the message is
+ * for humans. Messages never contain secrets.
+ */
+export const errorStatus = {
+  invalid_request: 400,
+  invalid_json: 400,
+  invalid_params: 400,
+  unauthorized: 401,
+  operation_not_allowed: 403,
+  not_an_approver: 403,
+  owner_cannot_approve: 403,
+  // Commit checks, in the order they run (CONTRACT §4).
+  invalid_token: 403,
+  consumed: 403,
+  expired: 403,
+  principal_mismatch: 403,
+  operation_mismatch: 403,
+  params_mismatch: 403,
+  rejected: 403,
+  not_approved: 403,
+  not_found: 404,
+  unknown_operation: 404,
+  not_pending: 409,
+  operation_removed: 409,
+  conflict: 409,
+  payload_too_large: 413,
+  rate_limited: 429,
+  internal: 500,
+  execution_failed: 502,
+  unavailable: 503,
+} as const;
+
+export type ErrorCode = keyof typeof errorStatus;
+
+export interface ErrorDetail {
+  path: string;
+  message: string;
+}
+
+export class TwokeyError extends Error {
+  override readonly name = 'TwokeyError';
+
+  constructor(
+    readonly code: ErrorCode,
+    message: string,
+    readonly details?: ErrorDetail[],
+  ) {
+    super(message);
+  }
+
+  get status(): number {
+    return errorStatus[this.code];
+  }
+}
+
+export function isTwokeyError(value: unknown): value is TwokeyError {
+  return value instanceof TwokeyError;
+}

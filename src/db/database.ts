@@ -1,0 +1,132 @@
+import { mkdir } from 'node:fs/promises';
+import { join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { PGlite } from '@electric-sql/pglite';
+import { sql } from 'drizzle-orm';
+import type { PgDatabase, PgQueryResultHKT } from 'drizzle-orm/pg-core';
+import { drizzle as drizzlePglite } from 'drizzle-orm/pglite';
+import { migrate as migratePglite } from 'drizzle-orm/pglite/migrator';
+import { drizzle as drizzlePostgres } from 'drizzle-orm/postgres-js';
+import { migrate as migratePostgres } from 'drizzle-orm/postgres-js/migrator';
+import postgres from 'postgres';
+import lockfile from 'proper-lockfile';
+import { schema } from './schema.js';
+
+export type Db = PgDatabase<PgQueryResultHKT, typeof schema>;
+
+export interface Database {
+  db: Db;
+  kind: 'pglite' | 'postgres';
+  /** postgres.js client, for LISTEN/NOTIFY and raw benchmarks; absent on PGlite. */
+  client?: postgres.Sql;
+  /** The embedded database, for raw benchmarks; absent on PostgreSQL. */
+  pglite?: PGlite;
+  close(): Promise<void>;
+}
+
+export const migrationsFolder = fileURLToPath(new URL('../../drizzle', import.meta.url));
+
+/** Any constant works; it only has to be the same for every twokey process on one database. */
+const MIGRATION_LOCK_KEY = 0x74776f6b; // "twok"
+
+export class DataDirLockedError extends Error {
+  override readonly name = 'DataDirLockedError';
+  constructor(readonly dataDir: string) {
+    super(
+      `the data directory ${dataDir} is in use by another twokey process; stop it, or use its admin socket ` +
+        '(the CLI does this by itself), or set TWOKEY_DATA_DIR to another directory',
+    );
+  }
+}
+
+export const pgliteDirectory = (dataDir: string): string => join(resolve(dataDir), 'pglite');
+
+/**
+ * PGlite puts no lock on its directory and two processes writing one directory lose rows silently
+ * (shared/notes/database.md), so twokey holds a lock of its own for as long as the database is open.
+ * A crashed holder's lock goes stale after a few seconds.
+ */
+async function lockDataDir(dataDir: string): Promise<() => Promise<void>> {
+  const dir = resolve(dataDir);
+  await mkdir(dir, { recursive: true });
+  try {
+    return await lockfile.lock(dir, {
+      lockfilePath: join(dir, 'twokey.lock'),
+      stale: 5_000,
+      update: 1_000,
+      realpath: false,
+      onCompromised: (error) => {
+        // Another process took the directory: carrying on would corrupt it.
+        console.error(`twokey: lost the data directory lock (${error.message}); exiting`);
+        process.exit(70);
+      },
+    });
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ELOCKED') throw new DataDirLockedError(dir);
+    throw error;
+  }
+}
+
+export async function isDataDirLocked(dataDir: string): Promise<boolean> {
+  const dir = resolve(dataDir);
+  return lockfile.check(dir, { lockfilePath: join(dir, 'twokey.lock'), stale: 5_000, realpath: false }).catch(() => false);
+}
+
+export interface OpenOptions {
+  databaseUrl?: string | undefined;
+  dataDir: string;
+  /** In-memory PGlite, for tests. */
+  memory?: boolean;
+  poolSize?: number;
+}
+
+export async function openDatabase(options: OpenOptions): Promise<Database> {
+  if (options.databaseUrl) return openPostgres(options.databaseUrl, options.poolSize ?? 10);
+  if (options.memory) {
+    const client = new PGlite();
+    const db = drizzlePglite({ client, schema });
+    await migratePglite(db, { migrationsFolder });
+    return { db, kind: 'pglite', pglite: client, close: () => client.close() };
+  }
+  const release = await lockDataDir(options.dataDir);
+  try {
+    const client = new PGlite(pgliteDirectory(options.dataDir));
+    const db = drizzlePglite({ client, schema });
+    await migratePglite(db, { migrationsFolder });
+    return {
+      db,
+      kind: 'pglite',
+      pglite: client,
+      close: async () => {
+        await client.close();
+        await release();
+      },
+    };
+  } catch (error) {
+    await release();
+    throw error;
+  }
+}
+
+async function openPostgres(url: string, poolSize: number): Promise<Database> {
+  await migratePostgresLocked(url);
+  const client = postgres(url, { max: poolSize, onnotice: () => {} });
+  const db = drizzlePostgres({ client, schema });
+  return { db, kind: 'postgres', client, close: () => client.end({ timeout: 5 }) };
+}
+
+/** Several replicas starting at once must not migrate concurrently (3 of 4 failed without this lock). */
+export async function migratePostgresLocked(url: string): Promise<void> {
+  const client = postgres(url, { max: 1, onnotice: () => {} });
+  try {
+    const db = drizzlePostgres({ client, schema });
+    await db.execute(sql`select pg_advisory_lock(${MIGRATION_LOCK_KEY})`);
+    try {
+      await migratePostgres(db, { migrationsFolder });
+    } finally {
+      await db.execute(sql`select pg_advisory_unlock(${MIGRATION_LOCK_KEY})`);
+    }
+  } finally {
+    await client.end({ timeout: 5 });
+  }
+}

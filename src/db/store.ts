@@ -1,0 +1,156 @@
+import { and, asc, desc, eq, gt, lte, sql } from 'drizzle-orm';
+import { auditHash, genesisHash } from '../core/audit-chain.js';
+import type {
+  AgentRecord,
+  ApprovalRecord,
+  AuditEventInput,
+  AuditEventRecord,
+  ConfirmationType,
+  CommitMode,
+  ProposalRecord,
+  ProposalStatus,
+} from '../core/model.js';
+import type { AuditQuery, ProposalFilter, Store, StoreTransaction } from '../core/ports.js';
+import type { Db } from './database.js';
+import { agents, approvals, auditEvents, proposals } from './schema.js';
+
+/** Serialises appends so each audit row can link to the one before it. */
+const AUDIT_CHAIN_LOCK_KEY = 0x61756474; // "audt"
+
+type ProposalRow = typeof proposals.$inferSelect;
+type AgentRow = typeof agents.$inferSelect;
+type AuditRow = typeof auditEvents.$inferSelect;
+
+const toProposal = (row: ProposalRow): ProposalRecord => ({
+  ...row,
+  status: row.status as ProposalStatus,
+  confirmationType: row.confirmationType as ConfirmationType,
+  commitMode: row.commitMode as CommitMode,
+});
+
+const toAgent = (row: AgentRow): AgentRecord => ({ ...row, operations: row.operations ?? null });
+
+const toAudit = (row: AuditRow): AuditEventRecord => ({ ...row });
+
+type Executor = Pick<Db, 'select' | 'insert' | 'update' | 'execute'>;
+
+function readsFrom(db: Executor) {
+  return {
+    async getAgent(id: string) {
+      const [row] = await db.select().from(agents).where(eq(agents.id, id));
+      return row ? toAgent(row) : null;
+    },
+    async listApprovals(proposalId: string): Promise<ApprovalRecord[]> {
+      return db.select().from(approvals).where(eq(approvals.proposalId, proposalId)).orderBy(asc(approvals.at));
+    },
+  };
+}
+
+function transactionStore(tx: Executor): StoreTransaction {
+  return {
+    ...readsFrom(tx),
+    async lockProposal(id) {
+      const [row] = await tx.select().from(proposals).where(eq(proposals.id, id)).for('update');
+      return row ? toProposal(row) : null;
+    },
+    async insertProposal(proposal) {
+      await tx.insert(proposals).values(proposal);
+    },
+    async updateProposal(id, patch) {
+      await tx.update(proposals).set(patch).where(eq(proposals.id, id));
+    },
+    async insertApproval(approval) {
+      const inserted = await tx.insert(approvals).values(approval).onConflictDoNothing().returning({ at: approvals.at });
+      return inserted.length === 1;
+    },
+    async insertAgent(agent) {
+      await tx.insert(agents).values(agent);
+    },
+    async revokeAgent(id, at) {
+      await tx.update(agents).set({ revokedAt: at }).where(eq(agents.id, id));
+    },
+    async appendAudit(event: AuditEventInput, at: Date) {
+      // Held until commit: the next writer reads this row as its predecessor only once it is visible.
+      await tx.execute(sql`select pg_advisory_xact_lock(${AUDIT_CHAIN_LOCK_KEY})`);
+      const [last] = await tx
+        .select({ hash: auditEvents.hash })
+        .from(auditEvents)
+        .orderBy(desc(auditEvents.seq))
+        .limit(1);
+      const row = {
+        at,
+        type: event.type,
+        actor: event.actor,
+        proposalId: event.proposalId ?? null,
+        agentId: event.agentId ?? null,
+        data: event.data ?? {},
+        prevHash: last?.hash ?? genesisHash,
+      };
+      await tx.insert(auditEvents).values({ ...row, hash: auditHash(row) });
+    },
+  };
+}
+
+export function createStore(db: Db): Store {
+  return {
+    ...readsFrom(db),
+    transaction(work) {
+      return db.transaction((tx) => work(transactionStore(tx)));
+    },
+    async getProposal(id) {
+      const [row] = await db.select().from(proposals).where(eq(proposals.id, id));
+      return row ? toProposal(row) : null;
+    },
+    async listProposals(filter: ProposalFilter) {
+      const conditions = [
+        filter.status ? eq(proposals.status, filter.status) : undefined,
+        filter.agentId ? eq(proposals.agentId, filter.agentId) : undefined,
+        filter.operation ? eq(proposals.operation, filter.operation) : undefined,
+      ];
+      const rows = await db
+        .select()
+        .from(proposals)
+        .where(and(...conditions))
+        .orderBy(desc(proposals.createdAt))
+        .limit(filter.limit ?? 100);
+      return rows.map(toProposal);
+    },
+    async listExpiredPending(now, limit) {
+      const rows = await db
+        .select()
+        .from(proposals)
+        .where(and(eq(proposals.status, 'pending'), lte(proposals.expiresAt, now)))
+        .orderBy(asc(proposals.expiresAt))
+        .limit(limit);
+      return rows.map(toProposal);
+    },
+    async findAgentByName(name) {
+      const [row] = await db.select().from(agents).where(eq(agents.name, name));
+      return row ? toAgent(row) : null;
+    },
+    async findAgentByKeyHash(keyHash) {
+      const [row] = await db.select().from(agents).where(eq(agents.keyHash, keyHash));
+      return row ? toAgent(row) : null;
+    },
+    async listAgents() {
+      return (await db.select().from(agents).orderBy(asc(agents.createdAt))).map(toAgent);
+    },
+    async listAudit(query: AuditQuery) {
+      const rows = await db
+        .select()
+        .from(auditEvents)
+        .where(
+          and(
+            query.afterSeq !== undefined ? gt(auditEvents.seq, query.afterSeq) : undefined,
+            query.proposalId ? eq(auditEvents.proposalId, query.proposalId) : undefined,
+          ),
+        )
+        .orderBy(asc(auditEvents.seq))
+        .limit(query.limit ?? 1000);
+      return rows.map(toAudit);
+    },
+    async ping() {
+      await db.execute(sql`select 1`);
+    },
+  };
+}

@@ -1,0 +1,123 @@
+import { describe, expect, it } from 'vitest';
+import { loadEnv } from '../../src/config/env.js';
+import { ConfigError } from '../../src/config/errors.js';
+
+function envError(source: NodeJS.ProcessEnv): ConfigError {
+  try {
+    loadEnv(source);
+  } catch (error) {
+    if (error instanceof ConfigError) return error;
+    throw error;
+  }
+  throw new Error('expected loadEnv to throw');
+}
+
+describe('loadEnv', () => {
+  it('applies the documented defaults to an empty environment', () => {
+    expect(loadEnv({})).toEqual({
+      PORT: 8080,
+      HOST: '127.0.0.1',
+      TWOKEY_DATA_DIR: './data',
+      SLACK_API_URL: 'https://slack.com/api/',
+      DISCORD_GATEWAY: false,
+      DISCORD_API_URL: 'https://discord.com/api',
+      AGENR_EXECUTE_POLICY: 'open',
+      AGENR_MAX_EXECUTE_AMOUNT: 100,
+      LOG_LEVEL: 'info',
+    });
+  });
+
+  it('parses typed values and ignores unrelated variables', () => {
+    const env = loadEnv({
+      PORT: '3000',
+      DATABASE_URL: 'postgresql://twokey:pw@db:5432/twokey',
+      DISCORD_GATEWAY: 'true',
+      DISCORD_BOT_TOKEN: 'bot-token',
+      AGENR_EXECUTE_POLICY: 'strict',
+      AGENR_MAX_EXECUTE_AMOUNT: '0',
+      LOG_LEVEL: 'silent',
+      PATH: '/usr/bin',
+    });
+    expect(env.PORT).toBe(3000);
+    expect(env.DATABASE_URL).toBe('postgresql://twokey:pw@db:5432/twokey');
+    expect(env.DISCORD_GATEWAY).toBe(true);
+    expect(env.AGENR_EXECUTE_POLICY).toBe('strict');
+    expect(env.AGENR_MAX_EXECUTE_AMOUNT).toBe(0);
+    expect(env.LOG_LEVEL).toBe('silent');
+    expect(env).not.toHaveProperty('PATH');
+  });
+
+  it('treats empty strings as unset', () => {
+    const env = loadEnv({ PORT: '', DATABASE_URL: '', SLACK_BOT_TOKEN: '', LOG_LEVEL: '' });
+    expect(env.PORT).toBe(8080);
+    expect(env.DATABASE_URL).toBeUndefined();
+    expect(env.SLACK_BOT_TOKEN).toBeUndefined();
+    expect(env.LOG_LEVEL).toBe('info');
+  });
+
+  it('names the variable in the message', () => {
+    expect(() => loadEnv({ PORT: '70000' })).toThrow(ConfigError);
+    expect(envError({ PORT: '70000' }).issues).toEqual(['PORT: expected an integer between 1 and 65535']);
+    expect(envError({ PORT: '80abc' }).issues).toEqual(['PORT: expected an integer between 1 and 65535']);
+  });
+
+  it('lists every bad variable at once', () => {
+    const error = envError({
+      PORT: '0',
+      DATABASE_URL: 'mysql://db/twokey',
+      TWOKEY_PUBLIC_URL: 'ftp://example.com',
+      DISCORD_GATEWAY: 'yes',
+      AGENR_EXECUTE_POLICY: 'lenient',
+      AGENR_MAX_EXECUTE_AMOUNT: '-1',
+      LOG_LEVEL: 'verbose',
+    });
+    expect(error.issues.map((issue) => issue.split(':')[0])).toEqual([
+      'PORT',
+      'DATABASE_URL',
+      'TWOKEY_PUBLIC_URL',
+      'DISCORD_GATEWAY',
+      'AGENR_EXECUTE_POLICY',
+      'AGENR_MAX_EXECUTE_AMOUNT',
+      'LOG_LEVEL',
+    ]);
+    expect(error.message).toContain('DATABASE_URL: expected a postgres:// or postgresql:// URL');
+  });
+
+  it('never repeats the value of a secret in the message', () => {
+    const secretKey = 'zz'.repeat(20) + 'not-hex-s3cr3t-value';
+    const error = envError({
+      DISCORD_PUBLIC_KEY: secretKey,
+      DATABASE_URL: 'mysql://admin:hunter2@db/twokey',
+      SLACK_BOT_TOKEN: 'xoxb-s3cr3t-token',
+    });
+    expect(error.issues).toEqual([
+      'DATABASE_URL: expected a postgres:// or postgresql:// URL',
+      'DISCORD_PUBLIC_KEY: expected 64 hexadecimal characters',
+      'SLACK_SIGNING_SECRET: required when SLACK_BOT_TOKEN is set (or set SLACK_APP_TOKEN for Socket Mode)',
+    ]);
+    for (const secret of ['s3cr3t', 'hunter2', 'zzzz']) expect(error.message).not.toContain(secret);
+  });
+
+  describe('Slack variables go together', () => {
+    it('accepts HTTP mode (bot token + signing secret) and Socket Mode (bot token + app token)', () => {
+      expect(loadEnv({ SLACK_BOT_TOKEN: 'xoxb-1', SLACK_SIGNING_SECRET: 's' }).SLACK_SIGNING_SECRET).toBe('s');
+      expect(loadEnv({ SLACK_BOT_TOKEN: 'xoxb-1', SLACK_APP_TOKEN: 'xapp-1' }).SLACK_APP_TOKEN).toBe('xapp-1');
+    });
+
+    it('names the missing half', () => {
+      expect(envError({ SLACK_SIGNING_SECRET: 's' }).issues).toEqual(['SLACK_BOT_TOKEN: required when SLACK_SIGNING_SECRET is set']);
+      expect(envError({ SLACK_BOT_TOKEN: 'xoxb-1' }).issues[0]).toMatch(/^SLACK_SIGNING_SECRET: required/);
+      expect(envError({ SLACK_APP_TOKEN: 'xapp-1' }).issues).toEqual(['SLACK_BOT_TOKEN: required when SLACK_APP_TOKEN is set (Socket Mode)']);
+    });
+  });
+
+  it('requires the Discord bot token for the gateway', () => {
+    expect(envError({ DISCORD_GATEWAY: 'true' }).issues).toEqual(['DISCORD_BOT_TOKEN: required when DISCORD_GATEWAY is true']);
+  });
+
+  it('checks the Discord public key is 64 hex characters', () => {
+    const key = 'a'.repeat(64);
+    expect(loadEnv({ DISCORD_PUBLIC_KEY: key }).DISCORD_PUBLIC_KEY).toBe(key);
+    expect(envError({ DISCORD_PUBLIC_KEY: 'a'.repeat(63) }).issues).toEqual(['DISCORD_PUBLIC_KEY: expected 64 hexadecimal characters']);
+  });
+});

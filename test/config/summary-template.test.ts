@@ -1,0 +1,106 @@
+import { describe, expect, it } from 'vitest';
+import { compileSummaryTemplate, formatDate, formatUsd, TemplateError } from '../../src/config/summary-template.js';
+
+const schema = {
+  type: 'object',
+  properties: {
+    org: { type: 'string' },
+    note: { type: 'string' },
+    amount_cents: { type: 'integer' },
+    at: { type: 'string' },
+    items: { type: 'array', items: { type: 'object', properties: { sku: { type: 'string' } } } },
+    billing: { type: 'object', properties: { email: { type: 'string' } } },
+    labels: { type: 'object' },
+  },
+};
+
+function render(source: string, params: Record<string, unknown>, agent = 'billing-bot'): string {
+  return compileSummaryTemplate(source, schema)({ agent, operation: 'upgrade_plan', params });
+}
+
+describe('usd', () => {
+  it.each([
+    [0, '$0.00'],
+    [5, '$0.05'],
+    [1234, '$12.34'],
+    [123456, '$1,234.56'],
+    [-250, '-$2.50'],
+    [100_000_000_00, '$100,000,000.00'],
+  ])('formats %i cents as %s', (cents, text) => {
+    expect(formatUsd(cents)).toBe(text);
+    expect(render('{{ params.amount_cents | usd }}', { amount_cents: cents })).toBe(text);
+  });
+
+  it('renders an absent amount as nothing', () => {
+    expect(render('[{{ params.amount_cents | usd }}]', {})).toBe('[]');
+  });
+});
+
+describe('date', () => {
+  it('formats ISO strings and epoch milliseconds in UTC', () => {
+    expect(formatDate('2026-11-22T15:05:59+01:00')).toBe('2026-11-22 14:05 UTC');
+    expect(formatDate(Date.UTC(2026, 10, 22, 14, 5))).toBe('2026-11-22 14:05 UTC');
+    expect(render('{{ params.at | date }}', { at: '2026-11-22T14:05:00Z' })).toBe('2026-11-22 14:05 UTC');
+  });
+
+  it('shows unparseable input unchanged', () => {
+    expect(render('{{ params.at | date }}', { at: 'next tuesday' })).toBe('next tuesday');
+  });
+
+  it('still accepts an explicit strftime format, in UTC', () => {
+    expect(render('{{ params.at | date: "%Y-%m-%d %H:%M" }}', { at: '2026-11-22T23:30:00-02:00' })).toBe('2026-11-23 01:30');
+  });
+});
+
+describe('compileSummaryTemplate', () => {
+  it('renders agent, operation and params without HTML escaping', () => {
+    const renderSummary = compileSummaryTemplate('{{ agent }} runs {{ operation }} on {{ params.org }}', schema);
+    expect(renderSummary({ agent: 'bot <1>', operation: 'upgrade_plan', params: { org: 'A & B "co"' } })).toBe(
+      'bot <1> runs upgrade_plan on A & B "co"',
+    );
+  });
+
+  it('renders a declared but absent optional param as an empty string', () => {
+    expect(render('org={{ params.org }} note=[{{ params.note }}] email=[{{ params.billing.email }}]', { org: 'acme' })).toBe(
+      'org=acme note=[] email=[]',
+    );
+  });
+
+  it('reads nested and looped values that the schema declares', () => {
+    const text = render('{% for item in params.items %}{{ item.sku }};{% endfor %} {{ params.billing.email }} {{ params.labels.team }}', {
+      items: [{ sku: 'a' }, { sku: 'b' }],
+      billing: { email: 'x@y.z' },
+      labels: { team: 'core' },
+    });
+    expect(text).toBe('a;b; x@y.z core');
+  });
+
+  it.each([
+    ['{{ params.orgg }}', /params\.orgg.*"orgg" is not declared/],
+    ['{{ params.billing.phone }}', /"phone" is not declared/],
+    ['{{ user }}', /user.*unknown variable/],
+    ['{{ params }}', /read a single param/],
+    ['{{ params[params.org] }}', /computed param names/],
+    ['{% if params.org == "x" %}{{ params.secret_field }}{% endif %}', /"secret_field" is not declared/],
+    ['{{ params.org | default: params.fallback }}', /"fallback" is not declared/],
+  ])('refuses %j at compile time', (source, message) => {
+    expect(() => compileSummaryTemplate(source, schema)).toThrow(message);
+  });
+
+  it('refuses unknown filters at compile time', () => {
+    expect(() => compileSummaryTemplate('{{ params.amount_cents | eur }}', schema)).toThrow(/undefined filter: eur/);
+  });
+
+  it.each(["{% include 'x' %}", "{% render '/etc/passwd' %}", "{% layout 'base' %}"])('cannot read files: %s', (source) => {
+    expect(() => compileSummaryTemplate(source, schema)).toThrow(TemplateError);
+  });
+
+  it('stops templates that would run away', () => {
+    const loop = compileSummaryTemplate('{% for i in (1..1000) %}{% for j in (1..1000) %}x{% endfor %}{% endfor %}', schema);
+    expect(() => loop({ agent: 'a', operation: 'o', params: {} })).toThrow(/limit exceeded/);
+  });
+
+  it('refuses oversized templates', () => {
+    expect(() => compileSummaryTemplate('x'.repeat(30_000), schema)).toThrow(/parse length limit/);
+  });
+});

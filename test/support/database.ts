@@ -1,0 +1,52 @@
+import { randomBytes } from 'node:crypto';
+import postgres from 'postgres';
+import { openDatabase, type Database } from '../../src/db/database.js';
+
+export type Driver = 'pglite' | 'postgres';
+
+export const TEMPLATE_DATABASE = 'twokey_test_template';
+
+/** Every database test runs on PGlite, and on PostgreSQL too when CI (or you) set TEST_DATABASE_URL. */
+export const drivers: Driver[] = process.env.TEST_DATABASE_URL ? ['pglite', 'postgres'] : ['pglite'];
+
+export function testDatabaseUrl(): string {
+  const url = process.env.TEST_DATABASE_URL;
+  if (!url) throw new Error('TEST_DATABASE_URL is not set');
+  return url;
+}
+
+export function databaseUrlFor(name: string): string {
+  const url = new URL(testDatabaseUrl());
+  url.pathname = `/${name}`;
+  return url.toString();
+}
+
+/**
+ * A fresh, migrated database: in-memory PGlite, or a PostgreSQL database cloned from the template
+ * that global setup migrated (~50 ms instead of a migration per file).
+ */
+export async function openTestDatabase(driver: Driver, options: { poolSize?: number } = {}): Promise<Database & { url?: string }> {
+  if (driver === 'pglite') return openDatabase({ dataDir: '', memory: true });
+  const name = `twokey_test_${randomBytes(6).toString('hex')}`;
+  const admin = postgres(testDatabaseUrl(), { max: 1, onnotice: () => {} });
+  try {
+    await admin.unsafe(`create database ${name} template ${TEMPLATE_DATABASE}`);
+  } finally {
+    await admin.end();
+  }
+  const url = databaseUrlFor(name);
+  const database = await openDatabase({ databaseUrl: url, dataDir: '', poolSize: options.poolSize ?? 20 });
+  return {
+    ...database,
+    url,
+    close: async () => {
+      await database.close();
+      const cleanup = postgres(testDatabaseUrl(), { max: 1, onnotice: () => {} });
+      try {
+        await cleanup.unsafe(`drop database if exists ${name} with (force)`);
+      } finally {
+        await cleanup.end();
+      }
+    },
+  };
+}

@@ -1,0 +1,60 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { once } from 'node:events';
+import { createServer } from 'node:net';
+import { fileURLToPath } from 'node:url';
+
+export const binPath = fileURLToPath(new URL('../../bin/twokey.js', import.meta.url));
+
+export async function freePort(): Promise<number> {
+  const server = createServer();
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  const address = server.address();
+  server.close();
+  if (!address || typeof address === 'string') throw new Error('no port');
+  return address.port;
+}
+
+export interface CliResult {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+/** Runs the real `twokey` binary as a user would. */
+export async function runCli(args: string[], env: Record<string, string>): Promise<CliResult> {
+  const child = spawn(process.execPath, [binPath, ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+  child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+  const [code] = (await once(child, 'close')) as [number | null];
+  return { code, stdout, stderr };
+}
+
+/** Starts `twokey serve` and resolves once it answers /healthz. */
+export async function startServerProcess(env: Record<string, string>): Promise<{ child: ChildProcess; url: string; output: () => string; stop: () => Promise<void> }> {
+  const child = spawn(process.execPath, [binPath, 'serve'], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  let output = '';
+  child.stdout?.on('data', (chunk: Buffer) => (output += chunk.toString()));
+  child.stderr?.on('data', (chunk: Buffer) => (output += chunk.toString()));
+  const url = `http://${env.HOST ?? '127.0.0.1'}:${env.PORT}`;
+  const deadline = Date.now() + 30_000;
+  for (;;) {
+    if (child.exitCode !== null) throw new Error(`twokey serve exited early:\n${output}`);
+    const healthy = await fetch(`${url}/healthz`).then((r) => r.ok, () => false);
+    if (healthy) break;
+    if (Date.now() > deadline) throw new Error(`twokey serve did not start:\n${output}`);
+    await new Promise((done) => setTimeout(done, 100));
+  }
+  return {
+    child,
+    url,
+    output: () => output,
+    stop: async () => {
+      if (child.exitCode !== null) return;
+      child.kill('SIGTERM');
+      await once(child, 'close');
+    },
+  };
+}
