@@ -1,5 +1,6 @@
 import { TwokeyError } from '../core/errors.js';
 import type { ProposalStatus } from '../core/model.js';
+import type { JobStatus } from '../db/jobs-store.js';
 import type { Services } from '../runtime/services.js';
 
 /**
@@ -8,6 +9,7 @@ import type { Services } from '../runtime/services.js';
  */
 
 const PERSON = /^(slack:[UW][A-Z0-9]+|discord:user:\d{15,21}|web:[A-Za-z0-9_.@-]{1,64})$/;
+const JOB_STATUSES: readonly JobStatus[] = ['queued', 'running', 'done', 'dead'];
 const STATUSES: readonly ProposalStatus[] = ['pending', 'approved', 'executing', 'committed', 'rejected', 'expired', 'cancelled'];
 
 function requireString(args: Record<string, unknown>, name: string): string {
@@ -87,6 +89,29 @@ export const adminOperations = {
     const afterSeq = typeof args.afterSeq === 'number' ? args.afterSeq : 0;
     const events = await services.audit.list({ afterSeq, limit: 500 });
     return events.map((event) => ({ ...event, at: event.at.toISOString() }));
+  },
+  async 'jobs.list'(services: Services, args: Record<string, unknown>) {
+    const status = optionalString(args, 'status');
+    if (status !== undefined && !JOB_STATUSES.includes(status as JobStatus)) {
+      throw new TwokeyError('invalid_request', `--status must be one of ${JOB_STATUSES.join(', ')}`);
+    }
+    const rows = await services.jobs.list(status ? { status: status as JobStatus } : {});
+    return rows.map((job) => ({
+      id: job.id,
+      kind: job.kind,
+      status: job.status,
+      attempts: `${job.attempts}/${job.maxAttempts}`,
+      target: job.payload.proposalId ?? null,
+      runAt: job.runAt.toISOString(),
+      lastError: job.lastError,
+    }));
+  },
+  async 'jobs.retry'(services: Services, args: Record<string, unknown>) {
+    const id = Number(requireString(args, 'id'));
+    if (!Number.isSafeInteger(id)) throw new TwokeyError('invalid_request', 'job id must be a number');
+    const job = await services.jobs.retry(id, services.clock());
+    if (!job) throw new TwokeyError('not_found', `no unfinished job ${id}`);
+    return { id: job.id, kind: job.kind, status: job.status };
   },
   async 'audit.verify'(services: Services) {
     return services.audit.verify();

@@ -93,6 +93,17 @@ function buildProgram(env: () => Env): Command {
       );
   }
 
+  const jobs = program.command('jobs').description('the outbox: chat posts and edits, callbacks');
+  jobs
+    .command('list')
+    .addOption(new Option('--status <status>', 'queued, running, done or dead'))
+    .action((options: { status?: string }) => run('jobs.list', { status: options.status }));
+  jobs
+    .command('retry')
+    .argument('<id>')
+    .description('queue a dead job again with a fresh set of attempts')
+    .action((id: string) => run('jobs.retry', { id }));
+
   const audit = program
     .command('audit')
     .description('print the audit log')

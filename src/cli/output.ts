@@ -59,6 +59,12 @@ export function printAdminResult(operation: string, result: unknown, options: { 
         console.log(`${String(event.seq).padStart(6)}  ${String(event.at)}  ${String(event.type).padEnd(18)}  ${String(event.actor)}  ${target}  ${JSON.stringify(event.data)}`);
       }
       return;
+    case 'jobs.list':
+      console.log(table(value, ['id', 'kind', 'status', 'attempts', 'target', 'runAt', 'lastError']));
+      return;
+    case 'jobs.retry':
+      console.log(`job ${String(value.id)} (${String(value.kind)}) queued again`);
+      return;
     case 'audit.verify':
       console.log(
         value.ok

@@ -16,6 +16,10 @@ export function createChangeFeed() {
       emitter.emit(proposal.id);
       emitter.emit(EVERY, proposal);
     },
+    /** A change another replica made (PostgreSQL NOTIFY): wakes long-polls of that proposal. */
+    notify(proposalId: string): void {
+      emitter.emit(proposalId);
+    },
     /** Every change this process makes; returns the unsubscribe function. */
     onEvery(listener: (proposal: ProposalRecord) => void): () => void {
       emitter.on(EVERY, listener);

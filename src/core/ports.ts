@@ -20,6 +20,19 @@ export interface StoreTransaction {
   insertAgent(agent: AgentRecord): Promise<void>;
   revokeAgent(id: string, at: Date): Promise<void>;
   appendAudit(event: AuditEventInput, at: Date): Promise<void>;
+  /** Queues outbox jobs; they run only if this transaction commits. */
+  enqueue(jobs: OutboxJobSpec[], at: Date): Promise<void>;
+  /** Wakes long-polls of this proposal on every replica once the transaction commits. */
+  notifyChange(proposalId: string): Promise<void>;
+}
+
+/** Work for the outbox: delivered after commit, retried with backoff until done or dead. */
+export interface OutboxJobSpec {
+  kind: string;
+  payload: Record<string, unknown>;
+  /** Jobs sharing a key run one at a time, in the order they were queued. */
+  orderingKey?: string;
+  maxAttempts?: number;
 }
 
 export interface ProposalFilter {
@@ -40,6 +53,8 @@ export interface Store {
   getProposal(id: string): Promise<ProposalRecord | null>;
   listProposals(filter: ProposalFilter): Promise<ProposalRecord[]>;
   listApprovals(proposalId: string): Promise<ApprovalRecord[]>;
+  /** Executions whose claim ran out: their process died mid-call. */
+  listStaleExecutions(now: Date, limit: number): Promise<ProposalRecord[]>;
   /** Pending proposals whose expiry has passed, oldest first. */
   listExpiredPending(now: Date, limit: number): Promise<ProposalRecord[]>;
   getAgent(id: string): Promise<AgentRecord | null>;
@@ -47,5 +62,6 @@ export interface Store {
   findAgentByKeyHash(keyHash: string): Promise<AgentRecord | null>;
   listAgents(): Promise<AgentRecord[]>;
   listAudit(query: AuditQuery): Promise<AuditEventRecord[]>;
+  countProposalsByStatus(): Promise<Record<string, number>>;
   ping(): Promise<void>;
 }

@@ -9,7 +9,7 @@ import type {
   OperationSpec,
   ProposalRecord,
 } from './model.js';
-import type { Store, StoreTransaction } from './ports.js';
+import type { OutboxJobSpec, Store, StoreTransaction } from './ports.js';
 import { digestsEqual, mintConfirmToken, paramsHash, sha256Hex } from './secrets.js';
 
 export interface ProposalServiceDeps {
@@ -17,10 +17,15 @@ export interface ProposalServiceDeps {
   operation(name: string): OperationSpec | undefined;
   executorFor: ExecutorResolver;
   clock: Clock;
-  /** How long an execution claim on a remote executor lasts before recovery may take it over. */
-  executionLeaseMs?: number;
+  /**
+   * How long an execution claim on a remote executor lasts before recovery may take it over; longer
+   * than the executor's own timeout, so a live call is never taken over.
+   */
+  executionLeaseMs?(operation: string): number;
   /** Called after every committed state change (long-poll wake-ups, metrics). Must not throw. */
   onChange?(proposal: ProposalRecord): void;
+  /** The outbox jobs a proposal's new state calls for (chat edits, callbacks). */
+  effects?(proposal: ProposalRecord): OutboxJobSpec[];
 }
 
 export interface ProposeInput {
@@ -80,7 +85,7 @@ function describeFailure(error: unknown): string {
 
 export function createProposalService(deps: ProposalServiceDeps) {
   const { store, clock } = deps;
-  const leaseMs = deps.executionLeaseMs ?? 60_000;
+  const leaseMs = (operation: string) => deps.executionLeaseMs?.(operation) ?? 60_000;
 
   function requireOperation(name: string): OperationSpec {
     const operation = deps.operation(name);
@@ -90,9 +95,17 @@ export function createProposalService(deps: ProposalServiceDeps) {
     return operation;
   }
 
-  async function changed(tx: StoreTransaction, id: string): Promise<ProposalRecord> {
+  /**
+   * Ends a state change inside its transaction: re-reads the proposal, queues what must reach the
+   * outside (chat edits, callbacks) in the outbox and wakes long-polls on every replica — all of it
+   * committed, or rolled back, with the change itself.
+   */
+  async function settle(tx: StoreTransaction, id: string): Promise<ProposalRecord> {
     const proposal = await tx.lockProposal(id);
     if (!proposal) throw new TwokeyError('internal', 'proposal vanished inside its transaction');
+    const jobs = deps.effects?.(proposal) ?? [];
+    if (jobs.length > 0) await tx.enqueue(jobs, clock());
+    await tx.notifyChange(proposal.id);
     return proposal;
   }
 
@@ -144,7 +157,7 @@ export function createProposalService(deps: ProposalServiceDeps) {
       leaseUntil: null,
       updatedAt: now,
     };
-    await store.transaction(async (tx) => {
+    const created = await store.transaction(async (tx) => {
       await tx.insertProposal(proposal);
       await tx.appendAudit(
         {
@@ -161,9 +174,10 @@ export function createProposalService(deps: ProposalServiceDeps) {
         },
         now,
       );
+      return settle(tx, proposal.id);
     });
-    announce(proposal);
-    return { proposal, confirmToken };
+    announce(created);
+    return { proposal: created, confirmToken };
   }
 
   /** Loads what a decision needs and refuses anyone who may not decide. Writes nothing. */
@@ -222,7 +236,7 @@ export function createProposalService(deps: ProposalServiceDeps) {
       const counted = countedApprovers(await tx.listApprovals(proposal.id), operation, agent.owners);
       if (counted.length < proposal.quorum) {
         await tx.updateProposal(proposal.id, { updatedAt: now });
-        return { outcome: 'counted' as const, proposal: await changed(tx, proposal.id) };
+        return { outcome: 'counted' as const, proposal: await settle(tx, proposal.id) };
       }
       await tx.updateProposal(proposal.id, {
         status: 'approved',
@@ -240,7 +254,7 @@ export function createProposalService(deps: ProposalServiceDeps) {
         },
         now,
       );
-      return { outcome: 'quorum_reached' as const, proposal: await changed(tx, proposal.id) };
+      return { outcome: 'quorum_reached' as const, proposal: await settle(tx, proposal.id) };
     });
     if (decided.outcome === 'already_counted') return decided;
     announce(decided.proposal);
@@ -280,7 +294,7 @@ export function createProposalService(deps: ProposalServiceDeps) {
         },
         now,
       );
-      return changed(tx, current.id);
+      return settle(tx, current.id);
     });
     return { outcome: 'rejected', proposal: announce(proposal) };
   }
@@ -305,7 +319,7 @@ export function createProposalService(deps: ProposalServiceDeps) {
         { type: 'proposal.cancelled', actor: agentActor(agent), proposalId: current.id, agentId: agent.id },
         now,
       );
-      return changed(tx, current.id);
+      return settle(tx, current.id);
     });
     return announce(proposal);
   }
@@ -349,7 +363,7 @@ export function createProposalService(deps: ProposalServiceDeps) {
 
   type Claimed =
     | { done: true; proposal: ProposalRecord }
-    | { done: false; request: ExecutionRequest };
+    | { done: false; request: ExecutionRequest; proposal: ProposalRecord };
 
   async function claimAndMaybeRun(tx: StoreTransaction, proposalId: string, trigger: ExecutionTrigger): Promise<Claimed> {
     const now = clock();
@@ -381,7 +395,7 @@ export function createProposalService(deps: ProposalServiceDeps) {
     if (executor.kind === 'remote') {
       await tx.updateProposal(proposal.id, {
         status: 'executing',
-        leaseUntil: new Date(now.getTime() + leaseMs),
+        leaseUntil: new Date(now.getTime() + leaseMs(proposal.operation)),
         executionAttempts: proposal.executionAttempts + 1,
         updatedAt: now,
       });
@@ -389,13 +403,13 @@ export function createProposalService(deps: ProposalServiceDeps) {
         { type: 'execution.started', actor: trigger.actor, proposalId: proposal.id, agentId: agent.id, data: {} },
         now,
       );
-      return { done: false, request };
+      return { done: false, request, proposal: await settle(tx, proposal.id) };
     }
     const result = await executor.run(request).catch((error: unknown) => {
       throw new ExecutionFailure(describeFailure(error));
     });
     await recordCommitted(tx, proposal, result, trigger.actor, now);
-    return { done: true, proposal: await changed(tx, proposal.id) };
+    return { done: true, proposal: await settle(tx, proposal.id) };
   }
 
   async function recordCommitted(tx: StoreTransaction, proposal: ProposalRecord, result: unknown, actor: string, now: Date) {
@@ -431,7 +445,7 @@ export function createProposalService(deps: ProposalServiceDeps) {
         { type: 'execution.failed', actor, proposalId: proposal.id, agentId: proposal.agentId, data: { error: message } },
         now,
       );
-      return changed(tx, proposal.id);
+      return settle(tx, proposal.id);
     });
   }
 
@@ -453,7 +467,7 @@ export function createProposalService(deps: ProposalServiceDeps) {
       if (current.status === 'executing' && !current.consumedAt) {
         await recordCommitted(tx, current, result, actor, now);
       }
-      return changed(tx, current.id);
+      return settle(tx, current.id);
     });
     return announce(proposal);
   }
@@ -468,7 +482,8 @@ export function createProposalService(deps: ProposalServiceDeps) {
       if (failed) announce(failed);
       throw new TwokeyError('execution_failed', `execution failed: ${error.causeMessage}`);
     }
-    if (claimed.done) return announce(claimed.proposal);
+    announce(claimed.proposal);
+    if (claimed.done) return claimed.proposal;
     return finishRemote(claimed.request, trigger.actor);
   }
 
@@ -480,6 +495,49 @@ export function createProposalService(deps: ProposalServiceDeps) {
   /** Runs an approved proposal: the click that completed the quorum, or an operator's retry. */
   function executeApproved(proposalId: string, actor: string) {
     return runExecution(proposalId, { actor });
+  }
+
+  /**
+   * Takes over executions whose process died while the executor held the request: claims them
+   * again and re-invokes the executor with the same idempotency key (the proposal id), so the
+   * downstream sees a repeat, not a second effect.
+   */
+  async function resumeStaleExecutions(limit = 20): Promise<number> {
+    let resumed = 0;
+    for (const stale of await store.listStaleExecutions(clock(), limit)) {
+      const now = clock();
+      const claim = await store.transaction(async (tx) => {
+        const current = await tx.lockProposal(stale.id);
+        if (!current || current.status !== 'executing' || (current.leaseUntil && current.leaseUntil.getTime() > now.getTime())) return null;
+        const agent = await tx.getAgent(current.agentId);
+        const operation = deps.operation(current.operation);
+        if (!agent || !operation) return null;
+        await tx.updateProposal(current.id, {
+          leaseUntil: new Date(now.getTime() + leaseMs(current.operation)),
+          executionAttempts: current.executionAttempts + 1,
+          updatedAt: now,
+        });
+        await tx.appendAudit(
+          { type: 'execution.resumed', actor: 'system', proposalId: current.id, agentId: current.agentId, data: { attempt: current.executionAttempts + 1 } },
+          now,
+        );
+        const request: ExecutionRequest = {
+          proposalId: current.id,
+          operation: current.operation,
+          params: current.params,
+          agent: agent.name,
+          approvedBy: countedApprovers(await tx.listApprovals(current.id), operation, agent.owners),
+          approvedAt: (current.decidedAt ?? now).toISOString(),
+        };
+        return request;
+      });
+      if (!claim) continue;
+      resumed += 1;
+      await finishRemote(claim, 'system').catch((error: unknown) => {
+        if (!(error instanceof TwokeyError && error.code === 'execution_failed')) throw error;
+      });
+    }
+    return resumed;
   }
 
   /** A human's "Retry" after a failed execution: the same rules as an approval click. */
@@ -507,7 +565,7 @@ export function createProposalService(deps: ProposalServiceDeps) {
           { type: 'proposal.expired', actor: 'system', proposalId: current.id, agentId: current.agentId },
           now,
         );
-        return changed(tx, current.id);
+        return settle(tx, current.id);
       });
       if (proposal) {
         expired += 1;
@@ -524,7 +582,7 @@ export function createProposalService(deps: ProposalServiceDeps) {
     return agentView(proposal, await store.listApprovals(proposal.id));
   }
 
-  return { propose, approve, reject, cancel, commit, executeApproved, retry, expireDue, viewForAgent, get: mustGet };
+  return { propose, approve, reject, cancel, commit, executeApproved, retry, expireDue, resumeStaleExecutions, viewForAgent, get: mustGet };
 }
 
 export type ProposalService = ReturnType<typeof createProposalService>;

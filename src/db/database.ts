@@ -44,7 +44,7 @@ export const pgliteDirectory = (dataDir: string): string => join(resolve(dataDir
 /**
  * PGlite puts no lock on its directory and two processes writing one directory lose rows silently
  * (shared/notes/database.md), so twokey holds a lock of its own for as long as the database is open.
- * A crashed holder's lock goes stale after a few seconds.
+ * A crashed holder's lock goes stale after 5 seconds; a start waits that long before refusing.
  */
 async function lockDataDir(dataDir: string): Promise<() => Promise<void>> {
   const dir = resolve(dataDir);
@@ -54,6 +54,8 @@ async function lockDataDir(dataDir: string): Promise<() => Promise<void>> {
       lockfilePath: join(dir, 'twokey.lock'),
       stale: 5_000,
       update: 1_000,
+      // A holder killed with -9 leaves its lock until it goes stale: wait that long before refusing.
+      retries: { retries: 7, minTimeout: 1_000, maxTimeout: 1_000, factor: 1 },
       realpath: false,
       onCompromised: (error) => {
         // Another process took the directory: carrying on would corrupt it.

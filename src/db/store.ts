@@ -12,7 +12,12 @@ import type {
 } from '../core/model.js';
 import type { AuditQuery, ProposalFilter, Store, StoreTransaction } from '../core/ports.js';
 import type { Db } from './database.js';
-import { agents, approvals, auditEvents, proposals } from './schema.js';
+import { agents, approvals, auditEvents, jobs, proposals } from './schema.js';
+
+/** The channel every replica LISTENs on to wake long-polls. */
+export const PROPOSAL_CHANNEL = 'twokey_proposals';
+
+const DEFAULT_MAX_ATTEMPTS = 25;
 
 /** Serialises appends so each audit row can link to the one before it. */
 const AUDIT_CHAIN_LOCK_KEY = 0x61756474; // "audt"
@@ -88,6 +93,24 @@ function transactionStore(tx: Executor): StoreTransaction {
       };
       await tx.insert(auditEvents).values({ ...row, hash: auditHash(row) });
     },
+    async enqueue(specs, at) {
+      await tx.insert(jobs).values(
+        specs.map((spec) => ({
+          kind: spec.kind,
+          payload: spec.payload,
+          orderingKey: spec.orderingKey ?? null,
+          status: 'queued',
+          maxAttempts: spec.maxAttempts ?? DEFAULT_MAX_ATTEMPTS,
+          runAt: at,
+          createdAt: at,
+          updatedAt: at,
+        })),
+      );
+    },
+    async notifyChange(proposalId) {
+      // Delivered by PostgreSQL only when the transaction commits, never for a rolled-back change.
+      await tx.execute(sql`select pg_notify(${PROPOSAL_CHANNEL}, ${proposalId})`);
+    },
   };
 }
 
@@ -124,6 +147,15 @@ export function createStore(db: Db): Store {
         .limit(limit);
       return rows.map(toProposal);
     },
+    async listStaleExecutions(now, limit) {
+      const rows = await db
+        .select()
+        .from(proposals)
+        .where(and(eq(proposals.status, 'executing'), lte(proposals.leaseUntil, now)))
+        .orderBy(asc(proposals.leaseUntil))
+        .limit(limit);
+      return rows.map(toProposal);
+    },
     async findAgentByName(name) {
       const [row] = await db.select().from(agents).where(eq(agents.name, name));
       return row ? toAgent(row) : null;
@@ -148,6 +180,10 @@ export function createStore(db: Db): Store {
         .orderBy(asc(auditEvents.seq))
         .limit(query.limit ?? 1000);
       return rows.map(toAudit);
+    },
+    async countProposalsByStatus() {
+      const rows = await db.select({ status: proposals.status, count: sql<number>`count(*)::int` }).from(proposals).groupBy(proposals.status);
+      return Object.fromEntries(rows.map((row) => [row.status, Number(row.count)]));
     },
     async ping() {
       await db.execute(sql`select 1`);

@@ -18,6 +18,7 @@ export interface AgentRouteDeps {
   changes: ChangeFeed;
   operations(): OperationSpec[];
   rateLimit: { max: number; timeWindowMs: number };
+  longPollIntervalMs: number;
 }
 
 const MAX_WAIT_SECONDS = 60;
@@ -168,7 +169,8 @@ export function registerAgentRoutes(app: FastifyInstance, deps: AgentRouteDeps):
           querystring: {
             type: 'object',
             additionalProperties: false,
-            properties: { wait: { type: 'number', minimum: 0, maximum: MAX_WAIT_SECONDS } },
+            // Query strings are text and types are never coerced: the number is checked by pattern.
+            properties: { wait: { type: 'string', pattern: '^(60|[1-5]?[0-9])(\\.[0-9]+)?$' } },
           },
           response: { 200: proposalView, '4xx': errorResponse },
         },
@@ -176,17 +178,22 @@ export function registerAgentRoutes(app: FastifyInstance, deps: AgentRouteDeps):
       async (request) => {
         const agent = agentOf(request);
         const { id } = request.params as { id: string };
-        const { wait } = request.query as { wait?: number };
-        const view = await deps.proposals.viewForAgent(agent, id);
-        if (!wait || finalStatuses.includes(view.status)) return view;
-        // Subscribe first, then re-read: a change between the two reads is not missed.
+        const wait = Math.min(MAX_WAIT_SECONDS, Number((request.query as { wait?: string }).wait ?? 0));
+        const first = await deps.proposals.viewForAgent(agent, id);
+        if (!wait || finalStatuses.includes(first.status)) return first;
         const aborted = new AbortController();
         request.raw.once('close', () => aborted.abort());
-        const changed = deps.changes.next(id, wait * 1000, aborted.signal);
-        const latest = await deps.proposals.viewForAgent(agent, id);
-        if (latest.status !== view.status || latest.approvals.length !== view.approvals.length) return latest;
-        await changed;
-        return deps.proposals.viewForAgent(agent, id);
+        const deadline = Date.now() + wait * 1000;
+        const fingerprint = (view: typeof first) => `${view.status}/${view.approvals.length}/${view.error ?? ''}`;
+        for (;;) {
+          // Subscribe before re-reading, so a change between the two is not missed. The feed wakes us
+          // at once for changes made here (and, on PostgreSQL, on any replica); the interval is the
+          // fallback that also covers the embedded database, which has no cross-process notifications.
+          const changed = deps.changes.next(id, Math.min(deps.longPollIntervalMs, Math.max(0, deadline - Date.now())), aborted.signal);
+          const latest = await deps.proposals.viewForAgent(agent, id);
+          if (fingerprint(latest) !== fingerprint(first) || Date.now() >= deadline || aborted.signal.aborted) return latest;
+          await changed;
+        }
       },
     );
 

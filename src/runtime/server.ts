@@ -5,6 +5,9 @@ import { startAdminSocket } from '../admin/socket.js';
 import { createChatSync, type ChatSync } from '../chat/sync.js';
 import type { ChatIntegration } from '../chat/types.js';
 import { createChatMessageStore } from '../db/chat-store.js';
+import { PROPOSAL_CHANNEL } from '../db/store.js';
+import { createCallbackDelivery } from '../outbox/callbacks.js';
+import { createOutboxWorker, type OutboxWorker } from '../outbox/worker.js';
 import { loadConfigFile, resolveConfigPath, type TwokeyConfig } from '../config/config-file.js';
 import type { Env } from '../config/env.js';
 import type { Executor } from '../core/executor.js';
@@ -27,6 +30,9 @@ export interface StartOptions {
   listen?: boolean;
   rateLimit?: { max: number; timeWindowMs: number };
   sweepIntervalMs?: number;
+  outboxPollMs?: number;
+  outboxLeaseMs?: number;
+  outboxBackoff?: { baseMs: number; maxMs: number };
   /** Chat platforms to wire in; by default those the environment configures. */
   integrations?: (services: Services) => ChatIntegration[];
 }
@@ -34,6 +40,7 @@ export interface StartOptions {
 export interface RunningTwokey {
   app: FastifyInstance;
   chatSync: ChatSync;
+  outbox: OutboxWorker;
   services: Services;
   logger: Logger;
   url: string | null;
@@ -62,18 +69,31 @@ export async function startTwokey(options: StartOptions): Promise<RunningTwokey>
     publicUrl: env.TWOKEY_PUBLIC_URL,
     clock: services.clock,
   });
-  // One chain per proposal and platform keeps a message's edits in order.
-  const chatChains = new Map<string, Promise<void>>();
-  const unsubscribeChat = services.changes.onEvery((proposal) => {
-    for (const platform of ['slack', 'discord'] as const) {
-      if (!chatSync.wants(proposal, platform)) continue;
-      const key = `${platform}:${proposal.id}`;
-      const next = (chatChains.get(key) ?? Promise.resolve())
-        .then(() => chatSync.sync(proposal.id, platform))
-        .catch((error: unknown) => logger.warn({ err: error, proposalId: proposal.id, platform }, 'chat sync failed'));
-      chatChains.set(key, next);
-    }
+  for (const integration of integrations) services.chatPlatforms.add(integration.publisher.platform);
+
+  const outbox = createOutboxWorker({
+    jobs: services.jobs,
+    logger,
+    clock: services.clock,
+    pollIntervalMs: options.outboxPollMs,
+    leaseMs: options.outboxLeaseMs,
+    backoff: options.outboxBackoff,
+    handlers: {
+      'chat.sync': (payload) => chatSync.sync(String(payload.proposalId), payload.platform === 'discord' ? 'discord' : 'slack'),
+      'callback.deliver': createCallbackDelivery({ store: services.store, clock: services.clock }),
+    },
+    onSettled: (job, outcome) => services.metrics.jobOutcomes.inc({ kind: job.kind, outcome }),
   });
+  // A change made here has just queued jobs: run them now rather than at the next poll.
+  const unsubscribeOutbox = services.changes.onEvery(() => outbox.wake());
+
+  // On PostgreSQL a change made by any replica wakes this replica's long-polls and outbox.
+  const listener = database.client
+    ? await database.client.listen(PROPOSAL_CHANNEL, (proposalId) => {
+        services.changes.notify(proposalId);
+        outbox.wake();
+      })
+    : null;
 
   const app = await buildHttpApp({
     logger,
@@ -82,8 +102,9 @@ export async function startTwokey(options: StartOptions): Promise<RunningTwokey>
     changes: services.changes,
     operations: services.operations,
     ping: () => services.store.ping(),
-    metrics: services.metrics,
+    metrics: services.metrics.registry,
     rateLimit: options.rateLimit ?? { max: 600, timeWindowMs: 60_000 },
+    longPollIntervalMs: database.kind === 'postgres' ? 2_000 : 250,
   });
 
   for (const integration of integrations) await integration.registerRoutes?.(app);
@@ -96,9 +117,18 @@ export async function startTwokey(options: StartOptions): Promise<RunningTwokey>
     if (database.kind === 'pglite' && ownsDatabase) adminSocket = await startAdminSocket(services, env.TWOKEY_DATA_DIR);
   }
 
-  // Every replica sweeps; row locks make a proposal expire once however many sweep it.
+  outbox.start();
+
+  // Every replica sweeps; row locks make a proposal expire (or an execution resume) once however
+  // many replicas sweep it.
+  let sweeping: Promise<unknown> | null = null;
   const sweeper = setInterval(() => {
-    services.proposals.expireDue().catch((error: unknown) => logger.warn({ err: error }, 'expiry sweep failed'));
+    if (sweeping) return;
+    sweeping = Promise.all([
+      services.proposals.expireDue().catch((error: unknown) => logger.warn({ err: error }, 'expiry sweep failed')),
+      services.proposals.resumeStaleExecutions().catch((error: unknown) => logger.warn({ err: error }, 'execution recovery failed')),
+      services.jobs.pruneDone(new Date(services.clock().getTime() - 24 * 3_600_000)).catch(() => undefined),
+    ]).finally(() => (sweeping = null));
   }, options.sweepIntervalMs ?? 1_000);
   sweeper.unref();
 
@@ -106,17 +136,19 @@ export async function startTwokey(options: StartOptions): Promise<RunningTwokey>
   const close = () => {
     closing ??= (async () => {
       clearInterval(sweeper);
-      unsubscribeChat();
+      unsubscribeOutbox();
       for (const integration of integrations) await integration.stop?.();
       // fastify's close waits for in-flight requests, so a commit under way finishes before the database closes.
       await app.close();
       await new Promise<void>((done) => (adminSocket ? adminSocket.close(() => done()) : done()));
-      await Promise.all(chatChains.values());
+      await outbox.stop();
+      await sweeping;
+      await listener?.unlisten().catch(() => undefined);
       if (ownsDatabase) await database.close();
     })();
     return closing;
   };
 
   logger.info({ url, database: database.kind, config: config.source, operations: config.operations.length }, 'twokey started');
-  return { app, chatSync, services, logger, url, close };
+  return { app, chatSync, outbox, services, logger, url, close };
 }

@@ -1,15 +1,21 @@
-import { Registry, collectDefaultMetrics, Counter } from 'prom-client';
 import type { OperationDefinition, TwokeyConfig } from '../config/config-file.js';
 import { createAgentService } from '../core/agents.js';
 import { createAuditService } from '../core/audit.js';
 import { createChangeFeed } from '../core/changes.js';
 import type { Executor } from '../core/executor.js';
-import type { Clock, ProposalRecord } from '../core/model.js';
+import { finalStatuses, type Clock, type ProposalRecord } from '../core/model.js';
+import type { OutboxJobSpec } from '../core/ports.js';
 import { createProposalService } from '../core/proposals.js';
 import type { Database } from '../db/database.js';
+import { createJobStore } from '../db/jobs-store.js';
 import { createStore } from '../db/store.js';
 import { echoExecutor } from '../executors/echo.js';
 import { createHttpExecutor } from '../executors/http.js';
+import { createMetrics, type Metrics } from './metrics.js';
+
+export type ChatPlatform = 'slack' | 'discord';
+
+const EXECUTION_LEASE_MARGIN_MS = 5_000;
 
 export interface ServicesOptions {
   database: Database;
@@ -17,6 +23,7 @@ export interface ServicesOptions {
   clock?: Clock;
   /** Replaces the configured executors (tests inject failing or slow ones). */
   executorFor?: (operation: string) => Executor;
+
 }
 
 function executorOf(operation: OperationDefinition, clock: Clock): Executor {
@@ -24,12 +31,32 @@ function executorOf(operation: OperationDefinition, clock: Clock): Executor {
   return createHttpExecutor({ ...operation.executor, clock });
 }
 
+/** Times every executor call for /metrics without the core knowing about metrics. */
+function timed(executor: Executor, operation: string, metrics: Metrics): Executor {
+  return {
+    kind: executor.kind,
+    async run(request) {
+      const end = metrics.executorSeconds.startTimer({ operation });
+      try {
+        const result = await executor.run(request);
+        end({ outcome: 'ok' });
+        return result;
+      } catch (error) {
+        end({ outcome: 'failed' });
+        throw error;
+      }
+    },
+  };
+}
+
 /** Wires the core to storage and executors: everything a transport (HTTP, CLI, chat) needs. */
 export function createServices(options: ServicesOptions) {
   const clock = options.clock ?? (() => new Date());
   const store = createStore(options.database.db);
+  const jobs = createJobStore(options.database.db);
   const operations = new Map(options.config.operations.map((operation) => [operation.name, operation]));
-  const executors = new Map([...operations.values()].map((operation) => [operation.name, executorOf(operation, clock)]));
+  const metrics = createMetrics({ proposalsByStatus: () => store.countProposalsByStatus(), jobsByStatus: () => jobs.countByStatus() });
+  const executors = new Map([...operations.values()].map((operation) => [operation.name, timed(executorOf(operation, clock), operation.name, metrics)]));
   const executorFor =
     options.executorFor ??
     ((name: string) => {
@@ -38,30 +65,53 @@ export function createServices(options: ServicesOptions) {
       return executor;
     });
 
-  const metrics = new Registry();
-  collectDefaultMetrics({ register: metrics });
-  const transitions = new Counter({
-    name: 'twokey_proposal_transitions_total',
-    help: 'Proposal state changes, by the status reached',
-    labelNames: ['status'],
-    registers: [metrics],
-  });
+  /** Chat platforms wired in; filled by the runtime once the integrations exist. */
+  const chatPlatforms = new Set<ChatPlatform>();
+
+  /** What must reach the outside after a proposal changes, queued in the same transaction. */
+  function effects(proposal: ProposalRecord): OutboxJobSpec[] {
+    const approval = operations.get(proposal.operation)?.approval;
+    const jobsToQueue: OutboxJobSpec[] = [...chatPlatforms]
+      .filter((platform) => approval?.[platform]?.channel)
+      .map((platform) => ({ kind: 'chat.sync', payload: { proposalId: proposal.id, platform }, orderingKey: `chat:${platform}:${proposal.id}` }));
+    if (proposal.callbackUrl && finalStatuses.includes(proposal.status)) {
+      jobsToQueue.push({ kind: 'callback.deliver', payload: { proposalId: proposal.id, status: proposal.status }, orderingKey: `callback:${proposal.id}` });
+    }
+    return jobsToQueue;
+  }
 
   const changes = createChangeFeed();
   const onChange = (proposal: ProposalRecord) => {
-    transitions.inc({ status: proposal.status });
+    metrics.transitions.inc({ status: proposal.status });
+    if (proposal.decidedAt && ['approved', 'rejected', 'expired', 'cancelled'].includes(proposal.status)) {
+      metrics.decisionSeconds.observe({ decision: proposal.status }, (proposal.decidedAt.getTime() - proposal.createdAt.getTime()) / 1000);
+    }
     changes.publish(proposal);
   };
 
   return {
     database: options.database,
     store,
+    jobs,
     clock,
     changes,
     metrics,
+    chatPlatforms,
     operations: () => [...operations.values()],
     operation: (name: string) => operations.get(name),
-    proposals: createProposalService({ store, clock, executorFor, onChange, operation: (name) => operations.get(name) }),
+    proposals: createProposalService({
+      store,
+      clock,
+      executorFor,
+      onChange,
+      effects,
+      operation: (name) => operations.get(name),
+      // The executor's timeout ends every live call before its claim runs out.
+      executionLeaseMs: (name) => {
+        const executor = operations.get(name)?.executor;
+        return (executor?.type === 'http' ? executor.timeoutMs : 10_000) + EXECUTION_LEASE_MARGIN_MS;
+      },
+    }),
     agents: createAgentService({ store, clock, knownOperations: () => [...operations.keys()] }),
     audit: createAuditService(store),
   };

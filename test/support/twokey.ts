@@ -2,6 +2,7 @@ import { Writable } from 'node:stream';
 import { parseConfig } from '../../src/config/config-file.js';
 import { loadEnv } from '../../src/config/env.js';
 import type { Executor } from '../../src/core/executor.js';
+import type { Database } from '../../src/db/database.js';
 import type { ChatIntegration } from '../../src/chat/types.js';
 import type { Env } from '../../src/config/env.js';
 import type { Services } from '../../src/runtime/services.js';
@@ -58,6 +59,12 @@ export interface TestTwokeyOptions {
   /** Extra environment (Slack/Discord settings, TWOKEY_PUBLIC_URL…), validated like the real one. */
   env?: Record<string, string>;
   integrations?: (services: Services, env: Env) => ChatIntegration[];
+  /** Share a database between several instances (replicas); the caller closes it. */
+  database?: Database;
+  outboxPollMs?: number;
+  outboxLeaseMs?: number;
+  outboxBackoff?: { baseMs: number; maxMs: number };
+  sweepIntervalMs?: number;
 }
 
 /** A real twokey (real database, real fastify, real logger) driven through `app.inject`. */
@@ -69,7 +76,7 @@ export async function startTestTwokey(options: TestTwokeyOptions): Promise<TestT
       done();
     },
   });
-  const database = await openTestDatabase(options.driver);
+  const database = options.database ?? (await openTestDatabase(options.driver));
   const env = loadEnv({ LOG_LEVEL: 'trace', ...options.env });
   const running = await startTwokey({
     env,
@@ -80,7 +87,10 @@ export async function startTestTwokey(options: TestTwokeyOptions): Promise<TestT
     logStream,
     listen: false,
     rateLimit: options.rateLimit,
-    sweepIntervalMs: 60_000,
+    sweepIntervalMs: options.sweepIntervalMs ?? 60_000,
+    outboxPollMs: options.outboxPollMs,
+    outboxLeaseMs: options.outboxLeaseMs,
+    outboxBackoff: options.outboxBackoff ?? { baseMs: 50, maxMs: 500 },
     integrations: options.integrations ? (services) => options.integrations?.(services, env) ?? [] : undefined,
   });
   return {
@@ -88,7 +98,7 @@ export async function startTestTwokey(options: TestTwokeyOptions): Promise<TestT
     logs,
     async close() {
       await running.close();
-      await database.close();
+      if (!options.database) await database.close();
     },
     async createAgent(name, agentOptions = {}) {
       const { agent, apiKey, callbackSecret } = await running.services.agents.create({ name, ...agentOptions });

@@ -1,0 +1,66 @@
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+
+export interface MetricSources {
+  proposalsByStatus(): Promise<Record<string, number>>;
+  jobsByStatus(): Promise<Record<string, number>>;
+}
+
+/** twokey's Prometheus metrics; the gauges read the database at scrape time, so every replica agrees. */
+export function createMetrics(sources: MetricSources) {
+  const registry = new Registry();
+  collectDefaultMetrics({ register: registry });
+
+  new Gauge({
+    name: 'twokey_proposals',
+    help: 'Proposals by status',
+    labelNames: ['status'],
+    registers: [registry],
+    async collect() {
+      this.reset();
+      for (const [status, count] of Object.entries(await sources.proposalsByStatus())) this.set({ status }, count);
+    },
+  });
+  new Gauge({
+    name: 'twokey_outbox_jobs',
+    help: 'Outbox jobs by status (queued = depth, dead = given up, waiting for `twokey jobs retry`)',
+    labelNames: ['status'],
+    registers: [registry],
+    async collect() {
+      this.reset();
+      const counts = await sources.jobsByStatus();
+      for (const status of ['queued', 'running', 'dead']) this.set({ status }, counts[status] ?? 0);
+    },
+  });
+
+  return {
+    registry,
+    transitions: new Counter({
+      name: 'twokey_proposal_transitions_total',
+      help: 'Proposal state changes made by this replica, by the status reached',
+      labelNames: ['status'],
+      registers: [registry],
+    }),
+    decisionSeconds: new Histogram({
+      name: 'twokey_decision_seconds',
+      help: 'Time from propose to the decision (approved, rejected, expired, cancelled)',
+      labelNames: ['decision'],
+      buckets: [1, 5, 15, 30, 60, 120, 300, 900, 3600],
+      registers: [registry],
+    }),
+    executorSeconds: new Histogram({
+      name: 'twokey_executor_seconds',
+      help: 'Executor call latency',
+      labelNames: ['operation', 'outcome'],
+      buckets: [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+      registers: [registry],
+    }),
+    jobOutcomes: new Counter({
+      name: 'twokey_outbox_job_outcomes_total',
+      help: 'Outbox job runs by kind and outcome (done, retry, dead)',
+      labelNames: ['kind', 'outcome'],
+      registers: [registry],
+    }),
+  };
+}
+
+export type Metrics = ReturnType<typeof createMetrics>;

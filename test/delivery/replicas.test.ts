@@ -1,0 +1,188 @@
+import { performance } from 'node:perf_hooks';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { openDatabase, type Database } from '../../src/db/database.js';
+import { drivers, openTestDatabase } from '../support/database.js';
+import { startFakeDownstream, type FakeDownstream } from '../support/fake-downstream.js';
+import { startTestTwokey, type TestTwokey } from '../support/twokey.js';
+
+const SECRET = 'replica-downstream-secret-42';
+const config = (url: string) => `
+operations:
+  - name: send_mailing
+    description: Send a mailing
+    params:
+      type: object
+      required: [list]
+      properties:
+        list: { type: string }
+    summary: "{{agent}} wants to mail {{params.list}}."
+    approval: { approvers: [web:alice, web:bob], quorum: 1 }
+    executor: { type: http, url: "${url}/send", secret: "${SECRET}", timeout: 5s }
+  - name: upgrade_plan
+    description: Change a plan
+    params:
+      type: object
+      required: [org]
+      properties:
+        org: { type: string }
+    summary: "{{agent}} upgrades {{params.org}}."
+    approval: { approvers: [web:alice], quorum: 1 }
+    commit: agent
+    executor: { type: echo }
+`;
+
+describe.each(drivers)('replicas on one database (%s)', (driver) => {
+  const REPLICAS = driver === 'postgres' ? 3 : 2;
+  let downstream: FakeDownstream;
+  let shared: Database & { url?: string };
+  const databases: Database[] = [];
+  const replicas: TestTwokey[] = [];
+  let apiKey: string;
+
+  beforeAll(async () => {
+    downstream = await startFakeDownstream(SECRET);
+    shared = await openTestDatabase(driver);
+    for (let i = 0; i < REPLICAS; i += 1) {
+      // On PostgreSQL each replica has its own pool, as separate processes would; PGlite is one process.
+      const database = shared.url ? await openDatabase({ databaseUrl: shared.url, dataDir: '', poolSize: 10 }) : shared;
+      if (database !== shared) databases.push(database);
+      replicas.push(await startTestTwokey({ driver, database, configYaml: config(downstream.url), outboxPollMs: 50 }));
+    }
+    ({ apiKey } = await replicas[0]!.createAgent('fleet'));
+  }, 120_000);
+  afterAll(async () => {
+    for (const replica of replicas) await replica.close();
+    for (const database of databases) await database.close();
+    await shared.close();
+    await downstream.close();
+  });
+
+  const pick = () => replicas[Math.floor(Math.random() * replicas.length)]!;
+
+  it('200 proposals, approvals sent to random replicas with duplicates: each executed exactly once', async () => {
+    const ids: string[] = [];
+    for (let i = 0; i < 200; i += 1) {
+      const proposed = await pick().request('POST', '/v1/proposals', { apiKey, body: { operation: 'send_mailing', params: { list: `list-${i}` } } });
+      expect(proposed.status).toBe(201);
+      ids.push(proposed.body.id);
+    }
+    const clicks = ids.flatMap((id) => [
+      { id, identity: 'web:alice' },
+      { id, identity: 'web:alice' },
+      { id, identity: 'web:bob' },
+    ]);
+    clicks.sort(() => Math.random() - 0.5);
+    const refusals: string[] = [];
+    let next = 0;
+    await Promise.all(
+      Array.from({ length: 24 }, async () => {
+        for (let i = next++; i < clicks.length; i = next++) {
+          const click = clicks[i]!;
+          await pick()
+            .services.proposals.approve(click.id, { identity: click.identity, via: 'test' })
+            .catch((error: { code?: string }) => refusals.push(error.code ?? 'unknown'));
+        }
+      }),
+    );
+    // Only "already decided" refusals: bob (or alice) arriving after the quorum.
+    expect(new Set(refusals)).toEqual(new Set(refusals.length ? ['not_pending'] : []));
+    await vi.waitFor(async () => {
+      const committed = await replicas[0]!.services.store.listProposals({ status: 'committed', operation: 'send_mailing', limit: 1000 });
+      expect(committed.length).toBe(200);
+    }, { timeout: 60_000 });
+    for (const id of ids) expect(downstream.effects.get(id)?.count, id).toBe(1);
+    expect(downstream.requests.filter((r) => ids.includes(r.idempotencyKey ?? '')).length).toBe(200);
+  }, 120_000);
+
+  it(driver === 'postgres' ? 'a long-poll on one replica wakes within 100 ms of a decision on another (LISTEN/NOTIFY)' : 'a long-poll sees a decision made through another service instance (polling)', async () => {
+    const [waiter, decider] = [replicas[0]!, replicas[replicas.length - 1]!];
+    const latencies: number[] = [];
+    for (let round = 0; round < 5; round += 1) {
+      const proposed = await waiter.request('POST', '/v1/proposals', { apiKey, body: { operation: 'upgrade_plan', params: { org: `o${round}` } } });
+      let answeredAt = 0;
+      const polled = waiter.request('GET', `/v1/proposals/${proposed.body.id}?wait=20`, { apiKey }).then((response) => {
+        answeredAt = performance.now();
+        return response;
+      });
+      await new Promise((done) => setTimeout(done, 200));
+      await decider.services.proposals.approve(proposed.body.id, { identity: 'web:alice', via: 'test' });
+      const decidedAt = performance.now();
+      const response = await polled;
+      expect(response.body.status).toBe('approved');
+      latencies.push(answeredAt - decidedAt);
+    }
+    console.log(`long-poll wake-up across replicas (${driver}): ${latencies.map((l) => l.toFixed(1)).join(', ')} ms`);
+    // PGlite has no cross-process notifications: the long-poll falls back to polling every 250 ms.
+    expect(Math.max(...latencies)).toBeLessThan(driver === 'postgres' ? 100 : 400);
+  });
+});
+
+describe.each(drivers.filter((driver) => driver === 'postgres'))('database outage (%s)', (driver) => {
+  it('/readyz turns not-ready while PostgreSQL is unreachable and ready after; no proposal or job is lost', async () => {
+    const { startTcpProxy } = await import('../support/tcp-proxy.js');
+    const { createServer } = await import('node:http');
+    const base = await openTestDatabase(driver);
+    const target = new URL(base.url ?? '');
+    const proxy = await startTcpProxy(Number(target.port || 5432), target.hostname);
+    const viaProxy = new URL(base.url ?? '');
+    viaProxy.port = String(proxy.port);
+    // The receiver holds the first delivery until the database is gone, so the worker cannot record
+    // it; the job must come back after the outage (at least once, same delivery id).
+    const callbacks: Array<{ body: string; delivery: string }> = [];
+    const receiver = createServer();
+    let releaseFirst: (() => void) | null = null;
+    const firstArrived = new Promise<void>((arrived) => {
+      const receiverHandler = (req: import('node:http').IncomingMessage, res: import('node:http').ServerResponse) => {
+        const chunks: Buffer[] = [];
+        req.on('data', (chunk: Buffer) => chunks.push(chunk));
+        req.on('end', () => {
+          callbacks.push({ body: Buffer.concat(chunks).toString(), delivery: String(req.headers['x-twokey-delivery']) });
+          if (callbacks.length === 1) {
+            releaseFirst = () => res.writeHead(204).end();
+            arrived();
+          } else res.writeHead(204).end();
+        });
+      };
+      receiver.on('request', receiverHandler);
+    });
+    receiver.listen(0, '127.0.0.1');
+    await new Promise((done) => receiver.once('listening', done));
+    const receiverAddress = receiver.address();
+    const callbackUrl = `http://127.0.0.1:${typeof receiverAddress === 'object' && receiverAddress ? receiverAddress.port : 0}/cb`;
+
+    const database = await openDatabase({ databaseUrl: viaProxy.toString(), dataDir: '', poolSize: 4 });
+    const twokey = await startTestTwokey({ driver, database, outboxPollMs: 50, outboxLeaseMs: 2_000, outboxBackoff: { baseMs: 200, maxMs: 500 } });
+    try {
+      const { apiKey } = await twokey.createAgent('steady');
+      const proposed = await twokey.request('POST', '/v1/proposals', { apiKey, body: { operation: 'delete_workspace', params: { workspace: 'w' }, callbackUrl } });
+      await twokey.request('POST', `/v1/proposals/${proposed.body.id}/cancel`, { apiKey });
+      expect((await twokey.request('GET', '/readyz')).status).toBe(200);
+      await firstArrived;
+
+      await proxy.cut();
+      (releaseFirst as (() => void) | null)?.();
+      await vi.waitFor(async () => expect((await twokey.request('GET', '/readyz')).status).toBe(503), { timeout: 15_000 });
+      const duringOutage = await twokey.request('POST', '/v1/proposals', { apiKey, body: { operation: 'delete_workspace', params: { workspace: 'x' } } });
+      expect(duringOutage.status).toBeGreaterThanOrEqual(500);
+      expect(JSON.stringify(duringOutage.body)).not.toContain('postgres://');
+
+      await proxy.restore();
+      await vi.waitFor(async () => expect((await twokey.request('GET', '/readyz')).status).toBe(200), { timeout: 20_000 });
+      const after = await twokey.request('GET', `/v1/proposals/${proposed.body.id}`, { apiKey });
+      expect(after.body.status).toBe('cancelled');
+      await vi.waitFor(async () => {
+        const [job] = (await twokey.services.jobs.list({})).filter((j) => j.payload.proposalId === proposed.body.id);
+        expect(job?.status).toBe('done');
+      }, { timeout: 20_000 });
+      expect(callbacks.length).toBeGreaterThanOrEqual(2);
+      expect(new Set(callbacks.map((c) => c.delivery))).toEqual(new Set([`${proposed.body.id}:cancelled`]));
+      expect(JSON.parse(callbacks.at(-1)?.body ?? '{}')).toMatchObject({ event: 'proposal.cancelled', proposal: { id: proposed.body.id } });
+    } finally {
+      await twokey.close();
+      await database.close();
+      await proxy.close();
+      receiver.close();
+      await base.close();
+    }
+  }, 90_000);
+});
