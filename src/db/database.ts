@@ -19,6 +19,8 @@ export interface Database {
   kind: 'pglite' | 'postgres';
   /** postgres.js client, for LISTEN/NOTIFY and raw benchmarks; absent on PGlite. */
   client?: postgres.Sql;
+  /** The PostgreSQL URL, for connections of their own (advisory-lock elections); absent on PGlite. */
+  url?: string;
   /** The embedded database, for raw benchmarks; absent on PostgreSQL. */
   pglite?: PGlite;
   close(): Promise<void>;
@@ -114,7 +116,7 @@ async function openPostgres(url: string, poolSize: number): Promise<Database> {
   await migratePostgresLocked(url);
   const client = postgres(url, { max: poolSize, onnotice: () => {} });
   const db = drizzlePostgres({ client, schema });
-  return { db, kind: 'postgres', client, close: () => client.end({ timeout: 5 }) };
+  return { db, kind: 'postgres', client, url, close: () => client.end({ timeout: 5 }) };
 }
 
 /** Several replicas starting at once must not migrate concurrently (3 of 4 failed without this lock). */

@@ -16,6 +16,9 @@ import { openDatabase, type Database } from '../db/database.js';
 import { buildHttpApp } from '../http/app.js';
 import { loggerOptions } from './logger.js';
 import { createServices, type Services } from './services.js';
+import { createSingleton } from './singleton.js';
+
+const SWEEPER_LOCK_KEY = 0x73776570; // "swep"
 
 export interface StartOptions {
   env: Env;
@@ -119,11 +122,13 @@ export async function startTwokey(options: StartOptions): Promise<RunningTwokey>
 
   outbox.start();
 
-  // Every replica sweeps; row locks make a proposal expire (or an execution resume) once however
-  // many replicas sweep it.
+  // One replica sweeps at a time (an advisory lock elects it). Row locks would keep concurrent
+  // sweeps correct anyway; the election only saves the others the work.
+  const sweeperLeader = createSingleton({ databaseUrl: database.url, key: SWEEPER_LOCK_KEY, logger, name: 'sweeper' });
+  sweeperLeader.start();
   let sweeping: Promise<unknown> | null = null;
   const sweeper = setInterval(() => {
-    if (sweeping) return;
+    if (sweeping || !sweeperLeader.isLeader()) return;
     sweeping = Promise.all([
       services.proposals.expireDue().catch((error: unknown) => logger.warn({ err: error }, 'expiry sweep failed')),
       services.proposals.resumeStaleExecutions().catch((error: unknown) => logger.warn({ err: error }, 'execution recovery failed')),
@@ -143,6 +148,7 @@ export async function startTwokey(options: StartOptions): Promise<RunningTwokey>
       await new Promise<void>((done) => (adminSocket ? adminSocket.close(() => done()) : done()));
       await outbox.stop();
       await sweeping;
+      await sweeperLeader.stop();
       await listener?.unlisten().catch(() => undefined);
       if (ownsDatabase) await database.close();
     })();

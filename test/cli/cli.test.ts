@@ -50,6 +50,12 @@ describe('twokey CLI on the embedded database, beside a running server', () => {
       );
       expect(view).toMatchObject({ status: 'committed', result: { echoed: true } });
 
+      const jobs = await runCli(['jobs', 'list', '--status', 'dead'], env);
+      expect(jobs).toMatchObject({ code: 0, stdout: '(none)\n' });
+      const badStatus = await runCli(['jobs', 'list', '--status', 'zombie'], env);
+      expect(badStatus.code).toBe(1);
+      expect(badStatus.stderr).toContain('--status must be one of');
+
       const verified = await runCli(['audit', 'verify'], env);
       expect(verified).toMatchObject({ code: 0 });
       expect(verified.stdout).toMatch(/audit chain ok: \d+ rows/);

@@ -186,3 +186,30 @@ describe.each(drivers.filter((driver) => driver === 'postgres'))('database outag
     }
   }, 90_000);
 });
+
+describe.each(drivers.filter((driver) => driver === 'postgres'))('singleton election (%s)', (driver) => {
+  it('one replica leads; when its session dies another takes over', async () => {
+    const { createSingleton } = await import('../../src/runtime/singleton.js');
+    const { pino } = await import('pino');
+    const base = await openTestDatabase(driver);
+    const clients = await Promise.all([0, 1].map(() => openDatabase({ databaseUrl: base.url ?? '', dataDir: '', poolSize: 3 })));
+    const logger = pino({ level: 'silent' });
+    const key = 4242;
+    const singletons = clients.map((database, i) => createSingleton({ databaseUrl: database.url, key, logger, name: `test-${i}`, retryMs: 100 }));
+    try {
+      singletons.forEach((singleton) => singleton.start());
+      await vi.waitFor(() => expect(singletons.filter((s) => s.isLeader())).toHaveLength(1), { timeout: 5_000 });
+      await new Promise((done) => setTimeout(done, 300));
+      expect(singletons.filter((s) => s.isLeader())).toHaveLength(1);
+      const leaderIndex = singletons.findIndex((s) => s.isLeader());
+      // Kill the leader's session from outside, as a crashed process would lose it.
+      await clients[1 - leaderIndex]!.client!`select pg_terminate_backend(pid) from pg_locks where locktype = 'advisory' and objid = ${key} and granted`;
+      await vi.waitFor(() => expect(singletons[1 - leaderIndex]!.isLeader()).toBe(true), { timeout: 5_000 });
+      await vi.waitFor(() => expect(singletons[leaderIndex]!.isLeader()).toBe(false), { timeout: 5_000 });
+    } finally {
+      for (const singleton of singletons) await singleton.stop();
+      for (const client of clients) await client.close();
+      await base.close();
+    }
+  });
+});

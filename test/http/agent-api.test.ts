@@ -217,6 +217,16 @@ describe.each(drivers)('agent API (%s)', (driver) => {
     expect(logs).not.toMatch(/tk_(conf|agent)_[A-Za-z0-9_-]{8}/);
   });
 
+  it('exposes Prometheus metrics: proposals by status, outbox depth, executor latency', async () => {
+    const response = await twokey.app.inject({ method: 'GET', url: '/metrics' });
+    expect(response.statusCode).toBe(200);
+    expect(response.headers['content-type']).toContain('text/plain');
+    expect(response.body).toMatch(/twokey_proposals\{status="committed"\} [1-9]/);
+    expect(response.body).toMatch(/twokey_outbox_jobs\{status="dead"\} 0/);
+    expect(response.body).toMatch(/twokey_executor_seconds_count\{operation="upgrade_plan",outcome="ok"\} [1-9]/);
+    expect(response.body).toMatch(/twokey_decision_seconds_count\{decision="approved"\} [1-9]/);
+  });
+
   it('answers health and readiness', async () => {
     expect(await twokey.request('GET', '/healthz')).toMatchObject({ status: 200, body: { status: 'ok' } });
     expect(await twokey.request('GET', '/readyz')).toMatchObject({ status: 200, body: { status: 'ready' } });
