@@ -8,6 +8,7 @@ import type { Env } from '../../src/config/env.js';
 import type { Services } from '../../src/runtime/services.js';
 import { startTwokey, type RunningTwokey } from '../../src/runtime/server.js';
 import { openTestDatabase, type Driver } from './database.js';
+import { assertNoSecrets } from './secret-scan.js';
 
 export const testConfigYaml = `
 operations:
@@ -45,6 +46,8 @@ operations:
 
 export interface TestTwokey extends RunningTwokey {
   logs: string[];
+  /** Literal secrets the test configured (signing secrets, bot tokens) that must never surface. */
+  secrets: string[];
   /** Creates an agent and returns its API key. */
   createAgent(name: string, options?: { owners?: string[]; operations?: string[] }): Promise<{ apiKey: string; id: string; callbackSecret: string }>;
   request(method: 'GET' | 'POST', url: string, options?: { apiKey?: string; body?: unknown; headers?: Record<string, string> }): Promise<{ status: number; body: any }>;
@@ -93,11 +96,17 @@ export async function startTestTwokey(options: TestTwokeyOptions): Promise<TestT
     outboxBackoff: options.outboxBackoff ?? { baseMs: 50, maxMs: 500 },
     integrations: options.integrations ? (services) => options.integrations?.(services, env) ?? [] : undefined,
   });
+  const secrets = Object.entries(options.env ?? {})
+    .filter(([name]) => /TOKEN|SECRET|KEY/.test(name))
+    .map(([, value]) => value);
   return {
     ...running,
     logs,
+    secrets,
     async close() {
       await running.close();
+      // Every suite that boots twokey proves its logs stayed clean.
+      assertNoSecrets('the captured logs', logs.join(''), secrets);
       if (!options.database) await database.close();
     },
     async createAgent(name, agentOptions = {}) {
@@ -114,7 +123,11 @@ export async function startTestTwokey(options: TestTwokeyOptions): Promise<TestT
         },
         ...(requestOptions.body !== undefined ? { payload: requestOptions.body as object } : {}),
       });
-      return { status: response.statusCode, body: response.body ? JSON.parse(response.body) : null };
+      const body = response.body ? JSON.parse(response.body) : null;
+      // The one designed exception: a proposal's 201 hands its token to the proposing agent, once.
+      const { confirmToken: _handedOut, confirmationToken: _prepared, ...rest } = (body ?? {}) as Record<string, unknown>;
+      assertNoSecrets(`the response to ${method} ${url}`, JSON.stringify(rest), secrets);
+      return { status: response.statusCode, body };
     },
   };
 }
