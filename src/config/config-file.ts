@@ -31,7 +31,8 @@ export interface OperationDefinition {
   expiresInMs: number;
   approval: { approvers: string[]; quorum: number; slack?: { channel: string }; discord?: { channel: string } };
   commit: 'on_approve' | 'agent';
-  executor: { type: 'echo' } | { type: 'http'; url: string; secret: string; timeoutMs: number };
+  /** `agp`: the AGP dialect's chat approval runs the business adapter (see src/agp). */
+  executor: { type: 'echo' } | { type: 'agp' } | { type: 'http'; url: string; secret: string; timeoutMs: number };
 }
 
 export interface TwokeyConfig {
@@ -141,6 +142,7 @@ const operationSchema = z.strictObject({
   commit: z.enum(['on_approve', 'agent']).default('on_approve'),
   executor: z.discriminatedUnion('type', [
     z.strictObject({ type: z.literal('echo') }),
+    z.strictObject({ type: z.literal('agp') }),
     z.strictObject({
       type: z.literal('http'),
       url: httpUrl,
@@ -271,9 +273,9 @@ function buildOperation(parsed: ParsedOperation, index: number, issues: string[]
     approval: { approvers, quorum, ...(slack ? { slack } : {}), ...(discord ? { discord } : {}) },
     commit: parsed.commit,
     executor:
-      executor.type === 'echo'
-        ? { type: 'echo' }
-        : { type: 'http', url: executor.url, secret: executor.secret, timeoutMs: executor.timeout },
+      executor.type === 'http'
+        ? { type: 'http', url: executor.url, secret: executor.secret, timeoutMs: executor.timeout }
+        : { type: executor.type },
   };
 }
 

@@ -37,7 +37,7 @@ const toAgent = (row: AgentRow): AgentRecord => ({ ...row, operations: row.opera
 
 const toAudit = (row: AuditRow): AuditEventRecord => ({ ...row });
 
-type Executor = Pick<Db, 'select' | 'insert' | 'update' | 'execute'>;
+export type Executor = Pick<Db, 'select' | 'insert' | 'update' | 'execute'>;
 
 function readsFrom(db: Executor) {
   return {
@@ -49,6 +49,26 @@ function readsFrom(db: Executor) {
       return db.select().from(approvals).where(eq(approvals.proposalId, proposalId)).orderBy(asc(approvals.at));
     },
   };
+}
+
+/**
+ * Appends one row to the hash-chained audit log, inside the caller's transaction so it commits or
+ * rolls back with the change it describes. The one place the chain is written.
+ */
+export async function appendAuditEvent(tx: Executor, event: AuditEventInput, at: Date): Promise<void> {
+  // Held until commit: the next writer reads this row as its predecessor only once it is visible.
+  await tx.execute(sql`select pg_advisory_xact_lock(${AUDIT_CHAIN_LOCK_KEY})`);
+  const [last] = await tx.select({ hash: auditEvents.hash }).from(auditEvents).orderBy(desc(auditEvents.seq)).limit(1);
+  const row = {
+    at,
+    type: event.type,
+    actor: event.actor,
+    proposalId: event.proposalId ?? null,
+    agentId: event.agentId ?? null,
+    data: event.data ?? {},
+    prevHash: last?.hash ?? genesisHash,
+  };
+  await tx.insert(auditEvents).values({ ...row, hash: auditHash(row) });
 }
 
 function transactionStore(tx: Executor): StoreTransaction {
@@ -74,25 +94,7 @@ function transactionStore(tx: Executor): StoreTransaction {
     async revokeAgent(id, at) {
       await tx.update(agents).set({ revokedAt: at }).where(eq(agents.id, id));
     },
-    async appendAudit(event: AuditEventInput, at: Date) {
-      // Held until commit: the next writer reads this row as its predecessor only once it is visible.
-      await tx.execute(sql`select pg_advisory_xact_lock(${AUDIT_CHAIN_LOCK_KEY})`);
-      const [last] = await tx
-        .select({ hash: auditEvents.hash })
-        .from(auditEvents)
-        .orderBy(desc(auditEvents.seq))
-        .limit(1);
-      const row = {
-        at,
-        type: event.type,
-        actor: event.actor,
-        proposalId: event.proposalId ?? null,
-        agentId: event.agentId ?? null,
-        data: event.data ?? {},
-        prevHash: last?.hash ?? genesisHash,
-      };
-      await tx.insert(auditEvents).values({ ...row, hash: auditHash(row) });
-    },
+    appendAudit: (event, at) => appendAuditEvent(tx, event, at),
     async enqueue(specs, at) {
       await tx.insert(jobs).values(
         specs.map((spec) => ({

@@ -2,7 +2,10 @@ import type { Server } from 'node:http';
 import type { FastifyInstance } from 'fastify';
 import { pino, type DestinationStream, type Logger } from 'pino';
 import { startAdminSocket } from '../admin/socket.js';
+import { createAgpService, registerAgpRoutes } from '../agp/index.js';
 import { createChatSync, type ChatSync } from '../chat/sync.js';
+import { createIdempotencyStore } from '../db/agp-store.js';
+import { applyIdempotency, createIdempotency, isIdempotentRoute, type Idempotency } from '../idempotency/index.js';
 import type { ChatIntegration } from '../chat/types.js';
 import { createChatMessageStore } from '../db/chat-store.js';
 import { PROPOSAL_CHANNEL } from '../db/store.js';
@@ -19,6 +22,7 @@ import { createServices, type Services } from './services.js';
 import { createSingleton } from './singleton.js';
 
 const SWEEPER_LOCK_KEY = 0x73776570; // "swep"
+const DAY_MS = 24 * 3_600_000;
 
 export interface StartOptions {
   env: Env;
@@ -42,6 +46,7 @@ export interface StartOptions {
 
 export interface RunningTwokey {
   app: FastifyInstance;
+  idempotency: Idempotency;
   chatSync: ChatSync;
   outbox: OutboxWorker;
   services: Services;
@@ -110,6 +115,22 @@ export async function startTwokey(options: StartOptions): Promise<RunningTwokey>
     longPollIntervalMs: database.kind === 'postgres' ? 2_000 : 250,
   });
 
+  const rateLimit = options.rateLimit ?? { max: 600, timeWindowMs: 60_000 };
+  // Idempotency-Key on every POST of /v1 and on /agp/execute (root hooks: they reach every route).
+  const idempotency = createIdempotency({ store: createIdempotencyStore(database.db), clock: services.clock });
+  applyIdempotency(app, idempotency, isIdempotentRoute);
+  registerAgpRoutes(app, {
+    agp: createAgpService({
+      ...services.agp,
+      proposals: services.proposals,
+      clock: services.clock,
+      policy: { mode: env.AGENR_EXECUTE_POLICY, maxAmountCents: env.AGENR_MAX_EXECUTE_AMOUNT },
+    }),
+    agents: services.agents,
+    rateLimit,
+    idempotency,
+  });
+
   for (const integration of integrations) await integration.registerRoutes?.(app);
   for (const integration of integrations) await integration.start?.();
 
@@ -132,7 +153,9 @@ export async function startTwokey(options: StartOptions): Promise<RunningTwokey>
     sweeping = Promise.all([
       services.proposals.expireDue().catch((error: unknown) => logger.warn({ err: error }, 'expiry sweep failed')),
       services.proposals.resumeStaleExecutions().catch((error: unknown) => logger.warn({ err: error }, 'execution recovery failed')),
-      services.jobs.pruneDone(new Date(services.clock().getTime() - 24 * 3_600_000)).catch(() => undefined),
+      services.jobs.pruneDone(new Date(services.clock().getTime() - DAY_MS)).catch(() => undefined),
+      idempotency.sweep().catch(() => undefined),
+      services.agp.tokens.deleteExpired(new Date(services.clock().getTime() - DAY_MS)).catch(() => undefined),
     ]).finally(() => (sweeping = null));
   }, options.sweepIntervalMs ?? 1_000);
   sweeper.unref();
@@ -156,5 +179,5 @@ export async function startTwokey(options: StartOptions): Promise<RunningTwokey>
   };
 
   logger.info({ url, database: database.kind, config: config.source, operations: config.operations.length }, 'twokey started');
-  return { app, chatSync, outbox, services, logger, url, close };
+  return { app, chatSync, outbox, idempotency, services, logger, url, close };
 }

@@ -7,6 +7,8 @@ import { finalStatuses, type Clock, type ProposalRecord } from '../core/model.js
 import type { OutboxJobSpec } from '../core/ports.js';
 import { createProposalService } from '../core/proposals.js';
 import type { Database } from '../db/database.js';
+import { createAgpRuntime, parseBusinesses, type AgpRuntime } from '../agp/index.js';
+import { createAgpTokenStore } from '../db/agp-store.js';
 import { createJobStore } from '../db/jobs-store.js';
 import { createStore } from '../db/store.js';
 import { echoExecutor } from '../executors/echo.js';
@@ -26,9 +28,15 @@ export interface ServicesOptions {
 
 }
 
-function executorOf(operation: OperationDefinition, clock: Clock): Executor {
-  if (operation.executor.type === 'echo') return echoExecutor;
-  return createHttpExecutor({ ...operation.executor, clock });
+function executorOf(operation: OperationDefinition, clock: Clock, agp: AgpRuntime): Executor {
+  switch (operation.executor.type) {
+    case 'echo':
+      return echoExecutor;
+    case 'agp':
+      return agp.executor;
+    case 'http':
+      return createHttpExecutor({ ...operation.executor, clock });
+  }
 }
 
 /** Times every executor call for /metrics without the core knowing about metrics. */
@@ -56,7 +64,13 @@ export function createServices(options: ServicesOptions) {
   const jobs = createJobStore(options.database.db);
   const operations = new Map(options.config.operations.map((operation) => [operation.name, operation]));
   const metrics = createMetrics({ proposalsByStatus: () => store.countProposalsByStatus(), jobsByStatus: () => jobs.countByStatus() });
-  const executors = new Map([...operations.values()].map((operation) => [operation.name, timed(executorOf(operation, clock), operation.name, metrics)]));
+  const agp = createAgpRuntime({
+    businesses: parseBusinesses(options.config.businesses, options.config.operations, options.config.source),
+    tokens: createAgpTokenStore(options.database.db),
+    findAgentByName: (name) => store.findAgentByName(name),
+    clock,
+  });
+  const executors = new Map([...operations.values()].map((operation) => [operation.name, timed(executorOf(operation, clock, agp), operation.name, metrics)]));
   const executorFor =
     options.executorFor ??
     ((name: string) => {
@@ -91,6 +105,7 @@ export function createServices(options: ServicesOptions) {
 
   return {
     database: options.database,
+    agp,
     store,
     jobs,
     clock,
@@ -109,7 +124,8 @@ export function createServices(options: ServicesOptions) {
       // The executor's timeout ends every live call before its claim runs out.
       executionLeaseMs: (name) => {
         const executor = operations.get(name)?.executor;
-        return (executor?.type === 'http' ? executor.timeoutMs : 10_000) + EXECUTION_LEASE_MARGIN_MS;
+        const timeoutMs = executor?.type === 'http' ? executor.timeoutMs : executor?.type === 'agp' ? agp.executionTimeoutMs(name) : 10_000;
+        return timeoutMs + EXECUTION_LEASE_MARGIN_MS;
       },
     }),
     agents: createAgentService({ store, clock, knownOperations: () => [...operations.keys()] }),

@@ -1,0 +1,40 @@
+import type { AuditEventInput } from '../core/model.js';
+
+/** A row of `agp_tokens`: a gateway token from /agp/execute/prepare, or an adapter's own token. */
+export interface AgpTokenRecord {
+  tokenHash: string;
+  kind: 'gateway' | 'adapter';
+  agentId: string;
+  businessId: string;
+  /** Gateway: SHA-256 of the canonical request. Adapter: SHA-256 of what the adapter bound it to. */
+  requestHash: string;
+  /** Set when a human approves this execute through a proposal. */
+  proposalId: string | null;
+  data: Record<string, unknown> | null;
+  createdAt: Date;
+  expiresAt: Date;
+  consumedAt: Date | null;
+}
+
+export interface TokenEffects {
+  /** Merged into the row's `data` (the execution record). */
+  data?: Record<string, unknown>;
+  /** Appended to the audit chain in the same transaction. */
+  audit?: AuditEventInput;
+}
+
+export interface AgpTokenStore {
+  insert(record: AgpTokenRecord, effects?: TokenEffects): Promise<void>;
+  find(tokenHash: string, kind: AgpTokenRecord['kind']): Promise<AgpTokenRecord | null>;
+  /**
+   * One transaction: locks the row, runs `verify` (which throws to refuse), marks the token consumed
+   * and writes `effects`. Two concurrent consumers of one token: the second sees it consumed.
+   */
+  consume(tokenHash: string, kind: AgpTokenRecord['kind'], at: Date, verify: (record: AgpTokenRecord | null) => void, effects?: TokenEffects): Promise<AgpTokenRecord>;
+  /** Records the execution's outcome; `release` makes the token usable again (the execution did not happen). */
+  finish(tokenHash: string, at: Date, effects: TokenEffects & { release: boolean }): Promise<void>;
+  /** An audit row for an execute that ran without a token (policy `open`). */
+  audit(event: AuditEventInput, at: Date): Promise<void>;
+  /** Removes tokens that expired before `before`; returns how many. */
+  deleteExpired(before: Date): Promise<number>;
+}

@@ -1,0 +1,173 @@
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { AgentService } from '../core/agents.js';
+import { TwokeyError } from '../core/errors.js';
+import type { AgentRecord } from '../core/model.js';
+import type { Idempotency } from '../idempotency/index.js';
+import type { AgpService } from './service.js';
+
+/**
+ * `POST /agp/discover | query | execute/prepare | execute`, authenticated with the agent's twokey
+ * key. Errors keep twokey's `{error:{code,message,requestId}}` and add the message at the top level
+ * as `message`: the AGP reference SDK reads `error` when it is a string and `message` otherwise, so
+ * an unchanged AGP client surfaces the exact text ("Confirmation token expired. Prepare a new token.").
+ */
+
+export interface AgpRouteDeps {
+  agp: AgpService;
+  agents: Pick<AgentService, 'authenticate'>;
+  rateLimit: { max: number; timeWindowMs: number };
+  /** Applied to POST /agp/execute. */
+  idempotency?: Idempotency;
+}
+
+const businessId = { type: 'string', minLength: 1, maxLength: 64 } as const;
+const agpRequest = { type: 'object' } as const;
+
+const errorResponse = {
+  type: 'object',
+  properties: {
+    error: {
+      type: 'object',
+      properties: {
+        code: { type: 'string' },
+        message: { type: 'string' },
+        requestId: { type: 'string' },
+        details: { type: 'array', items: { type: 'object', properties: { path: { type: 'string' }, message: { type: 'string' } } } },
+      },
+    },
+    message: { type: 'string' },
+  },
+} as const;
+
+const envelopeResponse = {
+  type: 'object',
+  properties: {
+    transactionId: { type: 'string' },
+    operation: { type: 'string' },
+    businessId: { type: 'string' },
+    status: { type: 'string' },
+    data: {},
+  },
+} as const;
+
+const withRequest = {
+  type: 'object',
+  required: ['businessId', 'request'],
+  additionalProperties: false,
+  properties: { businessId, request: agpRequest },
+} as const;
+
+function bearerKey(request: FastifyRequest): string {
+  const match = /^Bearer\s+(\S+)$/i.exec(request.headers.authorization ?? '');
+  if (!match?.[1]) throw new TwokeyError('unauthorized', 'missing "Authorization: Bearer tk_agent_…" header');
+  return match[1];
+}
+
+function agentOf(request: FastifyRequest): AgentRecord {
+  if (!request.agent) throw new TwokeyError('unauthorized', 'not authenticated');
+  return request.agent;
+}
+
+function singleHeader(request: FastifyRequest, name: string): string | undefined {
+  const value = request.headers[name];
+  if (Array.isArray(value)) throw new TwokeyError('invalid_request', `send one ${name} header`);
+  return value;
+}
+
+export function registerAgpRoutes(app: FastifyInstance, deps: AgpRouteDeps): void {
+  app.register(async (agp) => {
+    agp.addHook('onRequest', async (request) => {
+      request.agent = await deps.agents.authenticate(bearerKey(request));
+    });
+
+    agp.addHook('onSend', async (_request, reply, payload) => {
+      if (reply.statusCode < 400 || typeof payload !== 'string') return payload;
+      try {
+        const body = JSON.parse(payload) as { error?: { message?: unknown }; message?: unknown };
+        if (typeof body.error?.message === 'string' && body.message === undefined) {
+          return JSON.stringify({ ...body, message: body.error.message });
+        }
+      } catch {
+        // Not JSON: nothing to add.
+      }
+      return payload;
+    });
+
+    const limited = {
+      rateLimit: {
+        max: deps.rateLimit.max,
+        timeWindow: deps.rateLimit.timeWindowMs,
+        keyGenerator: (request: FastifyRequest) => request.agent?.id ?? request.ip,
+      },
+    };
+
+    agp.post(
+      '/agp/discover',
+      {
+        config: limited,
+        schema: {
+          body: { type: 'object', required: ['businessId'], additionalProperties: false, properties: { businessId } },
+          response: { 200: envelopeResponse, '4xx': errorResponse, '5xx': errorResponse },
+        },
+      },
+      async (request) => {
+        const body = request.body as { businessId: string };
+        return deps.agp.discover(agentOf(request), body.businessId);
+      },
+    );
+
+    agp.post(
+      '/agp/query',
+      { config: limited, schema: { body: withRequest, response: { 200: envelopeResponse, '4xx': errorResponse, '5xx': errorResponse } } },
+      async (request) => {
+        const body = request.body as { businessId: string; request: Record<string, unknown> };
+        return deps.agp.query(agentOf(request), body.businessId, body.request);
+      },
+    );
+
+    agp.post(
+      '/agp/execute/prepare',
+      {
+        config: limited,
+        schema: {
+          body: withRequest,
+          response: {
+            200: {
+              type: 'object',
+              properties: {
+                confirmationToken: { type: 'string' },
+                expiresAt: { type: 'string' },
+                summary: { type: 'string' },
+                businessId: { type: 'string' },
+                proposalId: { type: 'string' },
+                approval: { type: 'object', properties: { status: { type: 'string' }, quorum: { type: 'integer' } } },
+              },
+            },
+            '4xx': errorResponse,
+            '5xx': errorResponse,
+          },
+        },
+      },
+      async (request) => {
+        const body = request.body as { businessId: string; request: Record<string, unknown> };
+        return deps.agp.prepare(agentOf(request), body.businessId, body.request);
+      },
+    );
+
+    agp.post(
+      '/agp/execute',
+      {
+        config: limited,
+        schema: { body: withRequest, response: { 200: envelopeResponse, '4xx': errorResponse, '5xx': errorResponse } },
+        ...(deps.idempotency ? { preHandler: deps.idempotency.preHandler, onSend: deps.idempotency.onSend } : {}),
+      },
+      async (request) => {
+        const body = request.body as { businessId: string; request: Record<string, unknown> };
+        return deps.agp.execute(agentOf(request), body.businessId, body.request, {
+          confirmationToken: singleHeader(request, 'x-confirmation-token'),
+          idempotencyKey: singleHeader(request, 'idempotency-key'),
+        });
+      },
+    );
+  });
+}

@@ -1,0 +1,280 @@
+import { randomBytes } from 'node:crypto';
+import { TwokeyError } from '../core/errors.js';
+import type { AgentRecord, Clock, ProposalRecord } from '../core/model.js';
+import type { ProposalService } from '../core/proposals.js';
+import { mintConfirmToken, sha256Hex } from '../core/secrets.js';
+import type { ExecuteResult } from './adapters/types.js';
+import type { BusinessDefinition, BusinessDirectory } from './businesses.js';
+import { agpRefusal } from './messages.js';
+import {
+  GATEWAY_TOKEN_TTL_MS,
+  checkAmountCeiling,
+  describeExecuteRequest,
+  effectivePolicy,
+  requestHash,
+  verifyGatewayToken,
+  type ExecuteClaim,
+  type GatewayPolicy,
+} from './policy.js';
+import type { AgpTokenStore } from './ports.js';
+import type { AdapterRunner } from './runner.js';
+
+/**
+ * The AGP dialect's rules: discover, query, prepare and execute for one authenticated agent. Knows
+ * nothing of HTTP; the routes translate.
+ */
+
+export interface AgpServiceDeps {
+  businesses: BusinessDirectory;
+  runner: AdapterRunner;
+  tokens: AgpTokenStore;
+  proposals: Pick<ProposalService, 'propose' | 'commit' | 'cancel' | 'get'>;
+  policy: GatewayPolicy;
+  clock: Clock;
+}
+
+export type AgpOperation = 'discover' | 'query' | 'execute';
+
+/** The reference gateway's transaction envelope; the adapter's answer is `data`. */
+export interface AgpEnvelope {
+  transactionId: string;
+  operation: AgpOperation;
+  businessId: string;
+  status: 'succeeded';
+  data: unknown;
+}
+
+export interface PrepareResult {
+  confirmationToken: string;
+  expiresAt: string;
+  summary: string;
+  businessId: string;
+  /** Present when a human must approve: the proposal the agent can follow on GET /v1/proposals/:id. */
+  proposalId?: string;
+  approval?: { status: 'pending'; quorum: number };
+}
+
+export interface ExecuteHeaders {
+  confirmationToken?: string | undefined;
+  idempotencyKey?: string | undefined;
+}
+
+const newTransactionId = (): string => `txn_${randomBytes(12).toString('base64url')}`;
+const agentActor = (agent: AgentRecord): string => `agent:${agent.name}`;
+
+/** The core's commit codes, said the AGP way, so both flows answer an agent with the same texts. */
+function asAgpRefusal(error: unknown): unknown {
+  if (!(error instanceof TwokeyError)) return error;
+  switch (error.code) {
+    case 'consumed':
+      return agpRefusal.consumed();
+    case 'expired':
+      return agpRefusal.expired();
+    case 'rejected':
+      return agpRefusal.rejected();
+    case 'not_approved':
+      return agpRefusal.notApproved();
+    case 'invalid_token':
+      return agpRefusal.invalidToken();
+    case 'principal_mismatch':
+      return agpRefusal.otherPrincipal();
+    case 'operation_mismatch':
+    case 'params_mismatch':
+      return agpRefusal.mismatch();
+    default:
+      return error;
+  }
+}
+
+export function createAgpService(deps: AgpServiceDeps) {
+  const { businesses, runner, tokens, clock } = deps;
+
+  function requireBusiness(businessId: string): BusinessDefinition {
+    const business = businesses.get(businessId);
+    if (!business) throw new TwokeyError('not_found', `No business registered with ID '${businessId}'.`);
+    return business;
+  }
+
+  const envelope = (transactionId: string, operation: AgpOperation, businessId: string, data: unknown): AgpEnvelope => ({
+    transactionId,
+    operation,
+    businessId,
+    status: 'succeeded',
+    data,
+  });
+
+  async function discover(agent: AgentRecord, businessId: string): Promise<AgpEnvelope> {
+    const business = requireBusiness(businessId);
+    const transactionId = newTransactionId();
+    const data = await runner.run({ business, agentId: agent.id, transactionId }, (ctx) => business.adapter.discover(ctx));
+    return envelope(transactionId, 'discover', businessId, data);
+  }
+
+  async function query(agent: AgentRecord, businessId: string, request: Record<string, unknown>): Promise<AgpEnvelope> {
+    const business = requireBusiness(businessId);
+    const transactionId = newTransactionId();
+    const data = await runner.run({ business, agentId: agent.id, transactionId }, (ctx) => business.adapter.query(request, ctx));
+    return envelope(transactionId, 'query', businessId, data);
+  }
+
+  async function prepare(agent: AgentRecord, businessId: string, request: Record<string, unknown>): Promise<PrepareResult> {
+    const business = requireBusiness(businessId);
+    // A token `strict` will refuse at execute is not worth a human's attention now.
+    if (deps.policy.mode === 'strict') checkAmountCeiling(request, deps.policy.maxAmountCents);
+    const hash = requestHash(request);
+    const now = clock();
+    const audit = (proposalId: string | null) => ({
+      type: 'agp.prepared',
+      actor: agentActor(agent),
+      agentId: agent.id,
+      proposalId,
+      data: { businessId, requestHash: hash },
+    });
+
+    if (business.approval) {
+      // The proposal's own token is the AGP token: the core then checks approval, expiry and single use.
+      const { proposal, confirmToken } = await deps.proposals.propose(agent, {
+        operation: business.approval.operation,
+        params: { businessId, request },
+      });
+      try {
+        await tokens.insert(
+          {
+            tokenHash: sha256Hex(confirmToken),
+            kind: 'gateway',
+            agentId: agent.id,
+            businessId,
+            requestHash: hash,
+            proposalId: proposal.id,
+            data: null,
+            createdAt: now,
+            expiresAt: proposal.expiresAt,
+            consumedAt: null,
+          },
+          { audit: audit(proposal.id) },
+        );
+      } catch (error) {
+        // No approver should be asked about a request the agent can never execute.
+        await deps.proposals.cancel(agent, proposal.id).catch(() => undefined);
+        throw error;
+      }
+      return {
+        confirmationToken: confirmToken,
+        expiresAt: proposal.expiresAt.toISOString(),
+        summary: proposal.summary,
+        businessId,
+        proposalId: proposal.id,
+        approval: { status: 'pending', quorum: proposal.quorum },
+      };
+    }
+
+    const confirmationToken = mintConfirmToken();
+    const expiresAt = new Date(now.getTime() + GATEWAY_TOKEN_TTL_MS);
+    await tokens.insert(
+      {
+        tokenHash: sha256Hex(confirmationToken),
+        kind: 'gateway',
+        agentId: agent.id,
+        businessId,
+        requestHash: hash,
+        proposalId: null,
+        data: null,
+        createdAt: now,
+        expiresAt,
+        consumedAt: null,
+      },
+      { audit: audit(null) },
+    );
+    return { confirmationToken, expiresAt: expiresAt.toISOString(), summary: describeExecuteRequest(businessId, request), businessId };
+  }
+
+  /**
+   * The key the business sees: the agent's Idempotency-Key (scoped to the agent, since businesses see
+   * every agent as one twokey), else one derived from the token, stable across retries of it.
+   */
+  function businessIdempotencyKey(agent: AgentRecord, headers: ExecuteHeaders, tokenHash: string | null, transactionId: string): string {
+    if (headers.idempotencyKey) return `agp_${sha256Hex(`${agent.id}:${headers.idempotencyKey}`).slice(0, 40)}`;
+    if (tokenHash) return `agp_${tokenHash.slice(0, 40)}`;
+    return transactionId;
+  }
+
+  function runExecute(business: BusinessDefinition, agent: AgentRecord, request: Record<string, unknown>, transactionId: string, idempotencyKey: string) {
+    return runner.run({ business, agentId: agent.id, transactionId }, (ctx): Promise<ExecuteResult> =>
+      business.adapter.execute(request, { idempotencyKey }, ctx),
+    );
+  }
+
+  async function executeApproved(agent: AgentRecord, business: BusinessDefinition, request: Record<string, unknown>, proposalId: string, token: string) {
+    const proposal: ProposalRecord = await deps.proposals.get(proposalId);
+    if (proposal.status === 'cancelled') throw agpRefusal.cancelled();
+    let committed: ProposalRecord;
+    try {
+      committed = await deps.proposals.commit(agent, proposalId, token, {
+        operation: proposal.operation,
+        params: { businessId: business.id, request },
+      });
+    } catch (error) {
+      throw asAgpRefusal(error);
+    }
+    return envelope(committed.id, 'execute', business.id, committed.result ?? null);
+  }
+
+  async function execute(agent: AgentRecord, businessId: string, request: Record<string, unknown>, headers: ExecuteHeaders = {}): Promise<AgpEnvelope> {
+    const business = requireBusiness(businessId);
+    const policy = effectivePolicy(deps.policy.mode, business.approval !== null);
+    const transactionId = newTransactionId();
+    const hash = requestHash(request);
+    const auditData = { businessId, requestHash: hash, transactionId, policy };
+
+    if (policy === 'open') {
+      // `open` ignores X-Confirmation-Token entirely, as the specification says.
+      const result = await runExecute(business, agent, request, transactionId, businessIdempotencyKey(agent, headers, null, transactionId));
+      await tokens.audit(
+        { type: 'agp.executed', actor: agentActor(agent), agentId: agent.id, data: { ...auditData, adapterStatus: result.status } },
+        clock(),
+      );
+      return envelope(transactionId, 'execute', businessId, result);
+    }
+
+    const token = headers.confirmationToken?.trim();
+    if (!token) throw agpRefusal.missingToken();
+    const tokenHash = sha256Hex(token);
+    const claim: ExecuteClaim = { agentId: agent.id, businessId, requestHash: hash };
+    const now = clock();
+    const record = await tokens.find(tokenHash, 'gateway');
+    verifyGatewayToken(record, claim, now);
+    if (policy === 'strict') checkAmountCeiling(request, deps.policy.maxAmountCents);
+    if (record?.proposalId) return executeApproved(agent, business, request, record.proposalId, token);
+
+    // Consumed together with the record that this execution started; checked again under the row lock.
+    await tokens.consume(tokenHash, 'gateway', now, (row) => verifyGatewayToken(row, claim, now), {
+      data: { execution: { transactionId, status: 'running', startedAt: now.toISOString() } },
+      audit: { type: 'agp.execute.started', actor: agentActor(agent), agentId: agent.id, data: auditData },
+    });
+    let result: ExecuteResult;
+    try {
+      result = await runExecute(business, agent, request, transactionId, businessIdempotencyKey(agent, headers, tokenHash, transactionId));
+    } catch (error) {
+      const message = error instanceof TwokeyError ? error.message : 'adapter failed';
+      // The business did not answer: the token is released so the agent can retry it (the business
+      // sees the same Idempotency-Key), as a failed execution of a proposal goes back to approved.
+      await tokens.finish(tokenHash, clock(), {
+        release: true,
+        data: { execution: { transactionId, status: 'failed', error: message } },
+        audit: { type: 'agp.execute.failed', actor: agentActor(agent), agentId: agent.id, data: { ...auditData, error: message } },
+      });
+      throw error;
+    }
+    const finishedAt = clock();
+    await tokens.finish(tokenHash, finishedAt, {
+      release: false,
+      data: { execution: { transactionId, status: 'done', adapterStatus: result.status, finishedAt: finishedAt.toISOString() } },
+      audit: { type: 'agp.executed', actor: agentActor(agent), agentId: agent.id, data: { ...auditData, adapterStatus: result.status } },
+    });
+    return envelope(transactionId, 'execute', businessId, result);
+  }
+
+  return { discover, query, prepare, execute, businesses: () => [...businesses.values()] };
+}
+
+export type AgpService = ReturnType<typeof createAgpService>;

@@ -1,0 +1,153 @@
+import { and, eq, isNull, lte, or, sql } from 'drizzle-orm';
+import type { AgpTokenRecord, AgpTokenStore, TokenEffects } from '../agp/ports.js';
+import type { AuditEventInput } from '../core/model.js';
+import type { IdempotencyRecord, IdempotencyStore } from '../idempotency/ports.js';
+import type { Db } from './database.js';
+import { agpTokens, idempotencyKeys } from './schema.js';
+import { appendAuditEvent, type Executor } from './store.js';
+
+type TokenRow = typeof agpTokens.$inferSelect;
+type IdempotencyRow = typeof idempotencyKeys.$inferSelect;
+
+const toToken = (row: TokenRow): AgpTokenRecord => ({ ...row, kind: row.kind as AgpTokenRecord['kind'], data: row.data ?? null });
+
+const toIdempotency = (row: IdempotencyRow): IdempotencyRecord => ({ ...row, status: row.status as IdempotencyRecord['status'] });
+
+/** Audit rows are chained by the store's one writer, inside `tx`, with the change they describe. */
+async function appendAudit(tx: Executor, event: AuditEventInput | undefined, at: Date): Promise<void> {
+  if (event) await appendAuditEvent(tx, event, at);
+}
+
+const mergeData = (patch: Record<string, unknown>) => sql`coalesce(${agpTokens.data}, '{}'::jsonb) || ${JSON.stringify(patch)}::jsonb`;
+
+export function createAgpTokenStore(db: Db): AgpTokenStore {
+  return {
+    async insert(record, effects: TokenEffects = {}) {
+      await db.transaction(async (tx) => {
+        await tx.insert(agpTokens).values({ ...record, data: { ...record.data, ...effects.data } });
+        await appendAudit(tx, effects.audit, record.createdAt);
+      });
+    },
+
+    async find(tokenHash, kind) {
+      const [row] = await db.select().from(agpTokens).where(and(eq(agpTokens.tokenHash, tokenHash), eq(agpTokens.kind, kind)));
+      return row ? toToken(row) : null;
+    },
+
+    async consume(tokenHash, kind, at, verify, effects = {}) {
+      return db.transaction(async (tx) => {
+        const [row] = await tx
+          .select()
+          .from(agpTokens)
+          .where(and(eq(agpTokens.tokenHash, tokenHash), eq(agpTokens.kind, kind)))
+          .for('update');
+        const record = row ? toToken(row) : null;
+        verify(record);
+        if (!record) throw new Error('verify accepted a token that does not exist');
+        const [updated] = await tx
+          .update(agpTokens)
+          .set({ consumedAt: at, ...(effects.data ? { data: mergeData(effects.data) } : {}) })
+          .where(and(eq(agpTokens.tokenHash, tokenHash), isNull(agpTokens.consumedAt)))
+          .returning();
+        // The row lock makes this unreachable; kept so a missing lock can never mean a double spend.
+        if (!updated) throw new Error('token consumed concurrently');
+        await appendAudit(tx, effects.audit, at);
+        return toToken(updated);
+      });
+    },
+
+    async finish(tokenHash, at, effects) {
+      await db.transaction(async (tx) => {
+        await tx
+          .update(agpTokens)
+          .set({
+            ...(effects.release ? { consumedAt: null } : {}),
+            ...(effects.data ? { data: mergeData(effects.data) } : {}),
+          })
+          .where(eq(agpTokens.tokenHash, tokenHash));
+        await appendAudit(tx, effects.audit, at);
+      });
+    },
+
+    async audit(event, at) {
+      await db.transaction((tx) => appendAudit(tx, event, at));
+    },
+
+    async deleteExpired(before) {
+      const deleted = await db.delete(agpTokens).where(lte(agpTokens.expiresAt, before)).returning({ tokenHash: agpTokens.tokenHash });
+      return deleted.length;
+    },
+  };
+}
+
+export function createIdempotencyStore(db: Db): IdempotencyStore {
+  return {
+    async acquire(claim, staleBefore) {
+      const taken = await db
+        .insert(idempotencyKeys)
+        .values({ ...claim, status: 'in_flight', responseStatus: null, responseBody: null })
+        .onConflictDoUpdate({
+          target: [idempotencyKeys.agentId, idempotencyKeys.key],
+          set: {
+            requestHash: claim.requestHash,
+            status: 'in_flight',
+            responseStatus: null,
+            responseBody: null,
+            createdAt: claim.createdAt,
+            expiresAt: claim.expiresAt,
+          },
+          // Only a row past its 24 hours, or the abandoned claim of this very request, is replaced.
+          setWhere: or(
+            lte(idempotencyKeys.expiresAt, claim.createdAt),
+            and(
+              eq(idempotencyKeys.status, 'in_flight'),
+              lte(idempotencyKeys.createdAt, staleBefore),
+              eq(idempotencyKeys.requestHash, claim.requestHash),
+            ),
+          ),
+        })
+        .returning({ key: idempotencyKeys.key });
+      return taken.length === 1;
+    },
+
+    async get(agentId, key) {
+      const [row] = await db
+        .select()
+        .from(idempotencyKeys)
+        .where(and(eq(idempotencyKeys.agentId, agentId), eq(idempotencyKeys.key, key)));
+      return row ? toIdempotency(row) : null;
+    },
+
+    async complete(agentId, key, createdAt, responseStatus, responseBody) {
+      await db
+        .update(idempotencyKeys)
+        .set({ status: 'done', responseStatus, responseBody })
+        .where(
+          and(
+            eq(idempotencyKeys.agentId, agentId),
+            eq(idempotencyKeys.key, key),
+            eq(idempotencyKeys.createdAt, createdAt),
+            eq(idempotencyKeys.status, 'in_flight'),
+          ),
+        );
+    },
+
+    async release(agentId, key, createdAt) {
+      await db
+        .delete(idempotencyKeys)
+        .where(
+          and(
+            eq(idempotencyKeys.agentId, agentId),
+            eq(idempotencyKeys.key, key),
+            eq(idempotencyKeys.createdAt, createdAt),
+            eq(idempotencyKeys.status, 'in_flight'),
+          ),
+        );
+    },
+
+    async deleteExpired(now) {
+      const deleted = await db.delete(idempotencyKeys).where(lte(idempotencyKeys.expiresAt, now)).returning({ key: idempotencyKeys.key });
+      return deleted.length;
+    },
+  };
+}

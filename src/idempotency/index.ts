@@ -1,0 +1,185 @@
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { TwokeyError } from '../core/errors.js';
+import type { Clock } from '../core/model.js';
+import { canonicalJson, sha256Hex } from '../core/secrets.js';
+import type { IdempotencyClaim, IdempotencyStore } from './ports.js';
+import { seal, unseal } from './seal.js';
+
+export type { IdempotencyStore } from './ports.js';
+
+/**
+ * `Idempotency-Key` for any fastify route (Stripe's and the IETF httpapi draft's semantics):
+ * - the same key with the same request replays the first response (status and body), running nothing;
+ * - the same key with another request is refused with 422; while the first still runs, 409;
+ * - keys are scoped per agent and kept 24 hours.
+ * Only 2xx responses are kept: a 4xx or 5xx from twokey means nothing happened (a refused token, a
+ * failed execution that stays retryable), so the key is freed and a retry gets today's answer — an
+ * agent that executed before the approval came must be able to retry with its key once it comes.
+ */
+
+export interface IdempotencyPrincipal {
+  /** The agent id: keys are scoped by it. */
+  id: string;
+  /** The caller's raw API key; seals the stored response (see seal.ts). Never stored. */
+  secret: string;
+}
+
+export interface IdempotencyDeps {
+  store: IdempotencyStore;
+  clock: Clock;
+  /** How long a key is remembered; 24 hours. */
+  retentionMs?: number;
+  /** An in-flight key older than this belongs to a process that died; the same request may take it over. */
+  staleAfterMs?: number;
+  /** Who sent the request; default: the authenticated agent and the bearer key it authenticated with. */
+  principal?(request: FastifyRequest): IdempotencyPrincipal | null;
+}
+
+export const IDEMPOTENCY_RETENTION_MS = 24 * 3_600_000;
+const DEFAULT_STALE_AFTER_MS = 2 * 60_000;
+// Visible ASCII only: the key is echoed in logs and must not smuggle control characters.
+const VALID_KEY = /^[\x21-\x7e]{1,255}$/;
+const ATTEMPTS = 3;
+
+function bearerPrincipal(request: FastifyRequest): IdempotencyPrincipal | null {
+  const match = /^Bearer\s+(\S+)$/i.exec(request.headers.authorization ?? '');
+  return request.agent && match?.[1] ? { id: request.agent.id, secret: match[1] } : null;
+}
+
+/** What "the same request" means: method, path and the canonical body (RFC 8785), not header order or spacing. */
+export function idempotencyRequestHash(request: Pick<FastifyRequest, 'method' | 'url' | 'body'>): string {
+  const path = request.url.split('?')[0] ?? '';
+  return sha256Hex(canonicalJson({ method: request.method, path, body: request.body ?? null }));
+}
+
+interface Claimed {
+  claim: IdempotencyClaim;
+  secret: string;
+}
+
+export function createIdempotency(deps: IdempotencyDeps) {
+  const retentionMs = deps.retentionMs ?? IDEMPOTENCY_RETENTION_MS;
+  const staleAfterMs = deps.staleAfterMs ?? DEFAULT_STALE_AFTER_MS;
+  const principalOf = deps.principal ?? bearerPrincipal;
+  // Per-request state without decorating fastify's request type.
+  const claims = new WeakMap<FastifyRequest, Claimed>();
+  const seen = new WeakSet<FastifyRequest>();
+
+  const scopeOf = (claim: Pick<IdempotencyClaim, 'agentId' | 'key'>): string => `${claim.agentId}\u0000${claim.key}`;
+
+  function readKey(request: FastifyRequest): string | null {
+    const header = request.headers['idempotency-key'];
+    if (header === undefined) return null;
+    const key = Array.isArray(header) ? null : header.trim();
+    if (key === null || !VALID_KEY.test(key)) {
+      throw new TwokeyError('invalid_request', 'Idempotency-Key must be one header of 1 to 255 visible ASCII characters');
+    }
+    return key;
+  }
+
+  async function preHandler(request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply | undefined> {
+    // Applied twice to one route (globally and by the route), it must still act once.
+    if (seen.has(request)) return undefined;
+    seen.add(request);
+    const key = readKey(request);
+    if (key === null) return undefined;
+    const principal = principalOf(request);
+    if (!principal) throw new TwokeyError('unauthorized', 'Idempotency-Key needs an authenticated agent');
+    const requestHash = idempotencyRequestHash(request);
+
+    for (let attempt = 0; attempt < ATTEMPTS; attempt += 1) {
+      const now = deps.clock();
+      const claim: IdempotencyClaim = {
+        agentId: principal.id,
+        key,
+        requestHash,
+        createdAt: now,
+        expiresAt: new Date(now.getTime() + retentionMs),
+      };
+      if (await deps.store.acquire(claim, new Date(now.getTime() - staleAfterMs))) {
+        claims.set(request, { claim, secret: principal.secret });
+        return undefined;
+      }
+      const existing = await deps.store.get(principal.id, key);
+      // Freed or expired between the two reads: take it on the next attempt.
+      if (!existing || existing.expiresAt.getTime() <= now.getTime()) continue;
+      if (existing.requestHash !== requestHash) {
+        return reply.status(422).send({
+          error: {
+            code: 'idempotency_key_reused',
+            message: 'this Idempotency-Key was already used for a different request; use a new key for a new request',
+            requestId: request.id,
+          },
+        });
+      }
+      if (existing.status === 'in_flight') {
+        throw new TwokeyError('conflict', 'a request with this Idempotency-Key is still being processed; retry once it has finished');
+      }
+      const body = unseal(existing.responseBody, principal.secret, scopeOf(claim));
+      if (body === null || existing.responseStatus === null) {
+        throw new TwokeyError('conflict', 'this Idempotency-Key was already used, and its response cannot be replayed with this API key');
+      }
+      return reply
+        .status(existing.responseStatus)
+        .header('idempotent-replayed', 'true')
+        .type('application/json; charset=utf-8')
+        .send(body);
+    }
+    throw new TwokeyError('conflict', 'this Idempotency-Key is contended; retry');
+  }
+
+  async function onSend(request: FastifyRequest, reply: FastifyReply, payload: unknown): Promise<unknown> {
+    const claimed = claims.get(request);
+    if (!claimed) return payload;
+    claims.delete(request);
+    const { claim, secret } = claimed;
+    const status = reply.statusCode;
+    try {
+      if (status >= 200 && status < 300 && typeof payload === 'string') {
+        // Written before the response leaves: a client that saw the response will see it replayed.
+        await deps.store.complete(claim.agentId, claim.key, claim.createdAt, status, seal(payload, secret, scopeOf(claim)));
+      } else {
+        await deps.store.release(claim.agentId, claim.key, claim.createdAt);
+      }
+    } catch (error) {
+      // The response is already decided; a key left in flight is taken over once it is stale.
+      request.log.warn({ err: error }, 'could not record the Idempotency-Key outcome');
+    }
+    return payload;
+  }
+
+  return {
+    preHandler,
+    onSend,
+    /** Forgets keys past their 24 hours; call it from a periodic sweep. */
+    sweep: () => deps.store.deleteExpired(deps.clock()),
+  };
+}
+
+export type Idempotency = ReturnType<typeof createIdempotency>;
+
+export interface RouteIdentity {
+  method: string | string[];
+  /** The route's pattern, e.g. `/v1/proposals/:id/commit`. */
+  url: string;
+}
+
+/**
+ * Adds the Idempotency-Key hooks to every route of `app`, in any plugin, registered before or after
+ * this call, for which `applies` is true. They are `preHandler` hooks: every plugin's `onRequest`
+ * (authentication) has run by then, so the key is looked up for a known agent.
+ */
+export function applyIdempotency(app: FastifyInstance, idempotency: Idempotency, applies: (route: RouteIdentity) => boolean): void {
+  app.addHook('preHandler', async (request, reply) => {
+    if (!applies({ method: request.method, url: request.routeOptions.url ?? '' })) return undefined;
+    return idempotency.preHandler(request, reply);
+  });
+  // Acts only on requests whose preHandler took a key.
+  app.addHook('onSend', async (request, reply, payload) => idempotency.onSend(request, reply, payload));
+}
+
+/** The routes CONTRACT §4 and §5 give an Idempotency-Key: every POST of /v1, and /agp/execute. */
+export function isIdempotentRoute(route: RouteIdentity): boolean {
+  const methods = Array.isArray(route.method) ? route.method : [route.method];
+  return methods.includes('POST') && (route.url.startsWith('/v1/') || route.url === '/agp/execute');
+}
