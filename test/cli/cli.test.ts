@@ -6,7 +6,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { pgliteDirectory } from '../../src/db/database.js';
 import { freePort, runCli, startServerProcess } from '../support/processes.js';
 
-describe('twokey CLI on the embedded database, beside a running server', () => {
+// Each CLI call is a new process (tsx compiles, PGlite opens): generous timeouts for a busy machine.
+describe('twokey CLI on the embedded database, beside a running server', { timeout: 120_000 }, () => {
   let dataDir: string;
   let env: Record<string, string>;
 
@@ -84,6 +85,8 @@ describe('twokey CLI on the embedded database, beside a running server', () => {
   it('audit verify names the first tampered row, and the log refuses plain UPDATE and DELETE', async () => {
     const db = new PGlite(pgliteDirectory(dataDir));
     try {
+      const { rows } = await db.query<{ count: number }>('select count(*)::int as count from audit_events');
+      expect(rows[0]?.count).toBeGreaterThanOrEqual(3);
       await expect(db.query(`update audit_events set actor = 'mallory' where seq = 3`)).rejects.toThrow(/append-only/);
       await expect(db.query(`delete from audit_events where seq = 3`)).rejects.toThrow(/append-only/);
       // Someone with the database owner's rights can still switch the trigger off: the chain catches that.
