@@ -4,6 +4,7 @@ import { pino, type DestinationStream, type Logger } from 'pino';
 import { startAdminSocket } from '../admin/socket.js';
 import { createAgpService, registerAgpRoutes } from '../agp/index.js';
 import { createChatSync, type ChatSync } from '../chat/sync.js';
+import { createSlackIntegration, isSlackConfigured } from '../slack/index.js';
 import { createIdempotencyStore } from '../db/agp-store.js';
 import { applyIdempotency, createIdempotency, isIdempotentRoute, type Idempotency } from '../idempotency/index.js';
 import type { ChatIntegration } from '../chat/types.js';
@@ -55,6 +56,13 @@ export interface RunningTwokey {
   close(): Promise<void>;
 }
 
+/** The chat platforms the environment configures (CONTRACT §2). */
+function chatFromEnvironment(env: Env, services: Services, logger: Logger): ChatIntegration[] {
+  const integrations: ChatIntegration[] = [];
+  if (isSlackConfigured(env)) integrations.push(createSlackIntegration({ env, services, logger }));
+  return integrations;
+}
+
 export function createLogger(level: string, stream?: DestinationStream): Logger {
   return stream ? pino(loggerOptions(level), stream) : pino(loggerOptions(level));
 }
@@ -67,7 +75,7 @@ export async function startTwokey(options: StartOptions): Promise<RunningTwokey>
   const database = options.database ?? (await openDatabase({ databaseUrl: env.DATABASE_URL, dataDir: env.TWOKEY_DATA_DIR }));
   const services = createServices({ database, config, clock: options.clock, executorFor: options.executorFor });
 
-  const integrations = options.integrations?.(services) ?? [];
+  const integrations = options.integrations?.(services) ?? chatFromEnvironment(env, services, logger);
   const chatSync = createChatSync({
     store: services.store,
     messages: createChatMessageStore(database.db),

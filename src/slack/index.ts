@@ -1,0 +1,153 @@
+import { App, SocketModeReceiver, webApi, type Receiver } from '@slack/bolt';
+import type { FastifyInstance } from 'fastify';
+import type { ChatIntegration } from '../chat/types.js';
+import type { Env } from '../config/env.js';
+import type { Services } from '../runtime/services.js';
+import { registerSlackApprover } from './approver.js';
+import { FastifySlackReceiver } from './fastify-receiver.js';
+import { boltLogger, type SlackLog } from './log.js';
+import { createSlackPublisher } from './publisher.js';
+import { createUsergroupDirectory } from './usergroups.js';
+import { createWorkQueue } from './work-queue.js';
+
+export { renderProposalMessage } from './blocks.js';
+export { verifySlackSignature } from './signature.js';
+
+export type SlackEnv = Pick<Env, 'SLACK_BOT_TOKEN' | 'SLACK_SIGNING_SECRET' | 'SLACK_APP_TOKEN' | 'SLACK_API_URL'>;
+
+export interface SlackIntegrationOptions {
+  env: SlackEnv;
+  services: Pick<Services, 'proposals' | 'store' | 'operation' | 'clock' | 'database'>;
+  /** twokey's logger; when absent, the fastify server's logger is adopted in `registerRoutes`. */
+  logger?: SlackLog;
+  /** Socket Mode tuning (tests shorten the reconnect delay, which Slack's client ties to the ping timeout). */
+  socketMode?: { clientPingTimeoutMs?: number; serverPingTimeoutMs?: number };
+  /** How long `start()` waits for the first Socket Mode connection before going on without it. */
+  connectTimeoutMs?: number;
+  /** How long `stop()` waits for clicks still being processed. */
+  drainTimeoutMs?: number;
+  /** How many acknowledged clicks are decided at once (default: 4 on the embedded database, 16 on PostgreSQL). */
+  clickConcurrency?: number;
+}
+
+/** True when the environment asks for Slack: a bot token plus a signing secret (HTTP) or an app token (Socket Mode). */
+export function isSlackConfigured(env: SlackEnv): boolean {
+  return Boolean(env.SLACK_BOT_TOKEN && (env.SLACK_SIGNING_SECRET || env.SLACK_APP_TOKEN));
+}
+
+/** Until a logger is known (registerRoutes), lines are dropped rather than printed unscrubbed. */
+const silent: SlackLog = { debug: () => {}, info: () => {}, warn: () => {}, error: () => {} };
+
+/**
+ * Slack as a twokey chat platform (CONTRACT §6): posts and edits the proposal messages, and receives
+ * Approve / Reject / Retry clicks, over HTTP at `POST /slack/events` or, with SLACK_APP_TOKEN, over
+ * Socket Mode. Bolt runs with an `authorize` that hands it the bot token, so it calls no `auth.test`
+ * at construction and twokey starts even while Slack is unreachable.
+ */
+export function createSlackIntegration(options: SlackIntegrationOptions): ChatIntegration {
+  const { env, services } = options;
+  const botToken = env.SLACK_BOT_TOKEN;
+  if (!botToken) throw new Error('SLACK_BOT_TOKEN is required for the Slack integration');
+  const socketMode = Boolean(env.SLACK_APP_TOKEN);
+  if (!socketMode && !env.SLACK_SIGNING_SECRET) throw new Error('SLACK_SIGNING_SECRET is required for Slack over HTTP');
+
+  let log: SlackLog = options.logger ?? silent;
+  const currentLog = () => log;
+  const sdkLogger = boltLogger(currentLog);
+
+  // No retries inside the client: the outbox retries deliveries, and a click's ephemeral is not worth
+  // a queue. Rate-limited calls fail at once with Retry-After instead of sleeping in the client.
+  const clientOptions = () => ({
+    slackApiUrl: env.SLACK_API_URL,
+    retryConfig: { retries: 0 },
+    rejectRateLimitedCalls: true,
+    timeout: 10_000,
+    logger: sdkLogger,
+  });
+  const client = new webApi.WebClient(botToken, clientOptions());
+
+  // The embedded database runs on this event loop, so fewer decisions at once keep acks prompt;
+  // PostgreSQL works in its own process and takes more (measured with bench/slack-ack.ts).
+  const afterAck = createWorkQueue(options.clickConcurrency ?? (services.database.kind === 'postgres' ? 16 : 4));
+
+  let httpReceiver: FastifySlackReceiver | null = null;
+  let receiver: Receiver;
+  if (socketMode) {
+    receiver = new SocketModeReceiver({
+      appToken: env.SLACK_APP_TOKEN ?? '',
+      logger: sdkLogger,
+      ...(options.socketMode?.clientPingTimeoutMs !== undefined ? { clientPingTimeout: options.socketMode.clientPingTimeoutMs } : {}),
+      ...(options.socketMode?.serverPingTimeoutMs !== undefined ? { serverPingTimeout: options.socketMode.serverPingTimeoutMs } : {}),
+      // Its own object: the Socket Mode client writes into the options it gets. Unlike the publisher it
+      // retries apps.connections.open for as long as Slack is unreachable: once that call gives up on a
+      // network error, the client's reconnect loop ends in an unhandled rejection. A revoked token is a
+      // platform error, which the client reports at once instead of retrying.
+      installerOptions: {
+        clientOptions: { ...clientOptions(), retryConfig: { forever: true, factor: 1.5, minTimeout: 1_000, maxTimeout: 30_000, randomize: true } },
+      },
+    });
+  } else {
+    httpReceiver = new FastifySlackReceiver({ signingSecret: env.SLACK_SIGNING_SECRET ?? '', clock: services.clock, log: currentLog });
+    receiver = httpReceiver;
+  }
+
+  const bolt = new App({
+    receiver,
+    authorize: async () => ({ botToken }),
+    logger: sdkLogger,
+    clientOptions: clientOptions(),
+    // twokey keeps no conversation state; Bolt's in-memory store would only grow.
+    convoStore: false,
+  });
+  bolt.error(async (error) => {
+    // Listeners catch their own failures; this only sees Bolt's (authorisation, routing).
+    log.error({ code: error.code, message: error.message }, 'Slack event failed in Bolt');
+  });
+
+  registerSlackApprover(bolt, {
+    proposals: services.proposals,
+    store: services.store,
+    operation: (name) => services.operation(name),
+    clock: services.clock,
+    client,
+    usergroups: createUsergroupDirectory({ client }),
+    log: currentLog,
+    afterAck: (task) => afterAck.run(task),
+  });
+
+  let started: Promise<unknown> | null = null;
+
+  return {
+    publisher: createSlackPublisher(client),
+
+    async registerRoutes(app: FastifyInstance) {
+      if (!options.logger) log = app.log;
+      if (httpReceiver) await httpReceiver.register(app);
+    },
+
+    async start() {
+      if (!socketMode) return;
+      started = bolt.start();
+      const outcome = await Promise.race([
+        started.then(() => 'connected' as const),
+        new Promise<'waiting'>((resolve) => setTimeout(() => resolve('waiting'), options.connectTimeoutMs ?? 10_000).unref()),
+      ]);
+      if (outcome === 'connected') {
+        log.info('Slack Socket Mode connected');
+      } else {
+        // Slack unreachable at start: serve the rest of twokey and keep connecting in the background.
+        log.warn('Slack Socket Mode not connected yet; still trying');
+        started.then(
+          () => log.info('Slack Socket Mode connected'),
+          (error: unknown) => log.error({ message: error instanceof Error ? error.message : 'unknown' }, 'Slack Socket Mode gave up connecting'),
+        );
+      }
+    },
+
+    async stop() {
+      if (socketMode && started) await bolt.stop().catch(() => undefined);
+      // Clicks acknowledged but still being decided: let them finish before the database closes.
+      await afterAck.drain(options.drainTimeoutMs ?? 15_000);
+    },
+  };
+}
