@@ -1,3 +1,5 @@
+import { consoleAuthFor } from '../console/sign-in.js';
+import { signInUrl } from '../console/urls.js';
 import { TwokeyError } from '../core/errors.js';
 import type { ProposalStatus } from '../core/model.js';
 import type { JobStatus } from '../db/jobs-store.js';
@@ -115,6 +117,17 @@ export const adminOperations = {
   },
   async 'audit.verify'(services: Services) {
     return services.audit.verify();
+  },
+  async 'approvers.link'(services: Services, args: Record<string, unknown>) {
+    // The CLI sends the base URL from its own environment (TWOKEY_PUBLIC_URL or HOST:PORT).
+    const baseUrl = optionalString(args, 'baseUrl') ?? 'http://127.0.0.1:8080';
+    if (!/^https?:\/\//.test(baseUrl)) throw new TwokeyError('invalid_request', 'baseUrl must be an http:// or https:// URL');
+    const { approver, token, expiresAt } = await consoleAuthFor(services).mintLink(requireString(args, 'name'));
+    const decides = services.operations().filter((operation) => operation.approval.approvers.includes(approver)).map((operation) => operation.name);
+    return { approver, url: signInUrl(baseUrl, token), expiresAt: expiresAt.toISOString(), decides };
+  },
+  async 'approvers.revoke-sessions'(services: Services, args: Record<string, unknown>) {
+    return consoleAuthFor(services).revokeSessions(requireString(args, 'name'));
   },
 } satisfies Record<string, (services: Services, args: Record<string, unknown>) => Promise<unknown>>;
 

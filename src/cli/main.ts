@@ -1,6 +1,7 @@
 import { Command, Option } from 'commander';
 import { callAdminSocket } from '../admin/socket.js';
 import { runAdminOperation } from '../admin/operations.js';
+import { publicBaseUrl } from '../console/urls.js';
 import { loadConfigFile, resolveConfigPath } from '../config/config-file.js';
 import { loadEnv, type Env } from '../config/env.js';
 import { ConfigError } from '../config/errors.js';
@@ -43,7 +44,8 @@ function buildProgram(env: () => Env): Command {
     .command('serve')
     .description('start the gateway (what `npm start` runs)')
     .action(async () => {
-      const running = await startTwokey({ env: env() });
+      // Printed, not logged: the logger would (rightly) scrub the sign-in token out of it.
+      const running = await startTwokey({ env: env(), announceConsole: (text) => process.stdout.write(text) });
       const stop = () => void running.close().then(() => process.exit(0));
       process.once('SIGINT', stop);
       process.once('SIGTERM', stop);
@@ -92,6 +94,18 @@ function buildProgram(env: () => Env): Command {
         run(`proposals.${decision}`, { id, as: options.as, reason: options.reason }),
       );
   }
+
+  const approvers = program.command('approvers').description('people who approve in the web console (web:NAME)');
+  approvers
+    .command('link')
+    .argument('<name>', 'the approver web:NAME (the "web:" is optional)')
+    .description('print a one-time sign-in link to the web console (works once, for 10 minutes)')
+    .action((name: string) => run('approvers.link', { name, baseUrl: publicBaseUrl(env()) }));
+  approvers
+    .command('revoke-sessions')
+    .argument('<name>', 'the approver web:NAME (the "web:" is optional)')
+    .description("end every console session and unused sign-in link of web:NAME")
+    .action((name: string) => run('approvers.revoke-sessions', { name }));
 
   const jobs = program.command('jobs').description('the outbox: chat posts and edits, callbacks');
   jobs

@@ -65,6 +65,17 @@ export function printAdminResult(operation: string, result: unknown, options: { 
     case 'jobs.retry':
       console.log(`job ${String(value.id)} (${String(value.kind)}) queued again`);
       return;
+    case 'approvers.link':
+      console.log(`One-time sign-in link to the web console for ${String(value.approver)} (works once, until ${String(value.expiresAt)}):`);
+      if (Array.isArray(value.decides) && value.decides.length === 0) {
+        console.log(`note: ${String(value.approver)} approves no operation in the config; they can look but not decide`);
+      }
+      // The link alone on the last line, so `| tail -n 1` captures it.
+      console.log(String(value.url));
+      return;
+    case 'approvers.revoke-sessions':
+      console.log(`${String(value.approver)}: ${String(value.sessions)} console session(s) ended, ${String(value.links)} unused sign-in link(s) cancelled.`);
+      return;
     case 'audit.verify':
       console.log(
         value.ok

@@ -4,6 +4,8 @@ import { pino, type DestinationStream, type Logger } from 'pino';
 import { startAdminSocket } from '../admin/socket.js';
 import { createAgpService, registerAgpRoutes } from '../agp/index.js';
 import { createChatSync, type ChatSync } from '../chat/sync.js';
+import { createWebConsole } from '../console/index.js';
+import { createDiscordIntegration } from '../discord/index.js';
 import { createSlackIntegration, isSlackConfigured } from '../slack/index.js';
 import { createIdempotencyStore } from '../db/agp-store.js';
 import { applyIdempotency, createIdempotency, isIdempotentRoute, type Idempotency } from '../idempotency/index.js';
@@ -41,6 +43,8 @@ export interface StartOptions {
   outboxPollMs?: number;
   outboxLeaseMs?: number;
   outboxBackoff?: { baseMs: number; maxMs: number };
+  /** Receives the console URL and a sign-in link for web:operator when no chat is configured (`serve`). */
+  announceConsole?: (text: string) => void;
   /** Chat platforms to wire in; by default those the environment configures. */
   integrations?: (services: Services) => ChatIntegration[];
 }
@@ -60,6 +64,7 @@ export interface RunningTwokey {
 function chatFromEnvironment(env: Env, services: Services, logger: Logger): ChatIntegration[] {
   const integrations: ChatIntegration[] = [];
   if (isSlackConfigured(env)) integrations.push(createSlackIntegration({ env, services, logger }));
+  if (env.DISCORD_BOT_TOKEN) integrations.push(createDiscordIntegration({ env, services, logger }));
   return integrations;
 }
 
@@ -139,6 +144,9 @@ export async function startTwokey(options: StartOptions): Promise<RunningTwokey>
     idempotency,
   });
 
+  const webConsole = createWebConsole({ env, services });
+  await webConsole.registerRoutes(app);
+
   for (const integration of integrations) await integration.registerRoutes?.(app);
   for (const integration of integrations) await integration.start?.();
 
@@ -150,6 +158,8 @@ export async function startTwokey(options: StartOptions): Promise<RunningTwokey>
   }
 
   outbox.start();
+  // The first minute: with no Slack or Discord, the console is the way to approve; say how to get in.
+  if (url && integrations.length === 0 && options.announceConsole) options.announceConsole(await webConsole.firstRunSignIn(url));
 
   // One replica sweeps at a time (an advisory lock elects it). Row locks would keep concurrent
   // sweeps correct anyway; the election only saves the others the work.

@@ -143,7 +143,7 @@ opertions: []
 
   it('rejects an unknown executor type by naming the allowed ones', () => {
     expect(configIssues(`operations:${OPERATION.replace('type: echo', 'type: shell')}`)).toEqual([
-      'operations[0].executor.type: expected one of: echo, http',
+      'operations[0].executor.type: expected one of: echo, agp, http',
     ]);
   });
 

@@ -1,3 +1,4 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import { performance } from 'node:perf_hooks';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { openDatabase, type Database } from '../../src/db/database.js';
@@ -133,7 +134,7 @@ describe.each(drivers.filter((driver) => driver === 'postgres'))('database outag
     const receiver = createServer();
     let releaseFirst: (() => void) | null = null;
     const firstArrived = new Promise<void>((arrived) => {
-      const receiverHandler = (req: import('node:http').IncomingMessage, res: import('node:http').ServerResponse) => {
+      const receiverHandler = (req: IncomingMessage, res: ServerResponse) => {
         const chunks: Buffer[] = [];
         req.on('data', (chunk: Buffer) => chunks.push(chunk));
         req.on('end', () => {

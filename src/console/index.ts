@@ -1,0 +1,62 @@
+import type { FastifyInstance } from 'fastify';
+import type { Env } from '../config/env.js';
+import type { Services } from '../runtime/services.js';
+import { formatTime } from './layout.js';
+import { createConsoleQueries } from './queries.js';
+import { registerConsoleRoutes } from './routes.js';
+import { consoleAuthFor } from './sign-in.js';
+import { consoleUrl, publicBaseUrl, servedOverHttps, signInUrl } from './urls.js';
+
+export { CONTENT_SECURITY_POLICY } from './routes.js';
+export { LINK_TTL_MS, SESSION_TTL_MS, consoleAuthFor, webIdentity } from './sign-in.js';
+export { consoleUrl, publicBaseUrl, signInUrl } from './urls.js';
+
+export interface WebConsoleOptions {
+  env: Pick<Env, 'TWOKEY_PUBLIC_URL' | 'HOST' | 'PORT'>;
+  services: Services;
+}
+
+/** The web console (CONTRACT §6b): pages under /console, sign-in links, sessions. */
+export function createWebConsole({ env, services }: WebConsoleOptions) {
+  const auth = consoleAuthFor(services);
+  const queries = createConsoleQueries(services.database.db);
+
+  return {
+    auth,
+    /** Adds /console/… to the gateway. Call before the app listens. */
+    registerRoutes(app: FastifyInstance): Promise<void> {
+      return registerConsoleRoutes(app, {
+        services,
+        auth,
+        queries,
+        secureCookies: servedOverHttps(env),
+        publicOrigin: env.TWOKEY_PUBLIC_URL ? new URL(env.TWOKEY_PUBLIC_URL).origin : null,
+      });
+    },
+    /**
+     * The first minute of a new user: with no Slack or Discord configured, the runtime prints this at
+     * start. It mints a sign-in link for `web:operator` and returns the text to print. Print it on
+     * stdout, not through the logger: the logger scrubs `tk_link_…`, as it should everywhere else.
+     */
+    async firstRunSignIn(listenUrl?: string | null): Promise<string> {
+      const base = publicBaseUrl(env, listenUrl);
+      const { approver, token, expiresAt } = await auth.mintLink('operator', 'system');
+      const decides = services.operations().some((operation) => operation.approval.approvers.includes(approver));
+      return [
+        '',
+        `twokey web console: ${consoleUrl(base)}`,
+        'No Slack or Discord is configured: approve proposals in the browser.',
+        `Sign in as ${approver} with this link (it works once, until ${formatTime(expiresAt)}):`,
+        '',
+        `  ${signInUrl(base, token)}`,
+        '',
+        decides
+          ? 'Need another link later? npx twokey approvers link operator'
+          : `Note: ${approver} approves no operation in this config; add it to an operation's approval.approvers to decide there.`,
+        '',
+      ].join('\n');
+    },
+  };
+}
+
+export type WebConsole = ReturnType<typeof createWebConsole>;

@@ -1,0 +1,154 @@
+import { createHmac, randomBytes } from 'node:crypto';
+import { TwokeyError } from '../core/errors.js';
+import type { Clock } from '../core/model.js';
+import { digestsEqual, sha256Hex } from '../core/secrets.js';
+import type { Database } from '../db/database.js';
+import { createConsoleSessionStore, type ApproverLinkRow, type ConsoleSessionRow, type ConsoleSessionStore } from './session-store.js';
+
+/** Sign-in links work once, for 10 minutes (CONTRACT §6b). */
+export const LINK_TTL_MS = 10 * 60_000;
+/** A console session lasts one working day; after that the person asks for a new link. */
+export const SESSION_TTL_MS = 12 * 3_600_000;
+
+const LINK_TOKEN = /^tk_link_[A-Za-z0-9_-]{43}$/;
+const SESSION_SECRET = /^[A-Za-z0-9_-]{43}$/;
+const WEB_NAME = /^[A-Za-z0-9_.@-]{1,64}$/;
+
+/** `operator` or `web:operator` → `web:operator`; anything else is refused. */
+export function webIdentity(name: string): string {
+  const bare = name.startsWith('web:') ? name.slice(4) : name;
+  if (!WEB_NAME.test(bare)) {
+    throw new TwokeyError('invalid_request', 'an approver name is 1-64 letters, digits, "_", ".", "@" or "-" (web:NAME)');
+  }
+  return `web:${bare}`;
+}
+
+export type LinkProblem = 'malformed' | 'unknown' | 'used' | 'expired';
+
+export type LinkCheck = { ok: true; approver: string; expiresAt: Date } | { ok: false; problem: LinkProblem };
+
+/** Whether a stored link may still sign someone in at `now`. Pure, so tests pin the boundary. */
+export function checkLink(row: ApproverLinkRow | null, now: Date): LinkCheck {
+  if (!row) return { ok: false, problem: 'unknown' };
+  if (row.usedAt) return { ok: false, problem: 'used' };
+  if (now.getTime() >= row.expiresAt.getTime()) return { ok: false, problem: 'expired' };
+  return { ok: true, approver: row.approver, expiresAt: row.expiresAt };
+}
+
+export interface ConsoleSession {
+  approver: string;
+  idHash: string;
+  expiresAt: Date;
+  /** The synchronizer token every form of this session must carry. */
+  csrfToken: string;
+}
+
+/** Whether a stored session is live at `now`. Pure, so tests pin the boundary. */
+export function sessionIsLive(row: ConsoleSessionRow | null, now: Date): row is ConsoleSessionRow {
+  return row !== null && row.revokedAt === null && now.getTime() < row.expiresAt.getTime();
+}
+
+/**
+ * The CSRF token is derived from the session secret, which only the HttpOnly cookie holds: a page
+ * on another origin can neither read the cookie nor compute the token, and a token stolen from one
+ * session is useless in any other. A different HMAC key from the stored hash keeps the two apart.
+ */
+export function csrfTokenFor(sessionSecret: string): string {
+  return createHmac('sha256', sessionSecret).update('twokey console csrf v1').digest('hex');
+}
+
+export function csrfTokenMatches(session: ConsoleSession, presented: string | undefined): boolean {
+  return typeof presented === 'string' && /^[0-9a-f]{64}$/.test(presented) && digestsEqual(presented, session.csrfToken);
+}
+
+/** Lets an audit line tell sessions apart without naming anything that could open one. */
+const sessionRef = (idHash: string): string => idHash.slice(0, 12);
+
+export interface ConsoleAuthDeps {
+  sessions: ConsoleSessionStore;
+  clock: Clock;
+}
+
+/** Sign-in links, sessions and sign-out: every step audited in the transaction that makes it. */
+export function createConsoleAuth({ sessions, clock }: ConsoleAuthDeps) {
+  async function mintLink(name: string, actor = 'operator') {
+    const approver = webIdentity(name);
+    const token = `tk_link_${randomBytes(32).toString('base64url')}`;
+    const now = clock();
+    const expiresAt = new Date(now.getTime() + LINK_TTL_MS);
+    await sessions.transaction(async (tx) => {
+      await tx.insertLink({ tokenHash: sha256Hex(token), approver, createdAt: now, expiresAt });
+      await tx.appendAudit({ type: 'console.link_created', actor, data: { approver, expiresAt: expiresAt.toISOString() } }, now);
+    });
+    return { approver, token, expiresAt };
+  }
+
+  /** Reads a link without using it: the page that asks "sign in as …?" must not spend it. */
+  async function inspectLink(token: string): Promise<LinkCheck> {
+    if (!LINK_TOKEN.test(token)) return { ok: false, problem: 'malformed' };
+    return checkLink(await sessions.getLink(sha256Hex(token)), clock());
+  }
+
+  /** Spends the link and opens a session; returns the secret for the cookie. */
+  async function signIn(token: string): Promise<{ ok: true; secret: string; session: ConsoleSession } | { ok: false; problem: LinkProblem }> {
+    if (!LINK_TOKEN.test(token)) return { ok: false, problem: 'malformed' };
+    const tokenHash = sha256Hex(token);
+    const now = clock();
+    const secret = randomBytes(32).toString('base64url');
+    const idHash = sha256Hex(secret);
+    const expiresAt = new Date(now.getTime() + SESSION_TTL_MS);
+    const link = await sessions.transaction(async (tx) => {
+      const used = await tx.useLink(tokenHash, now);
+      if (!used) return null;
+      await tx.insertSession({ idHash, approver: used.approver, createdAt: now, expiresAt });
+      await tx.appendAudit(
+        { type: 'console.signed_in', actor: used.approver, data: { session: sessionRef(idHash), expiresAt: expiresAt.toISOString() } },
+        now,
+      );
+      return used;
+    });
+    if (!link) {
+      const check = checkLink(await sessions.getLink(tokenHash), now);
+      // The UPDATE refused it, so the row says why; a link that looks valid here lost a race.
+      return { ok: false, problem: check.ok ? 'used' : check.problem };
+    }
+    return { ok: true, secret, session: { approver: link.approver, idHash, expiresAt, csrfToken: csrfTokenFor(secret) } };
+  }
+
+  async function authenticate(secret: string | undefined): Promise<ConsoleSession | null> {
+    if (!secret || !SESSION_SECRET.test(secret)) return null;
+    const idHash = sha256Hex(secret);
+    const row = await sessions.getSession(idHash);
+    if (!sessionIsLive(row, clock())) return null;
+    return { approver: row.approver, idHash, expiresAt: row.expiresAt, csrfToken: csrfTokenFor(secret) };
+  }
+
+  async function signOut(session: ConsoleSession): Promise<void> {
+    const now = clock();
+    await sessions.transaction(async (tx) => {
+      if (!(await tx.revokeSession(session.idHash, now))) return;
+      await tx.appendAudit({ type: 'console.signed_out', actor: session.approver, data: { session: sessionRef(session.idHash) } }, now);
+    });
+  }
+
+  /** Ends every session and unused link of one approver (a lost laptop, a person leaving). */
+  async function revokeSessions(name: string, actor = 'operator') {
+    const approver = webIdentity(name);
+    const now = clock();
+    return sessions.transaction(async (tx) => {
+      const revokedSessions = await tx.revokeSessionsOf(approver, now);
+      const expiredLinks = await tx.expireLinksOf(approver, now);
+      await tx.appendAudit({ type: 'console.sessions_revoked', actor, data: { approver, sessions: revokedSessions, links: expiredLinks } }, now);
+      return { approver, sessions: revokedSessions, links: expiredLinks };
+    });
+  }
+
+  return { mintLink, inspectLink, signIn, authenticate, signOut, revokeSessions };
+}
+
+export type ConsoleAuth = ReturnType<typeof createConsoleAuth>;
+
+/** Sign-in links and sessions on a database and clock (the console and the CLI's admin operations). */
+export function consoleAuthFor(services: { database: Pick<Database, 'db'>; clock: Clock }): ConsoleAuth {
+  return createConsoleAuth({ sessions: createConsoleSessionStore(services.database.db), clock: services.clock });
+}

@@ -1,0 +1,183 @@
+import { Routes } from 'discord.js';
+import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
+import type { ChatIntegration, ChatPublisher } from '../chat/types.js';
+import type { Env } from '../config/env.js';
+import type { Services } from '../runtime/services.js';
+import { createDiscordGateway, type DiscordGateway } from './gateway.js';
+import { registerInteractionRoute } from './http-route.js';
+import { createInteractionHandler } from './interactions.js';
+import { createDiscordPublisher } from './publisher.js';
+import { createDiscordRest, describeRestFailure, withDeadline } from './rest.js';
+import { discordPublicKey } from './signature.js';
+
+export { createDiscordPublisher } from './publisher.js';
+export { renderMessage } from './message.js';
+export { checkDiscordSignature, discordPublicKey } from './signature.js';
+
+export type DiscordEnv = Pick<Env, 'DISCORD_BOT_TOKEN' | 'DISCORD_PUBLIC_KEY' | 'DISCORD_GATEWAY' | 'DISCORD_API_URL' | 'DATABASE_URL'>;
+
+export interface DiscordIntegrationOptions {
+  env: DiscordEnv;
+  services: Pick<Services, 'proposals' | 'store' | 'operation' | 'clock' | 'database'>;
+  /** Defaults to a child of the HTTP app's logger, taken when the routes are registered. */
+  logger?: FastifyBaseLogger;
+  /**
+   * Gateway mode on PostgreSQL opens one dedicated connection for its advisory lock. Defaults to
+   * DATABASE_URL; give it when the database was opened some other way (tests).
+   */
+  databaseUrl?: string;
+  tuning?: Partial<DiscordTuning>;
+}
+
+export interface DiscordTuning {
+  /** Whole publisher call, rate-limit waits included. */
+  deliveryDeadlineMs: number;
+  /** Longest 429 wait done in place; longer ones become DeliveryError.retryAfterMs. */
+  maxRateLimitWaitMs: number;
+  /** One HTTP attempt. */
+  requestTimeoutMs: number;
+  /** Standby replicas try the gateway lock this often. */
+  gatewayRetryMs: number;
+  /** Longest the checks before an interaction response may take (Discord's limit is 3 s, transit included). */
+  ackBudgetMs: number;
+  /** Decisions running at once after their responses (default: 1 on PGlite, 4 on PostgreSQL). */
+  workConcurrency: number;
+}
+
+const defaultTuning: DiscordTuning = {
+  deliveryDeadlineMs: 30_000,
+  maxRateLimitWaitMs: 10_000,
+  requestTimeoutMs: 10_000,
+  gatewayRetryMs: 5_000,
+  ackBudgetMs: 1_500,
+  workConcurrency: 4,
+};
+
+/**
+ * PGlite runs every query on the main thread, one at a time: a second concurrent decision would only
+ * queue its queries in front of the next click's checks, and gain nothing.
+ */
+const workConcurrencyFor = (kind: 'pglite' | 'postgres'): number => (kind === 'pglite' ? 1 : 4);
+
+export interface DiscordIntegration extends ChatIntegration {
+  publisher: ChatPublisher;
+  registerRoutes(app: FastifyInstance): Promise<void>;
+  start(): Promise<void>;
+  stop(): Promise<void>;
+  /** Resolves once the decisions already acknowledged to Discord have finished. */
+  settle(): Promise<void>;
+  /** Null unless DISCORD_GATEWAY is true. */
+  gateway: DiscordGateway | null;
+}
+
+const noop = () => {};
+const silentLogger: FastifyBaseLogger = {
+  level: 'silent',
+  fatal: noop,
+  error: noop,
+  warn: noop,
+  info: noop,
+  debug: noop,
+  trace: noop,
+  silent: noop,
+  child: () => silentLogger,
+};
+
+const idAndToken = (payload: unknown): { id: string; token: string } | null => {
+  if (typeof payload !== 'object' || payload === null) return null;
+  const { id, token } = payload as { id?: unknown; token?: unknown };
+  return typeof id === 'string' && typeof token === 'string' ? { id, token } : null;
+};
+
+/**
+ * Discord as an approval channel: posts and edits proposal messages (embed + buttons) and takes
+ * Approve / Reject / Retry clicks over HTTP interactions (DISCORD_PUBLIC_KEY) and/or the gateway
+ * (DISCORD_GATEWAY=true). Needs DISCORD_BOT_TOKEN.
+ */
+export function createDiscordIntegration(options: DiscordIntegrationOptions): DiscordIntegration {
+  const { env, services } = options;
+  const botToken = env.DISCORD_BOT_TOKEN;
+  if (!botToken) throw new Error('DISCORD_BOT_TOKEN is required for the Discord integration');
+  const tuning: DiscordTuning = { ...defaultTuning, workConcurrency: workConcurrencyFor(services.database.kind), ...options.tuning };
+  let logger: FastifyBaseLogger | undefined = options.logger?.child({ platform: 'discord' });
+  const log = () => logger ?? silentLogger;
+
+  const rest = createDiscordRest({
+    apiUrl: env.DISCORD_API_URL,
+    botToken,
+    maxRateLimitWaitMs: tuning.maxRateLimitWaitMs,
+    requestTimeoutMs: tuning.requestTimeoutMs,
+    logger: log,
+  });
+  const publisher = createDiscordPublisher({ rest, deadlineMs: tuning.deliveryDeadlineMs });
+  const handler = createInteractionHandler({
+    services,
+    rest,
+    logger: log,
+    ackBudgetMs: tuning.ackBudgetMs,
+    workConcurrency: tuning.workConcurrency,
+  });
+
+  /** Gateway interactions are answered through the REST callback; the work after it is the same as over HTTP. */
+  async function onGatewayInteraction(payload: unknown): Promise<void> {
+    const target = idAndToken(payload);
+    const answer = await handler.handle(payload);
+    if (!answer || !target) return;
+    try {
+      await withDeadline(5_000, (signal) =>
+        rest.post(Routes.interactionCallback(target.id, target.token), { body: answer.response, auth: false, signal }),
+      );
+    } catch (error) {
+      // Unanswered, Discord shows the clicker "interaction failed"; deciding anyway would surprise them.
+      log().warn({ interactionId: target.id, ...describeRestFailure(error) }, 'Discord interaction callback failed');
+      return;
+    }
+    handler.runAfter(answer);
+  }
+
+  let lockDatabaseUrl: string | undefined;
+  if (env.DISCORD_GATEWAY && services.database.kind === 'postgres') {
+    lockDatabaseUrl = options.databaseUrl ?? services.database.url;
+    if (!lockDatabaseUrl) throw new Error('DISCORD_GATEWAY on PostgreSQL needs the database URL for its leader-election connection');
+  }
+  const gateway = env.DISCORD_GATEWAY
+    ? createDiscordGateway({
+        apiUrl: env.DISCORD_API_URL,
+        botToken,
+        lockDatabaseUrl,
+        retryMs: tuning.gatewayRetryMs,
+        logger: log,
+        onInteraction: (payload) => {
+          onGatewayInteraction(payload).catch((error: unknown) => log().error({ err: error }, 'Discord gateway interaction failed'));
+        },
+      })
+    : null;
+
+  return {
+    publisher,
+    gateway,
+
+    async registerRoutes(app) {
+      logger ??= app.log.child({ platform: 'discord' });
+      if (env.DISCORD_PUBLIC_KEY) {
+        await registerInteractionRoute(app, { publicKey: discordPublicKey(env.DISCORD_PUBLIC_KEY), clock: services.clock, handler });
+      }
+    },
+
+    async start() {
+      if (!env.DISCORD_PUBLIC_KEY && !gateway) {
+        log().warn('Discord: neither DISCORD_PUBLIC_KEY nor DISCORD_GATEWAY=true is set, so messages are posted but clicks never arrive');
+      }
+      // In the background: twokey serves its API even while Discord is unreachable.
+      gateway?.start();
+    },
+
+    settle: () => handler.drain(),
+
+    async stop() {
+      await gateway?.stop();
+      // Decisions already acknowledged to Discord finish before the database closes.
+      await handler.drain();
+    },
+  };
+}

@@ -1,0 +1,129 @@
+import { REST } from 'discord.js';
+import type { FastifyBaseLogger } from 'fastify';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { TwokeyError } from '../../src/core/errors.js';
+import type { AgentRecord, ProposalRecord } from '../../src/core/model.js';
+import { createInteractionHandler, type InteractionServices } from '../../src/discord/interactions.js';
+import { startFakeDiscord, type FakeDiscord } from './fake-discord.js';
+import { ALICE, APPLICATION_ID, GUILD, MALLORY, buttonPress, modalSubmit } from './helpers.js';
+
+const noop = () => {};
+const silent: FastifyBaseLogger = { level: 'silent', fatal: noop, error: noop, warn: noop, info: noop, debug: noop, trace: noop, silent: noop, child: () => silent };
+
+const now = new Date();
+const proposal: ProposalRecord = {
+  id: 'prp_slowslowslowslow',
+  agentId: 'agt_1',
+  operation: 'delete_workspace',
+  params: { workspace: 'w' },
+  paramsHash: 'h',
+  summary: 's',
+  summaryHash: 'h',
+  cost: null,
+  confirmationType: 'approval',
+  tokenHash: 'h',
+  status: 'pending',
+  quorum: 1,
+  commitMode: 'on_approve',
+  callbackUrl: null,
+  createdAt: now,
+  expiresAt: new Date(now.getTime() + 300_000),
+  consumedAt: null,
+  decidedBy: null,
+  decidedAt: null,
+  decisionReason: null,
+  result: null,
+  error: null,
+  executionAttempts: 0,
+  leaseUntil: null,
+  updatedAt: now,
+};
+const agent: AgentRecord = { id: 'agt_1', name: 'argus', keyHash: 'h', keyPrefix: 'p', callbackSecret: 's', owners: [], operations: null, createdAt: now, revokedAt: null };
+
+/** Plain fakes whose database reads hang until `release()`: a database too slow for Discord's 3 seconds. */
+function slowServices() {
+  let release = noop;
+  const gate = new Promise<void>((resolve) => (release = resolve));
+  const approve = vi.fn(async () => ({ outcome: 'quorum_reached' as const, proposal }));
+  const services: InteractionServices = {
+    proposals: {
+      approve,
+      retry: vi.fn(async () => proposal),
+      reject: vi.fn(async () => {
+        await gate;
+        throw new TwokeyError('not_pending', 'already decided');
+      }),
+    },
+    store: {
+      getProposal: async () => {
+        await gate;
+        return proposal;
+      },
+      getAgent: async () => agent,
+      listApprovals: async () => [],
+    },
+    operation: () => ({ name: 'delete_workspace', approval: { approvers: [`discord:user:${ALICE}`] } }),
+    clock: () => new Date(),
+  };
+  return { services, approve, release };
+}
+
+describe('Discord interactions when the database is slow', () => {
+  let fake: FakeDiscord;
+  let rest: REST;
+
+  beforeAll(async () => {
+    fake = await startFakeDiscord({ applicationId: APPLICATION_ID });
+    rest = new REST({ api: fake.apiUrl, retries: 0 }).setToken('unused');
+  });
+  afterAll(() => fake.close());
+
+  async function answerWithin<T>(handle: Promise<T>, ms: number): Promise<T> {
+    const started = Date.now();
+    const reply = await handle;
+    expect(Date.now() - started).toBeLessThan(ms);
+    return reply;
+  }
+
+  it('acknowledges a click within the budget, then sends the refusal privately once the checks finish', async () => {
+    const { services, approve, release } = slowServices();
+    const handler = createInteractionHandler({ services, rest, logger: () => silent, ackBudgetMs: 100 });
+    const press = buttonPress(`twokey:approve:${proposal.id}`, { userId: MALLORY });
+    const reply = await answerWithin(handler.handle(press), 1_000);
+    expect(reply).toMatchObject({ response: { type: 6 } });
+    if (reply) handler.runAfter(reply);
+    release();
+    await handler.drain();
+    expect(approve).not.toHaveBeenCalled();
+    const [followUp] = fake.callsTo('POST', /^\/webhooks\//).filter((c) => c.path.endsWith(press.token));
+    expect(followUp?.body).toMatchObject({ flags: 64, content: expect.stringMatching(/not on the approvers list/) });
+  });
+
+  it("runs an approver's decision after the late checks pass", async () => {
+    const { services, approve, release } = slowServices();
+    const handler = createInteractionHandler({ services, rest, logger: () => silent, ackBudgetMs: 100 });
+    const reply = await answerWithin(handler.handle(buttonPress(`twokey:approve:${proposal.id}`, { userId: ALICE })), 1_000);
+    expect(reply).toMatchObject({ response: { type: 6 } });
+    if (reply) handler.runAfter(reply);
+    release();
+    await handler.drain();
+    expect(approve).toHaveBeenCalledTimes(1);
+    expect(approve).toHaveBeenCalledWith(proposal.id, { identity: `discord:user:${ALICE}`, memberOf: [`discord:role:${GUILD}`], via: 'discord' });
+  });
+
+  it('still opens the reject modal, and a slow modal submit is acknowledged with its refusal following', async () => {
+    const { services, release } = slowServices();
+    const handler = createInteractionHandler({ services, rest, logger: () => silent, ackBudgetMs: 100 });
+    const opened = await answerWithin(handler.handle(buttonPress(`twokey:reject:${proposal.id}`, { userId: ALICE })), 1_000);
+    expect(opened).toMatchObject({ response: { type: 9, data: { custom_id: `twokey:reject:${proposal.id}` } } });
+
+    const submit = modalSubmit(`twokey:reject:${proposal.id}`, { userId: ALICE }, 'no');
+    const reply = await answerWithin(handler.handle(submit), 1_000);
+    expect(reply).toMatchObject({ response: { type: 6 } });
+    if (reply) handler.runAfter(reply);
+    release();
+    await handler.drain();
+    const [followUp] = fake.callsTo('POST', /^\/webhooks\//).filter((c) => c.path.endsWith(submit.token));
+    expect(followUp?.body).toMatchObject({ flags: 64, content: expect.stringMatching(/already been decided/) });
+  });
+});
