@@ -46,6 +46,8 @@ function buildProgram(env: () => Env): Command {
     .action(async () => {
       // Printed, not logged: the logger would (rightly) scrub the sign-in token out of it.
       const running = await startTwokey({ env: env(), announceConsole: (text) => process.stdout.write(text) });
+      // A malformed event from a chat library must not take the approval gateway down with it.
+      process.on('unhandledRejection', (reason) => running.logger.error({ err: reason }, 'unhandled rejection'));
       const stop = () => void running.close().then(() => process.exit(0));
       process.once('SIGINT', stop);
       process.once('SIGTERM', stop);

@@ -88,6 +88,10 @@ function crossVariableIssues(vars: Partial<Record<EnvName, string>>): string[] {
   if (vars.DISCORD_GATEWAY === 'true' && vars.DISCORD_BOT_TOKEN === undefined) {
     issues.push('DISCORD_BOT_TOKEN: required when DISCORD_GATEWAY is true');
   }
+  if (vars.DISCORD_PUBLIC_KEY !== undefined && vars.DISCORD_BOT_TOKEN === undefined) {
+    // Clicks would be verified but their messages could never be posted or edited.
+    issues.push('DISCORD_BOT_TOKEN: required when DISCORD_PUBLIC_KEY is set');
+  }
   return issues;
 }
 

@@ -89,6 +89,7 @@ describe('loadEnv', () => {
       DISCORD_PUBLIC_KEY: secretKey,
       DATABASE_URL: 'mysql://admin:hunter2@db/twokey',
       SLACK_BOT_TOKEN: 'xoxb-s3cr3t-token',
+      DISCORD_BOT_TOKEN: 'discord-s3cr3t-token',
     });
     expect(error.issues).toEqual([
       'DATABASE_URL: expected a postgres:// or postgresql:// URL',
@@ -117,7 +118,13 @@ describe('loadEnv', () => {
 
   it('checks the Discord public key is 64 hex characters', () => {
     const key = 'a'.repeat(64);
-    expect(loadEnv({ DISCORD_PUBLIC_KEY: key }).DISCORD_PUBLIC_KEY).toBe(key);
-    expect(envError({ DISCORD_PUBLIC_KEY: 'a'.repeat(63) }).issues).toEqual(['DISCORD_PUBLIC_KEY: expected 64 hexadecimal characters']);
+    expect(loadEnv({ DISCORD_PUBLIC_KEY: key, DISCORD_BOT_TOKEN: 'bot' }).DISCORD_PUBLIC_KEY).toBe(key);
+    expect(envError({ DISCORD_PUBLIC_KEY: 'a'.repeat(63), DISCORD_BOT_TOKEN: 'bot' }).issues).toEqual(['DISCORD_PUBLIC_KEY: expected 64 hexadecimal characters']);
+  });
+});
+
+describe('loadEnv: Discord settings go together', () => {
+  it('refuses DISCORD_PUBLIC_KEY without DISCORD_BOT_TOKEN, naming the missing variable', () => {
+    expect(() => loadEnv({ DISCORD_PUBLIC_KEY: 'a'.repeat(64) })).toThrow(/DISCORD_BOT_TOKEN: required when DISCORD_PUBLIC_KEY is set/);
   });
 });
