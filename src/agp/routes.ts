@@ -1,8 +1,8 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { AgentService } from '../core/agents.js';
 import { TwokeyError } from '../core/errors.js';
-import type { AgentRecord } from '../core/model.js';
 import type { Idempotency } from '../idempotency/index.js';
+import { agentOf, authenticateAgent } from '../http/agent-routes.js';
 import type { AgpService } from './service.js';
 
 /**
@@ -57,17 +57,6 @@ const withRequest = {
   properties: { businessId, request: agpRequest },
 } as const;
 
-function bearerKey(request: FastifyRequest): string {
-  const match = /^Bearer\s+(\S+)$/i.exec(request.headers.authorization ?? '');
-  if (!match?.[1]) throw new TwokeyError('unauthorized', 'missing "Authorization: Bearer tk_agent_…" header');
-  return match[1];
-}
-
-function agentOf(request: FastifyRequest): AgentRecord {
-  if (!request.agent) throw new TwokeyError('unauthorized', 'not authenticated');
-  return request.agent;
-}
-
 function singleHeader(request: FastifyRequest, name: string): string | undefined {
   const value = request.headers[name];
   if (Array.isArray(value)) throw new TwokeyError('invalid_request', `send one ${name} header`);
@@ -76,9 +65,7 @@ function singleHeader(request: FastifyRequest, name: string): string | undefined
 
 export function registerAgpRoutes(app: FastifyInstance, deps: AgpRouteDeps): void {
   app.register(async (agp) => {
-    agp.addHook('onRequest', async (request) => {
-      request.agent = await deps.agents.authenticate(bearerKey(request));
-    });
+    agp.addHook('onRequest', authenticateAgent(deps.agents));
 
     agp.addHook('onSend', async (_request, reply, payload) => {
       if (reply.statusCode < 400 || typeof payload !== 'string') return payload;

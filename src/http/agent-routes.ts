@@ -81,16 +81,21 @@ function bearerKey(request: FastifyRequest): string {
   return match[1];
 }
 
-function agentOf(request: FastifyRequest): AgentRecord {
+/** An onRequest hook for every agent-facing route (/v1, /agp): the caller's API key becomes `request.agent`. */
+export function authenticateAgent(agents: Pick<AgentService, 'authenticate'>) {
+  return async (request: FastifyRequest): Promise<void> => {
+    request.agent = await agents.authenticate(bearerKey(request));
+  };
+}
+
+export function agentOf(request: FastifyRequest): AgentRecord {
   if (!request.agent) throw new TwokeyError('unauthorized', 'not authenticated');
   return request.agent;
 }
 
 export function registerAgentRoutes(app: FastifyInstance, deps: AgentRouteDeps): void {
   app.register(async (v1) => {
-    v1.addHook('onRequest', async (request) => {
-      request.agent = await deps.agents.authenticate(bearerKey(request));
-    });
+    v1.addHook('onRequest', authenticateAgent(deps.agents));
 
     const limited = {
       rateLimit: {
