@@ -43,7 +43,7 @@ async function measure(count: number, concurrency: number, work: (i: number) => 
   return { opsPerSecond: count / seconds, p50: pick(0.5), p99: pick(0.99) };
 }
 
-/** The statements one propose and one commit issue, without twokey around them. */
+/** The statements one propose and one commit issue (the same count, order and locks), without twokey around them. */
 function rawCycle(database: Database, agentId: string) {
   const run = async (statements: Array<[string, unknown[]]>) => {
     if (database.client) {
@@ -70,6 +70,8 @@ function rawCycle(database: Database, agentId: string) {
           [id, agentId, randomBytes(16).toString('hex')],
         ],
         ...audit(id),
+        ['select * from proposals where id = $1 for update', [id]],
+        ["select pg_notify('twokey_proposals', $1)", [id]],
       ]),
     commit: (id: string) =>
       run([
@@ -79,6 +81,7 @@ function rawCycle(database: Database, agentId: string) {
         ["update proposals set status = 'committed', consumed_at = now(), result = '{}', updated_at = now() where id = $1", [id]],
         ...audit(id),
         ['select * from proposals where id = $1 for update', [id]],
+        ["select pg_notify('twokey_proposals', $1)", [id]],
       ]),
   };
 }
