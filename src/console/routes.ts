@@ -4,6 +4,7 @@ import cookie from '@fastify/cookie';
 import formbody from '@fastify/formbody';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { TwokeyError, isTwokeyError, type ErrorCode } from '../core/errors.js';
+import { deciderRefusal } from '../core/proposals.js';
 import type { AgentRecord, ApprovalRecord, ProposalRecord, ProposalStatus } from '../core/model.js';
 import type { Services } from '../runtime/services.js';
 import { html, type HtmlValue, type SafeHtml } from './html.js';
@@ -232,12 +233,11 @@ export async function registerConsoleRoutes(app: FastifyInstance, deps: ConsoleR
       function eligibility(approver: string, proposal: ProposalRecord, agent: AgentRecord | undefined, approvals: ApprovalRecord[]): Eligibility {
         const operation = services.operation(proposal.operation);
         if (!operation) return { can: false, why: `The operation ${proposal.operation} is no longer configured, so no one can decide on it.` };
-        if (agent?.owners.includes(approver)) {
-          return { can: false, why: `You own the agent ${agent.name}, so you cannot decide on its proposals.` };
+        const refusal = deciderRefusal(operation, agent ?? { name: proposal.agentId, owners: [] }, { identity: approver, via: 'web' });
+        if (refusal?.code === 'owner_cannot_approve') {
+          return { can: false, why: `You own the agent ${agent?.name ?? proposal.agentId}, so you cannot decide on its proposals.` };
         }
-        if (!operation.approval.approvers.includes(approver)) {
-          return { can: false, why: `You (${approver}) are not an approver of ${operation.name}; you can look but not decide.` };
-        }
+        if (refusal) return { can: false, why: `You (${approver}) are not an approver of ${operation.name}; you can look but not decide.` };
         return { can: true, approved: approvals.some((a) => a.approver === approver) };
       }
 

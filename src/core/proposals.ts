@@ -57,6 +57,25 @@ export function matchApprover(approvers: readonly string[], decider: Decider): s
 }
 
 /**
+ * The rule every channel applies before anyone decides: owners of the agent never, approvers only
+ * (directly or through a group or role). Pure, so transports can answer a refused click at once
+ * without a lock; the core applies it again under the row lock.
+ */
+export function deciderRefusal(
+  operation: { name: string; approval: { approvers: readonly string[] } },
+  agent: Pick<AgentRecord, 'name' | 'owners'>,
+  decider: Decider,
+): TwokeyError | null {
+  if (agent.owners.includes(decider.identity)) {
+    return new TwokeyError('owner_cannot_approve', `${decider.identity} owns agent "${agent.name}" and cannot decide on its proposals`);
+  }
+  if (!matchApprover(operation.approval.approvers, decider)) {
+    return new TwokeyError('not_an_approver', `${decider.identity} is not an approver of "${operation.name}"`);
+  }
+  return null;
+}
+
+/**
  * Approvals that still count: their approvers-list entry is still configured and the approver is not
  * (or no longer allowed to be) an owner of the agent. Re-checked at commit, so a config change
  * between approval and commit cannot smuggle in a removed approver.
@@ -187,16 +206,9 @@ export function createProposalService(deps: ProposalServiceDeps) {
     const operation = requireOperation(proposal.operation);
     const agent = await tx.getAgent(proposal.agentId);
     if (!agent) throw new TwokeyError('internal', 'proposal without agent');
-    if (agent.owners.includes(decider.identity)) {
-      throw new TwokeyError(
-        'owner_cannot_approve',
-        `${decider.identity} owns agent "${agent.name}" and cannot decide on its proposals`,
-      );
-    }
-    const rule = matchApprover(operation.approval.approvers, decider);
-    if (!rule) {
-      throw new TwokeyError('not_an_approver', `${decider.identity} is not an approver of "${operation.name}"`);
-    }
+    const refusal = deciderRefusal(operation, agent, decider);
+    if (refusal) throw refusal;
+    const rule = matchApprover(operation.approval.approvers, decider) ?? decider.identity;
     return { proposal, operation, agent, rule };
   }
 

@@ -12,7 +12,7 @@ import type { FastifyBaseLogger } from 'fastify';
 import { isTwokeyError } from '../core/errors.js';
 import type { Clock, Decider, ProposalRecord, ProposalStatus } from '../core/model.js';
 import type { Store } from '../core/ports.js';
-import { matchApprover, type ProposalService } from '../core/proposals.js';
+import { deciderRefusal, type ProposalService } from '../core/proposals.js';
 import { customIdFor, parseCustomId, type DiscordAction } from './message.js';
 import { describeRestFailure, withDeadline } from './rest.js';
 
@@ -258,13 +258,12 @@ export function createInteractionHandler(options: InteractionHandlerOptions) {
   async function refusalFor(action: DiscordAction, proposal: ProposalRecord, decider: Decider): Promise<string | null> {
     const operation = services.operation(proposal.operation);
     if (!operation) return 'This operation is no longer in twokey\'s configuration, so it can no longer be decided.';
-    const agent = await services.store.getAgent(proposal.agentId);
-    if (agent?.owners.includes(decider.identity)) {
+    const agent = (await services.store.getAgent(proposal.agentId)) ?? { name: proposal.agentId, owners: [] };
+    const refusal = deciderRefusal(operation, agent, decider);
+    if (refusal?.code === 'owner_cannot_approve') {
       return `You own the agent "${agent.name}" that proposed this, and nobody decides on their own agent's proposals. Nothing changed.`;
     }
-    if (!matchApprover(operation.approval.approvers, decider)) {
-      return `You are not on the approvers list of "${operation.name}" (by user or by role), so nothing changed.`;
-    }
+    if (refusal) return `You are not on the approvers list of "${operation.name}" (by user or by role), so nothing changed.`;
     if (action === 'retry') {
       return proposal.status === 'approved' && proposal.error ? null : `There is nothing to retry: this proposal is ${statusWords[proposal.status]}.`;
     }

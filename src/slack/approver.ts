@@ -2,7 +2,7 @@ import { webApi, type App, type BlockAction, type ButtonAction, type ViewSubmitA
 import { TwokeyError } from '../core/errors.js';
 import type { Decider, ProposalRecord } from '../core/model.js';
 import type { Store } from '../core/ports.js';
-import { matchApprover, type ProposalService } from '../core/proposals.js';
+import { deciderRefusal, type ProposalService } from '../core/proposals.js';
 import { APPROVE_ACTION, REASON_BLOCK, REASON_INPUT, REJECT_ACTION, REJECT_MODAL, RETRY_ACTION, rejectModal } from './blocks.js';
 import type { SlackLog } from './log.js';
 import { toDeliveryError } from './publisher.js';
@@ -139,8 +139,8 @@ export function registerSlackApprover(bolt: App, deps: SlackApproverDeps): void 
     const operation = deps.operation(proposal.operation);
     if (!operation) throw new TwokeyError('operation_removed', `operation "${proposal.operation}" is no longer configured`);
     const agent = await deps.store.getAgent(proposal.agentId);
-    if (agent?.owners.includes(decider.identity)) throw new TwokeyError('owner_cannot_approve', 'owner');
-    if (!matchApprover(operation.approval.approvers, decider)) throw new TwokeyError('not_an_approver', 'not an approver');
+    const refusal = deciderRefusal(operation, agent ?? { name: proposal.agentId, owners: [] }, decider);
+    if (refusal) throw refusal;
     if (proposal.status !== 'pending') throw new TwokeyError('not_pending', `proposal ${proposal.id} is ${proposal.status}`);
     if (deps.clock().getTime() >= proposal.expiresAt.getTime()) throw new TwokeyError('expired', 'expired');
     return proposal;
