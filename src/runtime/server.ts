@@ -22,7 +22,7 @@ import { openDatabase, type Database } from '../db/database.js';
 import { buildHttpApp } from '../http/app.js';
 import { loggerOptions } from './logger.js';
 import { createServices, type Services } from './services.js';
-import { createSingleton } from './singleton.js';
+import { createLeaderElection } from '../db/leader-election.js';
 
 const SWEEPER_LOCK_KEY = 0x73776570; // "swep"
 const DAY_MS = 24 * 3_600_000;
@@ -163,7 +163,7 @@ export async function startTwokey(options: StartOptions): Promise<RunningTwokey>
 
   // One replica sweeps at a time (an advisory lock elects it). Row locks would keep concurrent
   // sweeps correct anyway; the election only saves the others the work.
-  const sweeperLeader = createSingleton({ databaseUrl: database.url, key: SWEEPER_LOCK_KEY, logger, name: 'sweeper' });
+  const sweeperLeader = createLeaderElection({ databaseUrl: database.url, key: SWEEPER_LOCK_KEY, log: () => logger, name: 'sweeper' });
   sweeperLeader.start();
   let sweeping: Promise<unknown> | null = null;
   const sweeper = setInterval(() => {

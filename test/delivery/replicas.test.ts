@@ -191,13 +191,13 @@ describe.each(drivers.filter((driver) => driver === 'postgres'))('database outag
 
 describe.each(drivers.filter((driver) => driver === 'postgres'))('singleton election (%s)', (driver) => {
   it('one replica leads; when its session dies another takes over', async () => {
-    const { createSingleton } = await import('../../src/runtime/singleton.js');
+    const { createLeaderElection } = await import('../../src/db/leader-election.js');
     const { pino } = await import('pino');
     const base = await openTestDatabase(driver);
     const clients = await Promise.all([0, 1].map(() => openDatabase({ databaseUrl: base.url ?? '', dataDir: '', poolSize: 3 })));
     const logger = pino({ level: 'silent' });
     const key = 4242;
-    const singletons = clients.map((database, i) => createSingleton({ databaseUrl: database.url, key, logger, name: `test-${i}`, retryMs: 100 }));
+    const singletons = clients.map((database, i) => createLeaderElection({ databaseUrl: database.url, key, log: () => logger, name: `test-${i}`, retryMs: 100 }));
     try {
       singletons.forEach((singleton) => singleton.start());
       await vi.waitFor(() => expect(singletons.filter((s) => s.isLeader())).toHaveLength(1), { timeout: 5_000 });

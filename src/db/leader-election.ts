@@ -1,0 +1,145 @@
+import postgres from 'postgres';
+
+/** What the election logs; pino's and fastify's loggers both fit. */
+export interface ElectionLog {
+  info(details: object, message?: string): void;
+  warn(details: object, message?: string): void;
+}
+
+export interface LeaderElectionOptions {
+  /** PostgreSQL URL; undefined on the embedded database, where the one process always leads. */
+  databaseUrl: string | undefined;
+  /** The advisory lock key; every replica of the fleet uses the same one for the same work. */
+  key: number;
+  name: string;
+  log: () => ElectionLog;
+  /** How often a standby tries the lock, and the leader checks it still holds it. */
+  retryMs?: number;
+  /** Starts the singleton work. If it throws, leadership is given back so another replica can try. */
+  onElected?(): Promise<void> | void;
+  /** Stops the singleton work: the lock is lost (or being given back). */
+  onDeposed?(): Promise<void> | void;
+}
+
+/** Bounds a lock query: a connection that hangs must not keep a stale leader in charge. */
+function within<T>(ms: number, work: Promise<T>): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const limit = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`no answer within ${ms} ms`)), ms);
+  });
+  return Promise.race([work, limit]).finally(() => clearTimeout(timer));
+}
+
+const QUERY_TIMEOUT_MS = 5_000;
+
+/**
+ * Elects one replica for work that must run once per fleet (the sweeper, the Discord gateway
+ * connection): the holder of a PostgreSQL session-level advisory lock. The lock lives on a client of
+ * its own with one connection that is never recycled — a pooled connection could be handed to other
+ * work, and a reserved one does not survive its session being killed. When the holder dies its
+ * session ends, PostgreSQL frees the lock, and a standby takes it on its next try.
+ */
+export function createLeaderElection(options: LeaderElectionOptions) {
+  const retryMs = options.retryMs ?? 2_000;
+  let connection: postgres.Sql | null = null;
+  /** The lock session's backend pid while leading: postgres.js reconnects silently, and a new pid means the lock is gone. */
+  let leaderPid: number | null = null;
+  let leading = false;
+  let timer: NodeJS.Timeout | null = null;
+  let ticking: Promise<void> | null = null;
+  let stopped = true;
+  let failures = 0;
+
+  async function resign(): Promise<void> {
+    const wasLeading = leading;
+    leading = false;
+    leaderPid = null;
+    if (wasLeading) await options.onDeposed?.();
+    // unlock_all: a session lock taken twice needs two unlocks; this connection holds nothing else.
+    if (connection) await within(QUERY_TIMEOUT_MS, connection`select pg_advisory_unlock_all()`).catch(() => undefined);
+  }
+
+  async function lead(): Promise<void> {
+    leading = true;
+    options.log().info({ singleton: options.name }, 'this replica now runs the singleton');
+    try {
+      await options.onElected?.();
+    } catch (error) {
+      // Let another replica try: the failure may be this one's network.
+      await resign();
+      throw error;
+    }
+  }
+
+  async function tick(): Promise<void> {
+    if (!connection) {
+      if (!leading) await lead();
+      return;
+    }
+    if (leaderPid === null) {
+      const [row] = await within(
+        QUERY_TIMEOUT_MS,
+        connection<Array<{ locked: boolean; pid: number }>>`select pg_try_advisory_lock(${options.key}::bigint) as locked, pg_backend_pid() as pid`,
+      );
+      if (!row?.locked) return;
+      leaderPid = row.pid;
+      await lead();
+      return;
+    }
+    const [row] = await within(QUERY_TIMEOUT_MS, connection<Array<{ pid: number }>>`select pg_backend_pid() as pid`);
+    if (row?.pid !== leaderPid) {
+      options.log().warn({ singleton: options.name }, 'the lock connection was reset, so the lock is lost');
+      await resign();
+    }
+  }
+
+  function schedule(delayMs: number): void {
+    if (stopped) return;
+    timer = setTimeout(() => {
+      ticking = tick()
+        .then(() => {
+          failures = 0;
+        })
+        .catch(async (error: unknown) => {
+          failures += 1;
+          // Cannot prove we still hold the lock: another replica may already lead.
+          if (leading) await resign();
+          options.log().warn({ err: error, singleton: options.name }, 'leader election failed; will retry');
+        })
+        .finally(() => {
+          ticking = null;
+          // Back off after repeated failures (database down, work that cannot start), up to a minute.
+          schedule(Math.min(retryMs * 2 ** Math.min(failures, 6), 60_000));
+        });
+    }, delayMs);
+    timer.unref();
+  }
+
+  return {
+    isLeader: () => leading,
+    start(): void {
+      stopped = false;
+      if (options.databaseUrl) {
+        connection = postgres(options.databaseUrl, {
+          max: 1,
+          onnotice: () => {},
+          // The connection must live as long as the process: recycling it would drop the lock.
+          idle_timeout: 0,
+          max_lifetime: null,
+          connect_timeout: 10,
+        });
+      }
+      schedule(0);
+    },
+    async stop(): Promise<void> {
+      stopped = true;
+      if (timer) clearTimeout(timer);
+      await ticking;
+      await resign();
+      await connection?.end({ timeout: 5 });
+      connection = null;
+    },
+  };
+}
+
+export type LeaderElection = ReturnType<typeof createLeaderElection>;
