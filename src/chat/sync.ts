@@ -55,11 +55,6 @@ export function createChatSync(deps: ChatSyncDeps) {
 
   const versionOf = (view: ProposalMessageView) => sha256Hex(canonicalJson({ ...view, trail: [], expiresAt: view.expiresAt.toISOString() }));
 
-  /** True when the platform has (or needs) a message for this proposal. */
-  function wants(proposal: Pick<ProposalRecord, 'operation'>, platform: ChatPublisher['platform']): boolean {
-    return deps.publishers.some((p) => p.platform === platform) && deps.channelFor(proposal.operation, platform) !== undefined;
-  }
-
   async function sync(proposalId: string, platform: ChatPublisher['platform']): Promise<void> {
     const publisher = deps.publishers.find((p) => p.platform === platform);
     const proposal = await deps.store.getProposal(proposalId);
@@ -83,7 +78,7 @@ export function createChatSync(deps: ChatSyncDeps) {
     }
   }
 
-  return { sync, wants, buildView };
+  return { sync, buildView };
 }
 
 export type ChatSync = ReturnType<typeof createChatSync>;

@@ -1,7 +1,8 @@
 import { and, desc, eq, exists, gte, inArray, lt, max, or, sql } from 'drizzle-orm';
-import type { ApprovalRecord, CommitMode, ConfirmationType, ProposalRecord, ProposalStatus } from '../core/model.js';
+import type { ApprovalRecord, ProposalRecord, ProposalStatus } from '../core/model.js';
 import type { Db } from '../db/database.js';
 import { approvals, auditEvents, proposals } from '../db/schema.js';
+import { toProposal } from '../db/store.js';
 
 /** Read-only queries the console needs beyond the core's store: history filters, batch reads. */
 
@@ -18,14 +19,6 @@ export interface HistoryFilter {
   limit: number;
 }
 
-type ProposalRow = typeof proposals.$inferSelect;
-
-const toProposal = (row: ProposalRow): ProposalRecord => ({
-  ...row,
-  status: row.status as ProposalStatus,
-  confirmationType: row.confirmationType as ConfirmationType,
-  commitMode: row.commitMode as CommitMode,
-});
 
 export function createConsoleQueries(db: Db) {
   async function history(filter: HistoryFilter): Promise<ProposalRecord[]> {

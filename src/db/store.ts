@@ -26,7 +26,7 @@ type ProposalRow = typeof proposals.$inferSelect;
 type AgentRow = typeof agents.$inferSelect;
 type AuditRow = typeof auditEvents.$inferSelect;
 
-const toProposal = (row: ProposalRow): ProposalRecord => ({
+export const toProposal = (row: ProposalRow): ProposalRecord => ({
   ...row,
   status: row.status as ProposalStatus,
   confirmationType: row.confirmationType as ConfirmationType,

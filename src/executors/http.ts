@@ -1,5 +1,5 @@
 import type { ExecutionRequest, Executor } from '../core/executor.js';
-import { signPayload } from '../core/secrets.js';
+import { postSigned } from './signed-post.js';
 
 export interface HttpExecutorOptions {
   url: string;
@@ -20,24 +20,16 @@ export function createHttpExecutor(options: HttpExecutorOptions): Executor {
   return {
     kind: 'remote',
     async run(request: ExecutionRequest) {
-      const body = JSON.stringify(request);
-      const signature = signPayload(options.secret, body, Math.floor(clock().getTime() / 1000));
-      let response: Response;
-      try {
-        response = await fetch(options.url, {
-          method: 'POST',
-          headers: {
-            'content-type': 'application/json',
-            'idempotency-key': request.proposalId,
-            'x-twokey-signature': signature,
-          },
-          body,
-          signal: AbortSignal.timeout(options.timeoutMs),
-        });
-      } catch (error) {
-        const reason = error instanceof Error && error.name === 'TimeoutError' ? `timed out after ${options.timeoutMs} ms` : 'connection failed';
-        throw new Error(`executor ${reason}`, { cause: error });
-      }
+      const response = await postSigned({
+        url: options.url,
+        secret: options.secret,
+        body: JSON.stringify(request),
+        headers: { 'idempotency-key': request.proposalId },
+        timeoutMs: options.timeoutMs,
+        clock,
+      }).catch((error: unknown) => {
+        throw new Error(`executor ${error instanceof Error ? error.message : 'failed'}`, { cause: error });
+      });
       const text = (await response.text()).slice(0, MAX_RESULT_BYTES);
       if (!response.ok) throw new Error(`executor answered HTTP ${response.status}`);
       if (!text) return null;

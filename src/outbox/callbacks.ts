@@ -1,7 +1,7 @@
 import { DeliveryError } from '../chat/types.js';
 import type { Store } from '../core/ports.js';
 import { agentView } from '../core/proposals.js';
-import { signPayload } from '../core/secrets.js';
+import { postSigned } from '../executors/signed-post.js';
 
 export interface CallbackDeliveryDeps {
   store: Pick<Store, 'getProposal' | 'getAgent' | 'listApprovals'>;
@@ -32,23 +32,17 @@ export function createCallbackDelivery(deps: CallbackDeliveryDeps) {
       event: `proposal.${proposal.status}`,
       proposal: agentView(proposal, await deps.store.listApprovals(proposal.id)),
     });
-    const signature = signPayload(agent.callbackSecret, body, Math.floor(deps.clock().getTime() / 1000));
-    let response: Response;
-    try {
-      response = await fetch(proposal.callbackUrl, {
-        method: 'POST',
-        headers: {
-          'content-type': 'application/json',
-          'x-twokey-signature': signature,
-          // The receiver can drop repeats: one delivery id per proposal and final status.
-          'x-twokey-delivery': `${proposal.id}:${proposal.status}`,
-        },
-        body,
-        signal: AbortSignal.timeout(deps.timeoutMs ?? 10_000),
-      });
-    } catch (error) {
-      throw new DeliveryError(`callback to the agent failed: ${error instanceof Error ? error.name : 'error'}`);
-    }
+    const response = await postSigned({
+      url: proposal.callbackUrl,
+      secret: agent.callbackSecret,
+      body,
+      // The receiver can drop repeats: one delivery id per proposal and final status.
+      headers: { 'x-twokey-delivery': `${proposal.id}:${proposal.status}` },
+      timeoutMs: deps.timeoutMs ?? 10_000,
+      clock: deps.clock,
+    }).catch((error: unknown) => {
+      throw new DeliveryError(`callback to the agent ${error instanceof Error ? error.message : 'failed'}`);
+    });
     await response.body?.cancel();
     if (!response.ok) {
       throw new DeliveryError(`callback answered HTTP ${response.status}`, { retryAfterMs: retryAfterMs(response) });
