@@ -480,7 +480,7 @@ export async function registerConsoleRoutes(app: FastifyInstance, deps: ConsoleR
         }
         const [item] = await itemsFor([proposal], session.approver);
         if (!item) throw new TwokeyError('internal', 'proposal view missing');
-        const [events, chain] = await Promise.all([services.audit.list({ proposalId: proposal.id, limit: 1000 }), services.audit.verify()]);
+        const [events, chain] = await Promise.all([services.audit.list({ proposalId: proposal.id, limit: 1000 }), services.audit.verifyRecent()]);
         return sendPage(request, reply, 200, {
           title: proposal.summary.slice(0, 80),
           viewer,

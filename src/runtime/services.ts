@@ -129,7 +129,7 @@ export function createServices(options: ServicesOptions) {
       },
     }),
     agents: createAgentService({ store, clock, knownOperations: () => [...operations.keys()] }),
-    audit: createAuditService(store),
+    audit: createAuditService(store, clock),
   };
 }
 
