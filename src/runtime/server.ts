@@ -4,7 +4,7 @@ import { pino, type DestinationStream, type Logger } from 'pino';
 import { startAdminSocket } from '../admin/socket.js';
 import { createAgpService, registerAgpRoutes } from '../agp/index.js';
 import { createChatSync, type ChatSync } from '../chat/sync.js';
-import { createWebConsole } from '../console/index.js';
+import { createWebConsole, type WebConsole } from '../console/index.js';
 import { createDiscordIntegration } from '../discord/index.js';
 import { createSlackIntegration, isSlackConfigured } from '../slack/index.js';
 import { createIdempotencyStore } from '../db/agp-store.js';
@@ -51,6 +51,7 @@ export interface StartOptions {
 
 export interface RunningTwokey {
   app: FastifyInstance;
+  webConsole: WebConsole;
   idempotency: Idempotency;
   chatSync: ChatSync;
   outbox: OutboxWorker;
@@ -197,5 +198,5 @@ export async function startTwokey(options: StartOptions): Promise<RunningTwokey>
   };
 
   logger.info({ url, database: database.kind, config: config.source, operations: config.operations.length }, 'twokey started');
-  return { app, chatSync, outbox, idempotency, services, logger, url, close };
+  return { app, webConsole, chatSync, outbox, idempotency, services, logger, url, close };
 }

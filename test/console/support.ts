@@ -1,5 +1,4 @@
-import { loadEnv } from '../../src/config/env.js';
-import { createWebConsole, type WebConsole } from '../../src/console/index.js';
+import type { WebConsole } from '../../src/console/index.js';
 import type { Database } from '../../src/db/database.js';
 import type { Driver } from '../support/database.js';
 import { startTestTwokey, type TestTwokey } from '../support/twokey.js';
@@ -70,8 +69,8 @@ export interface ConsoleTwokey extends TestTwokey {
 export const csrfOf = (html: string): string => /name="_csrf" value="([0-9a-f]{64})"/.exec(html)?.[1] ?? '';
 
 /**
- * A real twokey with the web console. Registers the console itself unless the runtime already
- * does, then listens on a real port when a browser needs one.
+ * A real twokey (its web console included) configured for the console tests, listening on a real
+ * port when a browser needs one.
  */
 export async function startConsoleTwokey(options: {
   driver: Driver;
@@ -82,8 +81,7 @@ export async function startConsoleTwokey(options: {
   database?: Database;
 }): Promise<ConsoleTwokey> {
   const twokey = await startTestTwokey({ driver: options.driver, configYaml: consoleConfigYaml, clock: options.clock, env: options.env, database: options.database });
-  const web = createWebConsole({ env: loadEnv({ ...options.env }), services: twokey.services });
-  if (!twokey.app.hasRoute({ method: 'GET', url: '/console/login' })) await web.registerRoutes(twokey.app);
+  const web = twokey.webConsole;
   const baseUrl = options.listen ? await twokey.app.listen({ host: '127.0.0.1', port: 0 }) : 'http://localhost:80';
 
   const inject = async (method: 'GET' | 'POST', url: string, payload: string | undefined, headers: Record<string, string>) => {
