@@ -160,6 +160,17 @@ describe.each(drivers)('agent API (%s)', (driver) => {
       expect(await proposalCount()).toBe(before);
     });
 
+    it('refuses a long-poll longer than 60 s or not a number, naming the parameter', async () => {
+      const proposed = await twokey.request('POST', '/v1/proposals', { apiKey, body: { operation: 'delete_workspace', params: { workspace: 'poll' } } });
+      for (const wait of ['61', 'abc', '-1']) {
+        const response = await twokey.request('GET', `/v1/proposals/${proposed.body.id}?wait=${wait}`, { apiKey });
+        expect(response.status, `wait=${wait}`).toBe(400);
+        expect(response.body.error.message).toContain('wait');
+      }
+      const immediate = await twokey.request('GET', `/v1/proposals/${proposed.body.id}?wait=0`, { apiKey });
+      expect(immediate).toMatchObject({ status: 200, body: { status: 'pending' } });
+    });
+
     it('lists every schema error of the params', async () => {
       const response = await twokey.request('POST', '/v1/proposals', { apiKey, body: { operation: 'upgrade_plan', params: { plan: 'gold', extra: true } } });
       expect(response.status).toBe(400);
