@@ -25,6 +25,7 @@ export const errorStatus = {
   not_pending: 409,
   operation_removed: 409,
   conflict: 409,
+  idempotency_key_reused: 422,
   payload_too_large: 413,
   rate_limited: 429,
   internal: 500,

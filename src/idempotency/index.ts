@@ -104,13 +104,7 @@ export function createIdempotency(deps: IdempotencyDeps) {
       // Freed or expired between the two reads: take it on the next attempt.
       if (!existing || existing.expiresAt.getTime() <= now.getTime()) continue;
       if (existing.requestHash !== requestHash) {
-        return reply.status(422).send({
-          error: {
-            code: 'idempotency_key_reused',
-            message: 'this Idempotency-Key was already used for a different request; use a new key for a new request',
-            requestId: request.id,
-          },
-        });
+        throw new TwokeyError('idempotency_key_reused', 'this Idempotency-Key was already used for a different request; use a new key for a new request');
       }
       if (existing.status === 'in_flight') {
         throw new TwokeyError('conflict', 'a request with this Idempotency-Key is still being processed; retry once it has finished');
