@@ -3,7 +3,7 @@ import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import { TwokeyError } from '../core/errors.js';
 import { randomBytes } from 'node:crypto';
 import { registerAgentRoutes, type AgentRouteDeps } from './agent-routes.js';
-import { installErrorHandling } from './errors.js';
+import { answerFrameworkError, installErrorHandling } from './errors.js';
 import { registerHealthRoutes, type HealthRouteDeps } from './health-routes.js';
 
 export interface HttpAppDeps extends AgentRouteDeps, HealthRouteDeps {
@@ -14,6 +14,35 @@ export interface HttpAppDeps extends AgentRouteDeps, HealthRouteDeps {
 /** A secret in a URL ends up in proxy logs and browser history, whatever twokey does with it. */
 const SECRET_IN_URL = /tk_(?:conf|agent)_|whsec_/;
 
+/** Far deeper than any request needs, far shallower than what overflows the stack of recursive code (RFC 8785 hashing). */
+export const MAX_JSON_DEPTH = 64;
+const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
+
+/**
+ * Why a parsed JSON body cannot be taken, or null. Valid JSON all of it, but PostgreSQL stores no
+ * NUL (`\u0000`) in jsonb or text, RFC 8785 canonicalisation refuses lone surrogates, and deep
+ * nesting overflows recursive code: refused here, once, as the client's error. Iterative on purpose.
+ */
+export function unstorableJson(value: unknown): string | null {
+  const pending: Array<{ value: unknown; depth: number }> = [{ value, depth: 0 }];
+  for (let next = pending.pop(); next; next = pending.pop()) {
+    const texts = typeof next.value === 'string' ? [next.value] : [];
+    if (typeof next.value === 'object' && next.value !== null) {
+      if (next.depth >= MAX_JSON_DEPTH) return `the JSON body is nested deeper than ${MAX_JSON_DEPTH} levels`;
+      const entries = Array.isArray(next.value) ? next.value.map((item) => ['', item] as const) : Object.entries(next.value);
+      for (const [key, item] of entries) {
+        texts.push(key);
+        pending.push({ value: item, depth: next.depth + 1 });
+      }
+    }
+    for (const text of texts) {
+      if (text.includes('\u0000')) return 'the JSON body contains NUL (\\u0000), which twokey cannot store';
+      if (LONE_SURROGATE.test(text)) return 'the JSON body contains a lone UTF-16 surrogate, which is not Unicode text';
+    }
+  }
+  return null;
+}
+
 export async function buildHttpApp(deps: HttpAppDeps): Promise<FastifyInstance> {
   const app = Fastify({
     loggerInstance: deps.logger,
@@ -22,14 +51,28 @@ export async function buildHttpApp(deps: HttpAppDeps): Promise<FastifyInstance> 
     requestTimeout: 90_000,
     // Unknown body properties are refused, not silently dropped, and types are never coerced.
     ajv: { customOptions: { removeAdditional: false, coerceTypes: false, allErrors: true } },
+    frameworkErrors: (error, request, reply) => answerFrameworkError(error, request, reply),
   });
 
   installErrorHandling(app);
+
+  // fastify's own JSON parser (same prototype-poisoning refusals), then what twokey cannot store.
+  const parseJson = app.getDefaultJsonParser('error', 'error');
+  app.removeContentTypeParser('application/json');
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
+    parseJson(request, typeof body === 'string' ? body : body.toString('utf8'), (error, parsed) => {
+      if (error) return done(error);
+      const problem = unstorableJson(parsed);
+      return problem ? done(new TwokeyError('invalid_request', problem)) : done(null, parsed);
+    });
+  });
 
   app.addHook('onRequest', async (request) => {
     if (SECRET_IN_URL.test(request.url)) {
       throw new TwokeyError('invalid_request', 'secrets must never be sent in a URL; use the Authorization and X-Confirmation-Token headers');
     }
+    // A NUL reaching a query (a proposal id) is a database error, not a missing row.
+    if (/%00/.test(request.url)) throw new TwokeyError('invalid_request', 'the URL contains NUL (%00)');
   });
 
   await app.register(rateLimit, {

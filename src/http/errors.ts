@@ -41,6 +41,23 @@ function fromFastify(error: FastifyError): TwokeyError | null {
   return null;
 }
 
+/**
+ * What fastify answers itself, before any route or hook (its `frameworkErrors`): a path that is not
+ * valid percent-encoded UTF-8, an over-long path parameter. Said in twokey's shape; the path is not
+ * quoted, as it may hold what a client should never have put in a URL.
+ */
+export function answerFrameworkError(error: FastifyError, request: FastifyRequest, reply: FastifyReply) {
+  switch (error.code) {
+    case 'FST_ERR_BAD_URL':
+      return send(reply, request, 'invalid_request', 400, 'the URL path is not valid percent-encoded UTF-8');
+    case 'FST_ERR_MAX_PARAM_LENGTH':
+      return send(reply, request, 'invalid_request', 400, 'a URL path segment is too long');
+    default:
+      request.log.error({ err: error }, 'unhandled framework error');
+      return send(reply, request, 'internal', 500, 'internal error; see the server log for this requestId');
+  }
+}
+
 export function installErrorHandling(app: FastifyInstance): void {
   app.setErrorHandler((error: FastifyError | TwokeyError, request, reply) => {
     const known = error instanceof TwokeyError ? error : fromFastify(error);

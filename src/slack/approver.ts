@@ -25,6 +25,8 @@ export interface SlackApproverDeps {
 }
 
 const GROUP_PREFIX = 'slack:group:';
+/** A Slack user id, as the config file's `slack:U…` entries name them. */
+const SLACK_USER_ID = /^[UW][A-Z0-9]{1,31}$/;
 
 type Verb = 'approve' | 'reject' | 'retry';
 
@@ -73,6 +75,8 @@ export function registerSlackApprover(bolt: App, deps: SlackApproverDeps): void 
 
   /** The person behind a click, with the user groups of this operation's approvers they belong to. */
   async function deciderFor(userId: string, proposal: ProposalRecord | null): Promise<Decider> {
+    // Checked before the id becomes an identity: `group:S0OPS` would otherwise read as `slack:group:S0OPS`.
+    if (typeof userId !== 'string' || !SLACK_USER_ID.test(userId)) throw new TwokeyError('not_an_approver', 'not a Slack user id');
     const identity = `slack:${userId}`;
     const approvers = proposal ? (deps.operation(proposal.operation)?.approval.approvers ?? []) : [];
     const groups = approvers.filter((a) => a.startsWith(GROUP_PREFIX)).map((a) => a.slice(GROUP_PREFIX.length));

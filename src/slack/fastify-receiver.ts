@@ -137,6 +137,14 @@ export class FastifySlackReceiver implements Receiver {
         // No listener took it (an event twokey does not subscribe to): Slack needs no 3 s wait for that.
         .then(() => answer({ status: acked ? 200 : 404 }))
         .catch((error: unknown) => {
+          // Bolt hands listener failures to bolt.error, so what rejects here is Bolt reading the
+          // envelope before any listener (`body.view.…`, `body.user.id`, `'channel' in event`):
+          // a signed body in a shape Slack never sends is the sender's fault, not a server error.
+          if (!acked && error instanceof TypeError) {
+            this.options.log().warn({ err: { type: error.name, message: error.message } }, 'refused a Slack request: Bolt cannot read its payload');
+            answer({ status: 400 });
+            return;
+          }
           this.options.log().error({ err: error instanceof Error ? { type: error.name, message: error.message } : undefined }, 'Slack event processing failed');
           answer({ status: 500 });
         });
