@@ -29,7 +29,6 @@ function auditLine(event: { at: Date; type: string; actor: string; data: Record<
 export function createChatSync(deps: ChatSyncDeps) {
   async function buildView(proposal: ProposalRecord, agent: AgentRecord | null): Promise<ProposalMessageView> {
     const approvals = await deps.store.listApprovals(proposal.id);
-    const trail = (await deps.store.listAudit({ proposalId: proposal.id, limit: 200 })).map(auditLine);
     return {
       id: proposal.id,
       operation: proposal.operation,
@@ -49,7 +48,7 @@ export function createChatSync(deps: ChatSyncDeps) {
       result: proposal.result ?? null,
       error: proposal.error,
       consoleUrl: deps.publicUrl ? new URL(`/console/proposals/${proposal.id}`, deps.publicUrl).toString() : null,
-      trail,
+      trail: [],
     };
   }
 
@@ -63,17 +62,18 @@ export function createChatSync(deps: ChatSyncDeps) {
     if (!channel) return;
     const view = await buildView(proposal, await deps.store.getAgent(proposal.agentId));
     const version = versionOf(view);
-    const existing = await deps.messages.get(proposal.id, platform);
-    if (!existing) {
+    let message = await deps.messages.get(proposal.id, platform);
+    if (!message) {
       const ref = await publisher.post(channel, view);
-      await deps.messages.insert({ proposalId: proposal.id, platform, channel: ref.channel, messageId: ref.messageId, renderedVersion: version, createdAt: deps.clock() });
-    } else if (existing.renderedVersion !== version) {
-      await publisher.update({ channel: existing.channel, messageId: existing.messageId }, view);
+      message = { proposalId: proposal.id, platform, channel: ref.channel, messageId: ref.messageId, renderedVersion: version, trailPosted: null, createdAt: deps.clock() };
+      await deps.messages.insert(message);
+    } else if (message.renderedVersion !== version) {
+      await publisher.update({ channel: message.channel, messageId: message.messageId }, view);
       await deps.messages.setRendered(proposal.id, platform, version);
     }
-    const message = existing ?? (await deps.messages.get(proposal.id, platform));
-    if (message && !message.trailPosted && finalStatuses.includes(proposal.status) && publisher.postTrail) {
-      await publisher.postTrail({ channel: message.channel, messageId: message.messageId }, view);
+    if (!message.trailPosted && finalStatuses.includes(proposal.status) && publisher.postTrail) {
+      const trail = (await deps.store.listAudit({ proposalId: proposal.id, limit: 200 })).map(auditLine);
+      await publisher.postTrail({ channel: message.channel, messageId: message.messageId }, { ...view, trail });
       await deps.messages.setTrailPosted(proposal.id, platform, deps.clock());
     }
   }

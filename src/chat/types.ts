@@ -19,7 +19,10 @@ export interface ProposalMessageView {
   error: string | null;
   /** Link to the proposal in the web console, when TWOKEY_PUBLIC_URL is set. */
   consoleUrl: string | null;
-  /** The audit events of this proposal, oldest first, as one line each (for the decision trail). */
+  /**
+   * The audit events of this proposal, oldest first, as one line each. Read only for `postTrail`
+   * (empty otherwise): the message itself does not show it.
+   */
   trail: string[];
 }
 

@@ -63,7 +63,9 @@ function sessionTransaction(tx: Db): SessionTransaction {
       return rows.length;
     },
     // The store's one chain writer, on this transaction: the sign-in change and its audit row commit together.
-    appendAudit: (event, at) => appendAuditEvent(tx, event, at),
+    async appendAudit(event, at) {
+      await appendAuditEvent(tx, event, at);
+    },
   };
 }
 

@@ -11,8 +11,9 @@ import type {
 export interface StoreTransaction {
   /** Reads the proposal and holds its row lock until the transaction ends. */
   lockProposal(id: string): Promise<ProposalRecord | null>;
-  insertProposal(proposal: ProposalRecord): Promise<void>;
-  updateProposal(id: string, patch: Partial<Omit<ProposalRecord, 'id'>>): Promise<void>;
+  /** Both return the row as stored, so nothing has to read it back. */
+  insertProposal(proposal: ProposalRecord): Promise<ProposalRecord>;
+  updateProposal(id: string, patch: Partial<Omit<ProposalRecord, 'id'>>): Promise<ProposalRecord>;
   /** false when this approver was already counted for this proposal. */
   insertApproval(approval: ApprovalRecord): Promise<boolean>;
   listApprovals(proposalId: string): Promise<ApprovalRecord[]>;
@@ -33,6 +34,12 @@ export interface OutboxJobSpec {
   /** Jobs sharing a key run one at a time, in the order they were queued. */
   orderingKey?: string;
   maxAttempts?: number;
+  /**
+   * Not queued when a job of the same kind and key is still waiting to start: for jobs that act on
+   * the state they read when they run (a chat edit renders the proposal as it is then), that one
+   * job covers this change too. Needs `orderingKey`.
+   */
+  coalesce?: boolean;
 }
 
 export interface ProposalFilter {

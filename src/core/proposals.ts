@@ -115,13 +115,11 @@ export function createProposalService(deps: ProposalServiceDeps) {
   }
 
   /**
-   * Ends a state change inside its transaction: re-reads the proposal, queues what must reach the
-   * outside (chat edits, callbacks) in the outbox and wakes long-polls on every replica — all of it
-   * committed, or rolled back, with the change itself.
+   * Ends a state change inside its transaction: given the proposal as it now stands, queues what
+   * must reach the outside (chat edits, callbacks) in the outbox and wakes long-polls on every
+   * replica — all of it committed, or rolled back, with the change itself.
    */
-  async function settle(tx: StoreTransaction, id: string): Promise<ProposalRecord> {
-    const proposal = await tx.lockProposal(id);
-    if (!proposal) throw new TwokeyError('internal', 'proposal vanished inside its transaction');
+  async function settle(tx: StoreTransaction, proposal: ProposalRecord): Promise<ProposalRecord> {
     const jobs = deps.effects?.(proposal) ?? [];
     if (jobs.length > 0) await tx.enqueue(jobs, clock());
     await tx.notifyChange(proposal.id);
@@ -177,7 +175,7 @@ export function createProposalService(deps: ProposalServiceDeps) {
       updatedAt: now,
     };
     const created = await store.transaction(async (tx) => {
-      await tx.insertProposal(proposal);
+      const stored = await tx.insertProposal(proposal);
       await tx.appendAudit(
         {
           type: 'proposal.created',
@@ -193,7 +191,7 @@ export function createProposalService(deps: ProposalServiceDeps) {
         },
         now,
       );
-      return settle(tx, proposal.id);
+      return settle(tx, stored);
     });
     announce(created);
     return { proposal: created, confirmToken };
@@ -227,14 +225,8 @@ export function createProposalService(deps: ProposalServiceDeps) {
       if (now.getTime() >= proposal.expiresAt.getTime()) {
         throw new TwokeyError('expired', `proposal ${proposal.id} expired at ${proposal.expiresAt.toISOString()}`);
       }
-      const inserted = await tx.insertApproval({
-        proposalId: proposal.id,
-        approver: decider.identity,
-        matchedRule: rule,
-        via: decider.via,
-        at: now,
-      });
-      if (!inserted) return { outcome: 'already_counted' as const, proposal };
+      const approval = { proposalId: proposal.id, approver: decider.identity, matchedRule: rule, via: decider.via, at: now };
+      if (!(await tx.insertApproval(approval))) return { outcome: 'already_counted' as const, proposal };
       await tx.appendAudit(
         {
           type: 'approval.recorded',
@@ -245,12 +237,13 @@ export function createProposalService(deps: ProposalServiceDeps) {
         },
         now,
       );
-      const counted = countedApprovers(await tx.listApprovals(proposal.id), operation, agent.owners);
+      // The row lock keeps the list read above current: only this transaction can add to it.
+      const counted = countedApprovers([...approvals, approval], operation, agent.owners);
       if (counted.length < proposal.quorum) {
-        await tx.updateProposal(proposal.id, { updatedAt: now });
-        return { outcome: 'counted' as const, proposal: await settle(tx, proposal.id) };
+        const updated = await tx.updateProposal(proposal.id, { updatedAt: now });
+        return { outcome: 'counted' as const, proposal: await settle(tx, updated) };
       }
-      await tx.updateProposal(proposal.id, {
+      const approved = await tx.updateProposal(proposal.id, {
         status: 'approved',
         decidedBy: decider.identity,
         decidedAt: now,
@@ -266,7 +259,7 @@ export function createProposalService(deps: ProposalServiceDeps) {
         },
         now,
       );
-      return { outcome: 'quorum_reached' as const, proposal: await settle(tx, proposal.id) };
+      return { outcome: 'quorum_reached' as const, proposal: await settle(tx, approved) };
     });
     if (decided.outcome === 'already_counted') return decided;
     announce(decided.proposal);
@@ -283,13 +276,14 @@ export function createProposalService(deps: ProposalServiceDeps) {
 
   async function reject(proposalId: string, decider: Decider, reason?: string | null): Promise<DecisionResult> {
     const now = clock();
-    const cleanReason = reason?.trim().slice(0, MAX_REASON_LENGTH) || null;
+    // PostgreSQL text cannot hold NUL; it is invisible anyway, so it goes rather than the rejection failing.
+    const cleanReason = reason?.replaceAll('\u0000', '').trim().slice(0, MAX_REASON_LENGTH) || null;
     const proposal = await store.transaction(async (tx) => {
       const { proposal: current, agent } = await authorizeDecider(tx, proposalId, decider);
       if (current.status !== 'pending') {
         throw new TwokeyError('not_pending', `proposal ${current.id} is ${current.status}`);
       }
-      await tx.updateProposal(current.id, {
+      const rejected = await tx.updateProposal(current.id, {
         status: 'rejected',
         decidedBy: decider.identity,
         decidedAt: now,
@@ -306,7 +300,7 @@ export function createProposalService(deps: ProposalServiceDeps) {
         },
         now,
       );
-      return settle(tx, current.id);
+      return settle(tx, rejected);
     });
     return { outcome: 'rejected', proposal: announce(proposal) };
   }
@@ -321,7 +315,7 @@ export function createProposalService(deps: ProposalServiceDeps) {
       if (current.status !== 'pending') {
         throw new TwokeyError('not_pending', `proposal ${current.id} is ${current.status}`);
       }
-      await tx.updateProposal(current.id, {
+      const cancelled = await tx.updateProposal(current.id, {
         status: 'cancelled',
         decidedBy: agentActor(agent),
         decidedAt: now,
@@ -331,7 +325,7 @@ export function createProposalService(deps: ProposalServiceDeps) {
         { type: 'proposal.cancelled', actor: agentActor(agent), proposalId: current.id, agentId: agent.id },
         now,
       );
-      return settle(tx, current.id);
+      return settle(tx, cancelled);
     });
     return announce(proposal);
   }
@@ -405,7 +399,7 @@ export function createProposalService(deps: ProposalServiceDeps) {
     };
     const executor = deps.executorFor(proposal.operation);
     if (executor.kind === 'remote') {
-      await tx.updateProposal(proposal.id, {
+      const executing = await tx.updateProposal(proposal.id, {
         status: 'executing',
         leaseUntil: new Date(now.getTime() + leaseMs(proposal.operation)),
         executionAttempts: proposal.executionAttempts + 1,
@@ -415,17 +409,16 @@ export function createProposalService(deps: ProposalServiceDeps) {
         { type: 'execution.started', actor: trigger.actor, proposalId: proposal.id, agentId: agent.id, data: {} },
         now,
       );
-      return { done: false, request, proposal: await settle(tx, proposal.id) };
+      return { done: false, request, proposal: await settle(tx, executing) };
     }
     const result = await executor.run(request).catch((error: unknown) => {
       throw new ExecutionFailure(describeFailure(error));
     });
-    await recordCommitted(tx, proposal, result, trigger.actor, now);
-    return { done: true, proposal: await settle(tx, proposal.id) };
+    return { done: true, proposal: await settle(tx, await recordCommitted(tx, proposal, result, trigger.actor, now)) };
   }
 
-  async function recordCommitted(tx: StoreTransaction, proposal: ProposalRecord, result: unknown, actor: string, now: Date) {
-    await tx.updateProposal(proposal.id, {
+  async function recordCommitted(tx: StoreTransaction, proposal: ProposalRecord, result: unknown, actor: string, now: Date): Promise<ProposalRecord> {
+    const committed = await tx.updateProposal(proposal.id, {
       status: 'committed',
       consumedAt: now,
       result: result ?? null,
@@ -438,6 +431,7 @@ export function createProposalService(deps: ProposalServiceDeps) {
       { type: 'proposal.committed', actor, proposalId: proposal.id, agentId: proposal.agentId, data: { result: result ?? null } },
       now,
     );
+    return committed;
   }
 
   async function recordFailure(proposalId: string, message: string, actor: string): Promise<ProposalRecord | null> {
@@ -446,7 +440,7 @@ export function createProposalService(deps: ProposalServiceDeps) {
       const proposal = await tx.lockProposal(proposalId);
       if (!proposal || (proposal.status !== 'approved' && proposal.status !== 'executing')) return null;
       // Back to approved with the token unconsumed: the same proposal can be retried.
-      await tx.updateProposal(proposal.id, {
+      const failed = await tx.updateProposal(proposal.id, {
         status: 'approved',
         error: message,
         leaseUntil: null,
@@ -457,7 +451,7 @@ export function createProposalService(deps: ProposalServiceDeps) {
         { type: 'execution.failed', actor, proposalId: proposal.id, agentId: proposal.agentId, data: { error: message } },
         now,
       );
-      return settle(tx, proposal.id);
+      return settle(tx, failed);
     });
   }
 
@@ -476,10 +470,8 @@ export function createProposalService(deps: ProposalServiceDeps) {
       const current = await tx.lockProposal(request.proposalId);
       if (!current) throw new TwokeyError('internal', 'proposal vanished during execution');
       // Another replica may have recovered an expired claim and finished first: one result only.
-      if (current.status === 'executing' && !current.consumedAt) {
-        await recordCommitted(tx, current, result, actor, now);
-      }
-      return settle(tx, current.id);
+      const finished = current.status === 'executing' && !current.consumedAt ? await recordCommitted(tx, current, result, actor, now) : current;
+      return settle(tx, finished);
     });
     return announce(proposal);
   }
@@ -572,12 +564,12 @@ export function createProposalService(deps: ProposalServiceDeps) {
       const proposal = await store.transaction(async (tx) => {
         const current = await tx.lockProposal(due.id);
         if (!current || current.status !== 'pending' || current.expiresAt.getTime() > now.getTime()) return null;
-        await tx.updateProposal(current.id, { status: 'expired', decidedBy: 'system', decidedAt: now, updatedAt: now });
+        const expired = await tx.updateProposal(current.id, { status: 'expired', decidedBy: 'system', decidedAt: now, updatedAt: now });
         await tx.appendAudit(
           { type: 'proposal.expired', actor: 'system', proposalId: current.id, agentId: current.agentId },
           now,
         );
-        return settle(tx, current.id);
+        return settle(tx, expired);
       });
       if (proposal) {
         expired += 1;

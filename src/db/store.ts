@@ -10,7 +10,7 @@ import type {
   ProposalRecord,
   ProposalStatus,
 } from '../core/model.js';
-import type { AuditQuery, ProposalFilter, Store, StoreTransaction } from '../core/ports.js';
+import type { AuditQuery, OutboxJobSpec, ProposalFilter, Store, StoreTransaction } from '../core/ports.js';
 import type { Db } from './database.js';
 import { agents, approvals, auditEvents, jobs, proposals } from './schema.js';
 
@@ -53,12 +53,18 @@ function readsFrom(db: Executor) {
 
 /**
  * Appends one row to the hash-chained audit log, inside the caller's transaction so it commits or
- * rolls back with the change it describes. The one place the chain is written.
+ * rolls back with the change it describes. The one place the chain is written. Returns the new
+ * row's hash: pass it back as `chainHead` for the next append in the same transaction, which then
+ * already holds the chain lock and knows its predecessor.
  */
-export async function appendAuditEvent(tx: Executor, event: AuditEventInput, at: Date): Promise<void> {
-  // Held until commit: the next writer reads this row as its predecessor only once it is visible.
-  await tx.execute(sql`select pg_advisory_xact_lock(${AUDIT_CHAIN_LOCK_KEY})`);
-  const [last] = await tx.select({ hash: auditEvents.hash }).from(auditEvents).orderBy(desc(auditEvents.seq)).limit(1);
+export async function appendAuditEvent(tx: Executor, event: AuditEventInput, at: Date, chainHead?: string): Promise<string> {
+  let prevHash = chainHead;
+  if (prevHash === undefined) {
+    // Held until commit: the next writer reads this row as its predecessor only once it is visible.
+    await tx.execute(sql`select pg_advisory_xact_lock(${AUDIT_CHAIN_LOCK_KEY})`);
+    const [last] = await tx.select({ hash: auditEvents.hash }).from(auditEvents).orderBy(desc(auditEvents.seq)).limit(1);
+    prevHash = last?.hash ?? genesisHash;
+  }
   const row = {
     at,
     type: event.type,
@@ -66,12 +72,15 @@ export async function appendAuditEvent(tx: Executor, event: AuditEventInput, at:
     proposalId: event.proposalId ?? null,
     agentId: event.agentId ?? null,
     data: event.data ?? {},
-    prevHash: last?.hash ?? genesisHash,
+    prevHash,
   };
-  await tx.insert(auditEvents).values({ ...row, hash: auditHash(row) });
+  const hash = auditHash(row);
+  await tx.insert(auditEvents).values({ ...row, hash });
+  return hash;
 }
 
 function transactionStore(tx: Executor): StoreTransaction {
+  let chainHead: string | undefined;
   return {
     ...readsFrom(tx),
     async lockProposal(id) {
@@ -79,10 +88,14 @@ function transactionStore(tx: Executor): StoreTransaction {
       return row ? toProposal(row) : null;
     },
     async insertProposal(proposal) {
-      await tx.insert(proposals).values(proposal);
+      const [row] = await tx.insert(proposals).values(proposal).returning();
+      if (!row) throw new Error(`proposal ${proposal.id} was not inserted`);
+      return toProposal(row);
     },
     async updateProposal(id, patch) {
-      await tx.update(proposals).set(patch).where(eq(proposals.id, id));
+      const [row] = await tx.update(proposals).set(patch).where(eq(proposals.id, id)).returning();
+      if (!row) throw new Error(`proposal ${id} vanished inside its transaction`);
+      return toProposal(row);
     },
     async insertApproval(approval) {
       const inserted = await tx.insert(approvals).values(approval).onConflictDoNothing().returning({ at: approvals.at });
@@ -94,20 +107,36 @@ function transactionStore(tx: Executor): StoreTransaction {
     async revokeAgent(id, at) {
       await tx.update(agents).set({ revokedAt: at }).where(eq(agents.id, id));
     },
-    appendAudit: (event, at) => appendAuditEvent(tx, event, at),
+    async appendAudit(event, at) {
+      chainHead = await appendAuditEvent(tx, event, at, chainHead);
+    },
     async enqueue(specs, at) {
-      await tx.insert(jobs).values(
-        specs.map((spec) => ({
-          kind: spec.kind,
-          payload: spec.payload,
-          orderingKey: spec.orderingKey ?? null,
-          status: 'queued',
-          maxAttempts: spec.maxAttempts ?? DEFAULT_MAX_ATTEMPTS,
-          runAt: at,
-          createdAt: at,
-          updatedAt: at,
-        })),
-      );
+      const toRow = (spec: OutboxJobSpec) => ({
+        kind: spec.kind,
+        payload: spec.payload,
+        orderingKey: spec.orderingKey ?? null,
+        status: 'queued',
+        maxAttempts: spec.maxAttempts ?? DEFAULT_MAX_ATTEMPTS,
+        runAt: at,
+        createdAt: at,
+        updatedAt: at,
+      });
+      const plain = specs.filter((spec) => !(spec.coalesce && spec.orderingKey));
+      if (plain.length > 0) await tx.insert(jobs).values(plain.map(toRow));
+      for (const spec of specs) {
+        if (!(spec.coalesce && spec.orderingKey)) continue;
+        const row = toRow(spec);
+        const time = sql`${at.toISOString()}::timestamptz`;
+        // FOR UPDATE closes the race with a worker claiming the waiting job right now: this waits
+        // for the claim to commit, then sees the job running and queues a new one after it.
+        await tx.execute(sql`
+          insert into jobs (kind, payload, ordering_key, status, max_attempts, run_at, created_at, updated_at)
+          select ${row.kind}, ${JSON.stringify(row.payload)}::jsonb, ${row.orderingKey}, 'queued', ${row.maxAttempts}, ${time}, ${time}, ${time}
+          where not exists (
+            select 1 from jobs
+            where ordering_key = ${row.orderingKey} and kind = ${row.kind} and status = 'queued'
+            for update)`);
+      }
     },
     async notifyChange(proposalId) {
       // Delivered by PostgreSQL only when the transaction commits, never for a rolled-back change.

@@ -87,7 +87,7 @@ export function createServices(options: ServicesOptions) {
     const approval = operations.get(proposal.operation)?.approval;
     const jobsToQueue: OutboxJobSpec[] = [...chatPlatforms]
       .filter((platform) => approval?.[platform]?.channel)
-      .map((platform) => ({ kind: 'chat.sync', payload: { proposalId: proposal.id, platform }, orderingKey: `chat:${platform}:${proposal.id}` }));
+      .map((platform) => ({ kind: 'chat.sync', payload: { proposalId: proposal.id, platform }, orderingKey: `chat:${platform}:${proposal.id}`, coalesce: true }));
     if (proposal.callbackUrl && finalStatuses.includes(proposal.status)) {
       jobsToQueue.push({ kind: 'callback.deliver', payload: { proposalId: proposal.id, status: proposal.status }, orderingKey: `callback:${proposal.id}` });
     }

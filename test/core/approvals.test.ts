@@ -76,6 +76,12 @@ describe.each(drivers)('approvals and quorum (%s)', (driver) => {
     await expect(decide(id, 'web:bob')).rejects.toMatchObject({ code: 'not_pending' });
   });
 
+  it('a reason holding NUL characters (which PostgreSQL text cannot store) still rejects, without them', async () => {
+    const id = await proposeDeletion();
+    await twokey.services.proposals.reject(id, { identity: 'web:alice', via: 'test' }, 'wrong\u0000 workspace\u0000');
+    expect(await twokey.services.proposals.get(id)).toMatchObject({ status: 'rejected', decisionReason: 'wrong workspace' });
+  });
+
   it('50 concurrent approvals of one proposal by one approver count once', async () => {
     const id = await proposeDeletion('race');
     const outcomes = await Promise.all(Array.from({ length: 50 }, () => decide(id, 'web:alice')));
