@@ -38,7 +38,11 @@ export interface DiscordTuning {
   requestTimeoutMs: number;
   /** Standby replicas try the gateway lock this often. */
   gatewayRetryMs: number;
-  /** Longest the checks before an interaction response may take (Discord's limit is 3 s, transit included). */
+  /**
+   * Longest the checks before an interaction response may take. They take a few milliseconds when
+   * twokey is idle; in a burst of clicks it answers in time instead (a deferred update, or the
+   * reject modal unchecked) and sends any refusal as an ephemeral follow-up. Discord's limit is 3 s.
+   */
   ackBudgetMs: number;
   /** Decisions running at once after their responses (default: 1 on PGlite, 4 on PostgreSQL). */
   workConcurrency: number;
@@ -49,7 +53,7 @@ const defaultTuning: DiscordTuning = {
   maxRateLimitWaitMs: 10_000,
   requestTimeoutMs: 10_000,
   gatewayRetryMs: 5_000,
-  ackBudgetMs: 1_500,
+  ackBudgetMs: 50,
   workConcurrency: 4,
 };
 

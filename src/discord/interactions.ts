@@ -226,7 +226,7 @@ export function createInteractionHandler(options: InteractionHandlerOptions) {
   /** While stop() waits, decisions start without waiting for a lull. */
   let draining = 0;
   const followUpDeadlineMs = options.followUpDeadlineMs ?? 10_000;
-  const ackBudgetMs = options.ackBudgetMs ?? 1_500;
+  const ackBudgetMs = options.ackBudgetMs ?? 50;
   const workConcurrency = options.workConcurrency ?? 4;
   const maxDecisionDelayMs = options.maxDecisionDelayMs ?? 1_000;
 

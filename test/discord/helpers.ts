@@ -174,7 +174,8 @@ export async function startDiscordTwokey(options: {
       ...options.env,
     },
     integrations: (services, env) => {
-      discord = createDiscordIntegration({ env, services, tuning: options.tuning });
+      // A generous answer budget: these tests read refusals from the response itself, even on a busy CI machine.
+      discord = createDiscordIntegration({ env, services, tuning: { ackBudgetMs: 2_000, ...options.tuning } });
       return [discord];
     },
   });
