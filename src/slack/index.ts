@@ -67,7 +67,7 @@ export function createSlackIntegration(options: SlackIntegrationOptions): ChatIn
   const client = new webApi.WebClient(botToken, clientOptions());
 
   // The embedded database runs on this event loop, so fewer decisions at once keep acks prompt;
-  // PostgreSQL works in its own process and takes more (measured with bench/slack-ack.ts).
+  // PostgreSQL works in its own process and takes more (measured with `npm run bench`).
   const afterAck = createWorkQueue(options.clickConcurrency ?? (services.database.kind === 'postgres' ? 16 : 4));
 
   let httpReceiver: FastifySlackReceiver | null = null;

@@ -70,7 +70,14 @@ function send(response: ServerResponse, status: number, body: unknown, headers: 
  * A local Discord: the REST API routes twokey uses (recording every call) and a gateway websocket
  * speaking just enough of the protocol for discord.js (HELLO, IDENTIFY → READY, heartbeats).
  */
-export async function startFakeDiscord(options: { applicationId: string; heartbeatIntervalMs?: number }): Promise<FakeDiscord> {
+export interface FakeDiscordOptions {
+  applicationId: string;
+  heartbeatIntervalMs?: number;
+  /** Sees every REST call as it arrives (benchmarks time the moment a message is posted). */
+  onCall?: (call: RecordedCall) => void;
+}
+
+export async function startFakeDiscord(options: FakeDiscordOptions): Promise<FakeDiscord> {
   const calls: RecordedCall[] = [];
   const messages = new Map<string, StoredMessage>();
   const scripted: Array<{ method: string; path: RegExp; response: ScriptedResponse }> = [];
@@ -83,7 +90,9 @@ export async function startFakeDiscord(options: { applicationId: string; heartbe
       const path = decodeURIComponent(url.pathname.replace(/^\/api\/v10/, ''));
       const method = request.method ?? 'GET';
       const body = await readBody(request);
-      calls.push({ method, path, authorization: request.headers.authorization, body });
+      const call = { method, path, authorization: request.headers.authorization, body };
+      calls.push(call);
+      options.onCall?.(call);
 
       const script = scripted.findIndex((s) => s.method === method && s.path.test(path));
       const [canned] = script >= 0 ? scripted.splice(script, 1) : [];

@@ -25,7 +25,7 @@ export type Behaviour = 'ok' | 'fail' | 'hang' | 'slow';
  * A downstream service on 127.0.0.1 that behaves like a careful one: it verifies the signature and
  * applies each Idempotency-Key's effect once, answering repeats with the first result.
  */
-export async function startFakeDownstream(secret: string) {
+export async function startFakeDownstream(secret: string, options: { onRequest?: (request: ReceivedRequest) => void } = {}) {
   const requests: ReceivedRequest[] = [];
   const effects = new Map<string, { appliedAt: number; count: number }>();
   let behaviour: Behaviour = 'ok';
@@ -47,6 +47,7 @@ export async function startFakeDownstream(secret: string) {
         headers: req.headers,
       };
       requests.push(received);
+      options.onRequest?.(received);
       onRequest?.(received);
       if (!received.signatureValid) return void res.writeHead(401).end();
       if (behaviour === 'fail') return void res.writeHead(500, { 'content-type': 'application/json' }).end('{"error":"boom"}');

@@ -1,0 +1,203 @@
+/**
+ * `npm run bench`: twokey end to end, as a separate `twokey serve` process talking to local fakes of
+ * Slack, Discord and a downstream service, on PGlite and (with DATABASE_URL) on PostgreSQL.
+ *
+ *   npm run bench                                                # PGlite
+ *   DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres npm run bench   # PGlite, then PostgreSQL
+ *
+ * For each database it measures:
+ *   - start-up: spawn until /readyz answers, on a new database (migrations included) and again;
+ *   - the full cycle (propose → chat post → signed click → downstream call → committed), one at a
+ *     time and with 16 and 64 agents at once: throughput and p50/p99 of every step;
+ *   - the raw SQL of one cycle (recorded from twokey, replayed directly on the same kind of
+ *     database at the same concurrency) and the ratio of the two throughputs;
+ *   - Slack and Discord click-answer latency with 100 clicks arriving at once;
+ *   - resident memory at rest and after 10 000 proposals.
+ * A PostgreSQL run works in a throwaway database of its own on that server.
+ * Knobs: BENCH_SEQUENTIAL (cycles one at a time, default 100), BENCH_CYCLES (cycles per concurrent
+ * run, default 400), BENCH_BULK (proposals before the second memory reading, default 10000),
+ * BENCH_PROFILE_DIR (write CPU profiles of the measured twokey there, to see where time goes).
+ * Figures are printed and written to bench/results/latest.json (section "run").
+ */
+import { execFileSync } from 'node:child_process';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { cpus, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { performance } from 'node:perf_hooks';
+import { sql } from 'drizzle-orm';
+import { parseConfig } from '../src/config/config-file.js';
+import { openDatabase, type Database } from '../src/db/database.js';
+import { createServices } from '../src/runtime/services.js';
+import { approveCycle, CYCLE_STEPS, type Chat, type CycleTimes } from './support/cycles.js';
+import { recordOneCycle, replayOn } from './support/raw-baseline.js';
+import { replayTarget } from './support/sql-trace.js';
+import { percentiles, recordResults, round, rssMiB, runConcurrently, sleep, type Percentiles } from './support/stats.js';
+import { agentClient, createAgents, createBenchDatabase, startTwokeyProcess, type AgentClient, type BenchDatabase } from './support/twokey-process.js';
+import { startWorld, type World } from './support/world.js';
+
+const SEQUENTIAL = Number(process.env.BENCH_SEQUENTIAL ?? 100);
+const CONCURRENT = Number(process.env.BENCH_CYCLES ?? 400);
+const CONCURRENCY = [1, 16, 64];
+const CLICKS = 100;
+const BULK = Number(process.env.BENCH_BULK ?? 10_000);
+/** Agents share the load so none hits its own rate limit (600 requests a minute). */
+const AGENTS = 100;
+
+const cyclesAt = (concurrency: number) => (concurrency === 1 ? SEQUENTIAL : CONCURRENT);
+const rounded = (figures: Percentiles) => ({ p50: round(figures.p50), p99: round(figures.p99), max: round(figures.max) });
+
+async function fullCycles(world: World, url: string, agents: AgentClient[]) {
+  const agentFor = (i: number) => agents[i % agents.length] as AgentClient;
+  for (let i = 0; i < 20; i += 1) await approveCycle(world, url, 'slack', agentFor(i), i);
+  const runs = [];
+  for (const concurrency of CONCURRENCY) {
+    const samples: CycleTimes[] = [];
+    const seconds = await runConcurrently(cyclesAt(concurrency), concurrency, async (i) => {
+      samples.push(await approveCycle(world, url, 'slack', agentFor(i), i));
+    });
+    runs.push({
+      concurrency,
+      cycles: samples.length,
+      cyclesPerSecond: round(samples.length / seconds),
+      stepsMs: Object.fromEntries(CYCLE_STEPS.map((step) => [step, rounded(percentiles(samples.map((sample) => sample[step])))])),
+    });
+    world.forget();
+  }
+  return runs;
+}
+
+/** 100 approvers click at once, each on a different proposal already posted to chat. */
+async function clickBurst(world: World, url: string, chat: Chat, agents: AgentClient[]) {
+  const clickers = agents.slice(0, CLICKS);
+  const ids = await Promise.all(clickers.map((agent, n) => agent.propose(`bench_${chat}`, { n })));
+  await Promise.all(ids.map((id) => world.arrivals.wait(`${chat}:${id}`)));
+  await sleep(500);
+  const started = performance.now();
+  const latencies = await Promise.all(ids.map((id) => (chat === 'slack' ? world.slackClick(url, id) : world.discordClick(url, id))));
+  await Promise.all(ids.map((id, i) => (clickers[i] as AgentClient).until(id, 'committed')));
+  const allCommittedMs = performance.now() - started;
+  world.forget();
+  return { clicks: latencies.length, ...rounded(percentiles(latencies)), allCommittedMs: round(allCommittedMs, 0) };
+}
+
+/** A database to replay on, with an agent of its own: the served one on PostgreSQL, a new directory on PGlite. */
+async function replayDatabase(database: BenchDatabase, world: World): Promise<{ target: Database; agentId: string; agentKeyHash: string; close(): Promise<void> }> {
+  const dataDir = database.url ? database.dataDir : await mkdtemp(join(tmpdir(), 'twokey-raw-'));
+  // The same pool size `twokey serve` uses.
+  const target = await openDatabase({ databaseUrl: database.url, dataDir, poolSize: 10 });
+  const services = createServices({ database: target, config: parseConfig(world.configYaml, world.env, 'bench') });
+  const { agent } = await services.agents.create({ name: `bench-raw-${Date.now()}` });
+  const result = await target.db.execute(sql`select key_hash from agents where id = ${agent.id}`);
+  const [row] = (Array.isArray(result) ? result : (result as { rows: unknown[] }).rows) as Array<{ key_hash: string }>;
+  return {
+    target,
+    agentId: agent.id,
+    agentKeyHash: row?.key_hash ?? '',
+    async close() {
+      await target.close();
+      if (!database.url) await rm(dataDir, { recursive: true, force: true });
+    },
+  };
+}
+
+async function rawCycles(world: World, database: BenchDatabase, serverUrl: string | undefined) {
+  const recorded = await recordOneCycle(world, serverUrl);
+  const replayOnto = await replayDatabase(database, world);
+  try {
+    const replay = replayOn(recorded, replayOnto);
+    const target = replayTarget(replayOnto.target);
+    for (let i = 0; i < 20; i += 1) await replay.run(target);
+    const runs = [];
+    for (const concurrency of CONCURRENCY) {
+      const seconds = await runConcurrently(cyclesAt(concurrency), concurrency, () => replay.run(target));
+      runs.push({ concurrency, cyclesPerSecond: round(cyclesAt(concurrency) / seconds) });
+    }
+    return { statementsPerCycle: replay.statements, transactionsPerCycle: replay.transactions, runs };
+  } finally {
+    await replayOnto.close();
+  }
+}
+
+async function memoryAfterBulk(world: World, pid: number, agents: AgentClient[]) {
+  world.forget();
+  await runConcurrently(BULK, 32, async (n) => {
+    await (agents[n % agents.length] as AgentClient).propose('bench_slack', { n });
+  });
+  // Wait for the outbox to post every one of them, then for the process to settle.
+  while (world.arrivals.count('slack:') < BULK) await sleep(500);
+  await sleep(3_000);
+  const rss = await rssMiB(pid);
+  world.forget();
+  return rss;
+}
+
+async function benchDriver(serverUrl: string | undefined) {
+  const world = await startWorld();
+  const database = await createBenchDatabase(serverUrl);
+  try {
+    const first = await startTwokeyProcess(database, world.configYaml, world.env);
+    await first.stop();
+    const profile = process.env.BENCH_PROFILE_DIR ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_PROFILE_DIR}`] : [];
+    const twokey = await startTwokeyProcess(database, world.configYaml, world.env, profile);
+    try {
+      await sleep(3_000);
+      const rssAtRestMiB = await rssMiB(twokey.pid);
+      const agents = (await createAgents(database, world.configYaml, world.env, AGENTS)).map((agent) => agentClient(twokey.url, agent));
+      const cycles = await fullCycles(world, twokey.url, agents);
+      const clicks = { slack: await clickBurst(world, twokey.url, 'slack', agents), discord: await clickBurst(world, twokey.url, 'discord', agents) };
+      const raw = await rawCycles(world, database, serverUrl);
+      const rssAfterBulkMiB = await memoryAfterBulk(world, twokey.pid, agents);
+      return {
+        driver: database.kind,
+        startupMs: { newDatabase: round(first.startupMs, 0), existingDatabase: round(twokey.startupMs, 0) },
+        rssMiB: { atRest: rssAtRestMiB, [`after${BULK}Proposals`]: rssAfterBulkMiB },
+        cycles,
+        raw,
+        clicks,
+      };
+    } finally {
+      await twokey.stop();
+    }
+  } finally {
+    await database.drop();
+    await world.close();
+  }
+}
+
+function printReport(drivers: Array<Awaited<ReturnType<typeof benchDriver>>>) {
+  console.log('\nFull cycle: propose over HTTP → Slack post → signed click → downstream call → committed (times in ms)');
+  console.table(
+    drivers.flatMap((figures) =>
+      figures.cycles.map((run) => {
+        const raw = figures.raw.runs.find((r) => r.concurrency === run.concurrency)?.cyclesPerSecond ?? 0;
+        return {
+          database: figures.driver,
+          agents: run.concurrency,
+          cycles: run.cycles,
+          'cycles/s': run.cyclesPerSecond,
+          'raw SQL cycles/s': raw,
+          'twokey/raw': round(run.cyclesPerSecond / raw, 2),
+          ...Object.fromEntries(Object.entries(run.stepsMs).map(([step, ms]) => [step, `${ms.p50} / ${ms.p99}`])),
+        };
+      }),
+    ),
+  );
+  console.log('(step columns: p50 / p99; raw SQL = the same statements and transactions, replayed directly)');
+  console.log('\nClick answers, 100 at once (ms)');
+  console.table(drivers.flatMap((figures) => (['slack', 'discord'] as const).map((chat) => ({ database: figures.driver, chat, ...figures.clicks[chat] }))));
+  console.log('\nStart-up (ms) and resident memory (MiB)');
+  console.table(drivers.map((figures) => ({ database: figures.driver, ...figures.startupMs, ...figures.rssMiB, 'SQL statements per cycle': figures.raw.statementsPerCycle, 'transactions per cycle': figures.raw.transactionsPerCycle })));
+}
+
+const drivers = [await benchDriver(undefined)];
+if (process.env.DATABASE_URL) drivers.push(await benchDriver(process.env.DATABASE_URL));
+printReport(drivers);
+const commit = (() => {
+  try {
+    return execFileSync('git', ['rev-parse', '--short', 'HEAD'], { encoding: 'utf8' }).trim();
+  } catch {
+    return 'unknown';
+  }
+})();
+const file = await recordResults('run', { at: new Date().toISOString(), commit, node: process.version, cpus: cpus().length, drivers });
+console.log(`\nwritten to ${file}`);

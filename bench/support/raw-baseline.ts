@@ -1,0 +1,79 @@
+/**
+ * Records the SQL of one full cycle through an in-process twokey (same code as `twokey serve`,
+ * same fakes), so the benchmark can replay exactly those statements without twokey around them.
+ */
+import { Writable } from 'node:stream';
+import { sql } from 'drizzle-orm';
+import { parseConfig } from '../../src/config/config-file.js';
+import { loadEnv } from '../../src/config/env.js';
+import { startTwokey } from '../../src/runtime/server.js';
+import { freePort } from '../../test/support/processes.js';
+import { approveCycle } from './cycles.js';
+import { openRecordedDatabase, prepareReplay, SqlRecorder, type CycleReplay, type RecordedStatement } from './sql-trace.js';
+import { agentClient, createBenchDatabase } from './twokey-process.js';
+import { sleep } from './stats.js';
+import type { World } from './world.js';
+
+export interface RecordedCycle {
+  /** The recording agent's id and key hash, which the replay must point at an agent of its own. */
+  agentId: string;
+  agentKeyHash: string;
+  statements: RecordedStatement[];
+}
+
+function rows<T>(result: unknown): T[] {
+  return (Array.isArray(result) ? result : (result as { rows: T[] }).rows) as T[];
+}
+
+export async function recordOneCycle(world: World, serverUrl: string | undefined): Promise<RecordedCycle> {
+  const scratch = serverUrl ? await createBenchDatabase(serverUrl) : null;
+  const recorder = new SqlRecorder();
+  const database = await openRecordedDatabase(scratch?.url, recorder);
+  const env = loadEnv({ ...world.env, HOST: '127.0.0.1', PORT: String(await freePort()), LOG_LEVEL: 'warn' });
+  const running = await startTwokey({
+    env,
+    database,
+    config: parseConfig(world.configYaml, world.env, 'bench'),
+    logStream: new Writable({ write: (_chunk, _encoding, done) => done() }),
+    rateLimit: { max: 1_000_000, timeWindowMs: 60_000 },
+    // Only the cycle's own work: no idle polling or sweeping inside the recording.
+    outboxPollMs: 60_000,
+    sweepIntervalMs: 60_000,
+  });
+  try {
+    const { agent, apiKey } = await running.services.agents.create({ name: 'bench-recorder' });
+    const url = running.url;
+    if (!url) throw new Error('the recording twokey is not listening');
+    const client = agentClient(url, { id: agent.id, apiKey });
+    for (let n = 0; n < 10; n += 1) await approveCycle(world, url, 'slack', client, n);
+    // Push generated keys far above small constants (attempt counts, quorums) so the replay can
+    // tell a job id in a parameter from a literal 1.
+    await database.db.execute(sql`select setval(pg_get_serial_sequence('jobs', 'id'), 10000000)`);
+    await database.db.execute(sql`select setval(pg_get_serial_sequence('audit_events', 'seq'), 20000000)`);
+    await sleep(300);
+    recorder.recording = true;
+    await approveCycle(world, url, 'slack', client, 10);
+    // The cycle goes on after the agent sees `committed`: the chat message is edited, callbacks sent.
+    for (let seen = -1; seen !== recorder.statements.length; ) {
+      seen = recorder.statements.length;
+      await sleep(500);
+    }
+    recorder.recording = false;
+    const [keys] = rows<{ key_hash: string }>(await database.db.execute(sql`select key_hash from agents where id = ${agent.id}`));
+    return { agentId: agent.id, agentKeyHash: keys?.key_hash ?? '', statements: recorder.statements.slice() };
+  } finally {
+    await running.close();
+    await database.close();
+    await scratch?.drop();
+  }
+}
+
+export function replayOn(recorded: RecordedCycle, target: { agentId: string; agentKeyHash: string }): CycleReplay {
+  return prepareReplay(
+    recorded.statements,
+    new Map([
+      [recorded.agentId, target.agentId],
+      [recorded.agentKeyHash, target.agentKeyHash],
+    ]),
+  );
+}

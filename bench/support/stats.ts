@@ -1,0 +1,57 @@
+import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import { performance } from 'node:perf_hooks';
+import { fileURLToPath } from 'node:url';
+
+export interface Percentiles {
+  p50: number;
+  p99: number;
+  max: number;
+}
+
+/** Nearest-rank percentiles, in the unit of the samples. */
+export function percentiles(samples: readonly number[]): Percentiles {
+  const sorted = [...samples].sort((a, b) => a - b);
+  const pick = (q: number) => sorted[Math.min(sorted.length - 1, Math.ceil(q * sorted.length) - 1)] ?? 0;
+  return { p50: pick(0.5), p99: pick(0.99), max: sorted.at(-1) ?? 0 };
+}
+
+/**
+ * Runs `count` pieces of work with at most `concurrency` in flight, like that many clients each
+ * sending its next request as soon as its last one finished. Returns the wall-clock seconds.
+ */
+export async function runConcurrently(count: number, concurrency: number, work: (index: number) => Promise<void>): Promise<number> {
+  let next = 0;
+  const started = performance.now();
+  await Promise.all(
+    Array.from({ length: Math.min(concurrency, count) }, async () => {
+      for (let index = next++; index < count; index = next++) await work(index);
+    }),
+  );
+  return (performance.now() - started) / 1000;
+}
+
+export const round = (value: number, digits = 1): number => Number(value.toFixed(digits));
+
+export const sleep = (ms: number) => new Promise<void>((done) => setTimeout(done, ms));
+
+/** Resident set size of a process in MiB, from /proc (Linux). */
+export async function rssMiB(pid: number): Promise<number> {
+  const status = await readFile(`/proc/${pid}/status`, 'utf8');
+  const kib = /^VmRSS:\s+(\d+) kB/m.exec(status)?.[1];
+  if (!kib) throw new Error(`no VmRSS for pid ${pid}`);
+  return round(Number(kib) / 1024, 1);
+}
+
+const resultsFile = fileURLToPath(new URL('../results/latest.json', import.meta.url));
+
+/**
+ * Merges one section into bench/results/latest.json, so `npm run bench` and `npm run bench:soak`
+ * (which takes ten minutes, so it runs on its own) keep one file of figures between them.
+ */
+export async function recordResults(section: string, figures: unknown): Promise<string> {
+  const existing = await readFile(resultsFile, 'utf8').then((text) => JSON.parse(text) as Record<string, unknown>, (): Record<string, unknown> => ({}));
+  existing[section] = figures;
+  await mkdir(new URL('../results/', import.meta.url), { recursive: true });
+  await writeFile(resultsFile, `${JSON.stringify(existing, null, 2)}\n`);
+  return resultsFile;
+}
