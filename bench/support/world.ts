@@ -74,6 +74,12 @@ export interface World {
   slackReject(baseUrl: string, proposalId: string): Promise<number>;
   discordReject(baseUrl: string, proposalId: string): Promise<number>;
   /**
+   * The same click with a wrong signature, which twokey refuses (401) after reading and checking
+   * it: the floor of a click's answer on this machine (connection, body, signature), with none of
+   * twokey's own work.
+   */
+  forgedClick(baseUrl: string, chat: 'slack' | 'discord', proposalId: string): Promise<number>;
+  /**
    * Drops what the fakes recorded; a long run would otherwise keep every call in memory. Discord's
    * stored messages stay: twokey edits them after the click.
    */
@@ -89,13 +95,13 @@ function slackProposalId(blocks: unknown): string | undefined {
   return undefined;
 }
 
-/** Times one signed request from send to answer; anything but 200 fails the benchmark. */
-async function timedPost(url: string, headers: Record<string, string>, body: string): Promise<number> {
+/** Times one request from send to answer; any other status than expected fails the benchmark. */
+async function timedPost(url: string, headers: Record<string, string>, body: string, expectedStatus = 200): Promise<number> {
   const started = performance.now();
   const response = await fetch(url, { method: 'POST', headers, body });
   await response.arrayBuffer();
   const elapsed = performance.now() - started;
-  if (response.status !== 200) throw new Error(`${url} answered ${response.status}`);
+  if (response.status !== expectedStatus) throw new Error(`${url} answered ${response.status}`);
   return elapsed;
 }
 
@@ -123,15 +129,18 @@ export async function startWorld(): Promise<World> {
     },
   });
   const signer = makeSigner();
-  const postToSlack = (baseUrl: string, payload: unknown) => {
+  const forger = makeSigner();
+  const postToSlack = (baseUrl: string, payload: unknown, secret = SLACK_SIGNING_SECRET) => {
     const body = interactionBody(payload);
-    const headers = { 'content-type': 'application/x-www-form-urlencoded', ...slackHeaders(body, Math.floor(Date.now() / 1000), SLACK_SIGNING_SECRET) };
-    return timedPost(`${baseUrl}/slack/events`, headers, body);
+    const headers = { 'content-type': 'application/x-www-form-urlencoded', ...slackHeaders(body, Math.floor(Date.now() / 1000), secret) };
+    return timedPost(`${baseUrl}/slack/events`, headers, body, secret === SLACK_SIGNING_SECRET ? 200 : 401);
   };
-  const postToDiscord = (baseUrl: string, payload: unknown) => {
+  const postToDiscord = (baseUrl: string, payload: unknown, by = signer) => {
     const body = JSON.stringify(payload);
-    return timedPost(`${baseUrl}/discord/interactions`, signer.headers(body, Math.floor(Date.now() / 1000)), body);
+    return timedPost(`${baseUrl}/discord/interactions`, by.headers(body, Math.floor(Date.now() / 1000)), body, by === signer ? 200 : 401);
   };
+  const slackApprove = (proposalId: string) => buttonClick({ actionId: 'twokey_approve', proposalId, userId: SLACK_APPROVER, channel: SLACK_CHANNEL });
+  const discordApprove = (proposalId: string) => buttonPress(`twokey:approve:${proposalId}`, { userId: ALICE });
 
   const executor = `{ type: http, url: "${downstream.url}/apply", secret: "\${BENCH_EXECUTOR_SECRET}", timeout: 10s }`;
   const configYaml = `
@@ -170,11 +179,12 @@ operations:
       DISCORD_API_URL: discord.apiUrl,
       BENCH_EXECUTOR_SECRET: EXECUTOR_SECRET,
     },
-    slackClick: (baseUrl, proposalId) =>
-      postToSlack(baseUrl, buttonClick({ actionId: 'twokey_approve', proposalId, userId: SLACK_APPROVER, channel: SLACK_CHANNEL })),
+    slackClick: (baseUrl, proposalId) => postToSlack(baseUrl, slackApprove(proposalId)),
     slackReject: (baseUrl, proposalId) => postToSlack(baseUrl, rejectSubmission({ proposalId, userId: SLACK_APPROVER, reason: 'not now' })),
-    discordClick: (baseUrl, proposalId) => postToDiscord(baseUrl, buttonPress(`twokey:approve:${proposalId}`, { userId: ALICE })),
+    discordClick: (baseUrl, proposalId) => postToDiscord(baseUrl, discordApprove(proposalId)),
     discordReject: (baseUrl, proposalId) => postToDiscord(baseUrl, modalSubmit(`twokey:reject:${proposalId}`, { userId: ALICE }, 'not now')),
+    forgedClick: (baseUrl, chat, proposalId) =>
+      chat === 'slack' ? postToSlack(baseUrl, slackApprove(proposalId), `${SLACK_SIGNING_SECRET}-forged`) : postToDiscord(baseUrl, discordApprove(proposalId), forger),
     forget() {
       slack.calls.length = 0;
       discord.calls.length = 0;

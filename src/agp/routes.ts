@@ -64,8 +64,13 @@ function singleHeader(request: FastifyRequest, name: string): string | undefined
 }
 
 export function registerAgpRoutes(app: FastifyInstance, deps: AgpRouteDeps): void {
+  // Under a prefix so an unknown /agp/… path gets this scope's hooks too: the same 404, plus the
+  // top-level `message` AGP clients read.
   app.register(async (agp) => {
     agp.addHook('onRequest', authenticateAgent(deps.agents));
+    agp.setNotFoundHandler((request) => {
+      throw new TwokeyError('not_found', `no route ${request.method} ${request.url.split('?')[0] ?? ''}`);
+    });
 
     agp.addHook('onSend', async (_request, reply, payload) => {
       if (reply.statusCode < 400 || typeof payload !== 'string') return payload;
@@ -89,7 +94,7 @@ export function registerAgpRoutes(app: FastifyInstance, deps: AgpRouteDeps): voi
     };
 
     agp.post(
-      '/agp/discover',
+      '/discover',
       {
         config: limited,
         schema: {
@@ -104,7 +109,7 @@ export function registerAgpRoutes(app: FastifyInstance, deps: AgpRouteDeps): voi
     );
 
     agp.post(
-      '/agp/query',
+      '/query',
       { config: limited, schema: { body: withRequest, response: { 200: envelopeResponse, '4xx': errorResponse, '5xx': errorResponse } } },
       async (request) => {
         const body = request.body as { businessId: string; request: Record<string, unknown> };
@@ -113,7 +118,7 @@ export function registerAgpRoutes(app: FastifyInstance, deps: AgpRouteDeps): voi
     );
 
     agp.post(
-      '/agp/execute/prepare',
+      '/execute/prepare',
       {
         config: limited,
         schema: {
@@ -142,7 +147,7 @@ export function registerAgpRoutes(app: FastifyInstance, deps: AgpRouteDeps): voi
     );
 
     agp.post(
-      '/agp/execute',
+      '/execute',
       {
         config: limited,
         schema: { body: withRequest, response: { 200: envelopeResponse, '4xx': errorResponse, '5xx': errorResponse } },
@@ -156,5 +161,5 @@ export function registerAgpRoutes(app: FastifyInstance, deps: AgpRouteDeps): voi
         });
       },
     );
-  });
+  }, { prefix: '/agp' });
 }

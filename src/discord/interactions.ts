@@ -177,8 +177,13 @@ export interface InteractionHandlerOptions {
 
 type Settled<T> = { settled: true; value: T } | { settled: false };
 
-/** Waits for `work` at most `ms`; the work itself goes on either way. */
+/** Waits for `work` at most `ms` (not at all for 0); the work itself goes on either way. */
 async function settleWithin<T>(work: Promise<T>, ms: number): Promise<Settled<T>> {
+  if (ms <= 0) {
+    // Whoever awaits the work later sees its failure; until then it must not count as unhandled.
+    work.catch(() => undefined);
+    return { settled: false };
+  }
   let timer: NodeJS.Timeout | undefined;
   const late = new Promise<Settled<T>>((resolve) => {
     timer = setTimeout(() => resolve({ settled: false }), ms);
@@ -229,6 +234,15 @@ export function createInteractionHandler(options: InteractionHandlerOptions) {
   const ackBudgetMs = options.ackBudgetMs ?? 50;
   const workConcurrency = options.workConcurrency ?? 4;
   const maxDecisionDelayMs = options.maxDecisionDelayMs ?? 1_000;
+
+  /**
+   * How long this click's checks may hold its answer. A lone click waits for them, so a refusal can
+   * be the answer itself; while other clicks are being answered too, each of them would wait behind
+   * the others' checks, so every one is acknowledged at once and its outcome follows.
+   */
+  function answerBudgetMs(): number {
+    return answering > 1 ? 0 : ackBudgetMs;
+  }
 
   /** A private message after the response was already sent (the outcome of work done after it). */
   async function followUp(meta: InteractionMeta, content: string): Promise<void> {
@@ -324,10 +338,11 @@ export function createInteractionHandler(options: InteractionHandlerOptions) {
         ? () => services.proposals.approve(proposalId, decider)
         : () => services.proposals.retry(proposalId, decider);
     const checking = checkClick(action, proposalId, decider);
-    const checked = await settleWithin(checking, ackBudgetMs);
+    const budgetMs = answerBudgetMs();
+    const checked = await settleWithin(checking, budgetMs);
     if (!checked.settled) {
-      // The database is slow right now: acknowledge in time, and let the outcome follow.
-      options.logger().warn({ proposalId, action, budgetMs: ackBudgetMs }, 'Discord click checks exceeded the answer budget; acknowledging first');
+      // A burst of clicks, or the database is slow right now: acknowledge in time, and let the outcome follow.
+      if (budgetMs > 0) options.logger().warn({ proposalId, action, budgetMs }, 'Discord click checks exceeded the answer budget; acknowledging first');
       // The modal's submit runs the full checks, so opening it unchecked lets nobody through.
       if (action === 'reject') return rejectModal(proposalId, undefined);
       return {
@@ -363,7 +378,7 @@ export function createInteractionHandler(options: InteractionHandlerOptions) {
         return explainRefusal(error);
       },
     );
-    const rejected = await settleWithin(rejecting, ackBudgetMs);
+    const rejected = await settleWithin(rejecting, answerBudgetMs());
     if (!rejected.settled) {
       return {
         response: DEFERRED_UPDATE,

@@ -60,6 +60,19 @@ function isTwokeyButtonPress(body: Record<string, unknown>): boolean {
 }
 
 /**
+ * A modal submission Slack could never send: Bolt and the listener read `view.state.values` and
+ * `view.private_metadata` without checking, so a signed body without them is refused here with a 400
+ * instead of failing inside a listener (which would leave it unanswered).
+ */
+function isMalformedViewSubmission(body: Record<string, unknown>): boolean {
+  if (body.type !== 'view_submission') return false;
+  const user = body.user as { id?: unknown } | null | undefined;
+  const view = body.view as { private_metadata?: unknown; state?: { values?: unknown } | null } | null | undefined;
+  const values = view?.state?.values;
+  return typeof user?.id !== 'string' || typeof view?.private_metadata !== 'string' || typeof values !== 'object' || values === null || Array.isArray(values);
+}
+
+/**
  * Bolt's Receiver living inside twokey's fastify server: Slack's requests arrive at `POST /slack/events`
  * on the same port as the agent API. The route sits in its own plugin scope so it alone keeps the raw
  * body the signature is computed over.
@@ -119,6 +132,10 @@ export class FastifySlackReceiver implements Receiver {
 
     const retryNum = Number(header(request, 'x-slack-retry-num'));
     const event = { body, retryNum: Number.isInteger(retryNum) ? retryNum : undefined, retryReason: header(request, 'x-slack-retry-reason') };
+    if (isMalformedViewSubmission(body)) {
+      this.options.log().warn({ requestId: request.id }, 'refused a Slack request: a view submission without its view state');
+      return reply.code(400).send();
+    }
     if (isTwokeyButtonPress(body)) {
       // Answer first, then let Bolt route it: in a burst of clicks every answer then goes out before
       // any click's work starts, instead of each waiting for Bolt's middleware on the ones before.

@@ -319,6 +319,22 @@ describe.each(drivers)('Slack events under fuzzing (%s)', (driver) => {
       expect(await snapshot()).toBe(before);
     });
 
+    it('answers 400 to a signed reject submission whose view has no state or no proposal id', async () => {
+      const submission = rejectSubmission({ proposalId: pendingId, userId: 'U0MALLORY' });
+      const before = await snapshot();
+      for (const view of [
+        { ...submission.view, state: null },
+        { ...submission.view, state: { values: 'none' } },
+        { ...submission.view, private_metadata: 42 },
+      ]) {
+        const payload = interactionBody({ ...submission, view });
+        const response = await post(payload, { 'content-type': form, ...slackHeaders(payload, nowSeconds()) });
+        expect(response.statusCode, JSON.stringify(view)).toBe(400);
+      }
+      await settled();
+      expect(await snapshot()).toBe(before);
+    });
+
     it('does not take a user id of "group:S0OPS" for the approving group slack:group:S0OPS', async () => {
       const before = await snapshot();
       const impostor = 'group:S0OPS';

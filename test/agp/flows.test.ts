@@ -130,6 +130,14 @@ describe.each(drivers)('the specification flows (%s)', (driver) => {
       expect(await twokey.request('/agp/discover', { apiKey: 'tk_agent_nope', body: { businessId: 'echo' } })).toMatchObject({ status: 401 });
       expect(await twokey.request('/agp/query', { apiKey, body: { businessId: 'echo' } })).toMatchObject({ status: 400, body: { error: { code: 'invalid_request' } } });
     });
+
+    it('answers an unknown /agp path with a 404 that AGP clients can read (top-level message)', async () => {
+      const unknown = await twokey.request('/agp/execute/confirm', { apiKey, body: { businessId: 'echo' } });
+      expect(unknown).toMatchObject({
+        status: 404,
+        body: { error: { code: 'not_found', message: 'no route POST /agp/execute/confirm' }, message: 'no route POST /agp/execute/confirm' },
+      });
+    });
   });
 
   describe('the Echo adapter two-step (policy open)', () => {

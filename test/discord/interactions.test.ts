@@ -111,6 +111,22 @@ describe('Discord interactions when the database is slow', () => {
     expect(approve).toHaveBeenCalledWith(proposal.id, { identity: `discord:user:${ALICE}`, memberOf: [`discord:role:${GUILD}`], via: 'discord' });
   });
 
+  it('answers a click at once while another is still being checked, whatever the budget, and decides it afterwards', async () => {
+    const { services, approve, release } = slowServices();
+    const handler = createInteractionHandler({ services, rest, logger: () => silent, ackBudgetMs: 60_000 });
+    const lone = handler.handle(buttonPress(`twokey:approve:${proposal.id}`, { userId: ALICE }));
+    const second = await answerWithin(handler.handle(buttonPress(`twokey:approve:${proposal.id}`, { userId: ALICE })), 1_000);
+    expect(second).toMatchObject({ response: { type: 6 } });
+    if (second) handler.runAfter(second);
+    expect(approve).not.toHaveBeenCalled();
+    release();
+    const first = await lone;
+    expect(first).toMatchObject({ response: { type: 6 } });
+    if (first) handler.runAfter(first);
+    await handler.drain();
+    expect(approve).toHaveBeenCalledTimes(2);
+  });
+
   it('still opens the reject modal, and a slow modal submit is acknowledged with its refusal following', async () => {
     const { services, release } = slowServices();
     const handler = createInteractionHandler({ services, rest, logger: () => silent, ackBudgetMs: 100 });
