@@ -175,15 +175,16 @@ export interface InteractionHandlerOptions {
   maxDecisionDelayMs?: number;
 }
 
+/** Starts `work` the first time it is called; later calls get the same promise. */
+function startedOnce<T>(work: () => Promise<T>): () => Promise<T> {
+  let started: Promise<T> | undefined;
+  return () => (started ??= work());
+}
+
 type Settled<T> = { settled: true; value: T } | { settled: false };
 
-/** Waits for `work` at most `ms` (not at all for 0); the work itself goes on either way. */
+/** Waits for `work` at most `ms`; the work itself goes on either way. */
 async function settleWithin<T>(work: Promise<T>, ms: number): Promise<Settled<T>> {
-  if (ms <= 0) {
-    // Whoever awaits the work later sees its failure; until then it must not count as unhandled.
-    work.catch(() => undefined);
-    return { settled: false };
-  }
   let timer: NodeJS.Timeout | undefined;
   const late = new Promise<Settled<T>>((resolve) => {
     timer = setTimeout(() => resolve({ settled: false }), ms);
@@ -337,9 +338,11 @@ export function createInteractionHandler(options: InteractionHandlerOptions) {
       action === 'approve'
         ? () => services.proposals.approve(proposalId, decider)
         : () => services.proposals.retry(proposalId, decider);
-    const checking = checkClick(action, proposalId, decider);
     const budgetMs = answerBudgetMs();
-    const checked = await settleWithin(checking, budgetMs);
+    // Started only when awaited: in a burst the checks wait until every answer is out (on PGlite a
+    // query holds this thread, so a check started now would delay the answers behind it).
+    const checking = startedOnce(() => checkClick(action, proposalId, decider));
+    const checked = budgetMs > 0 ? await settleWithin(checking(), budgetMs) : ({ settled: false } as const);
     if (!checked.settled) {
       // A burst of clicks, or the database is slow right now: acknowledge in time, and let the outcome follow.
       if (budgetMs > 0) options.logger().warn({ proposalId, action, budgetMs }, 'Discord click checks exceeded the answer budget; acknowledging first');
@@ -350,7 +353,7 @@ export function createInteractionHandler(options: InteractionHandlerOptions) {
         after: async () => {
           let refusal: string | null;
           try {
-            ({ refusal } = await checking);
+            ({ refusal } = await checking());
           } catch (error) {
             options.logger().error({ err: error, proposalId, interactionId: meta.id }, 'Discord click checks failed');
             return followUp(meta, explainRefusal(error));
@@ -371,19 +374,22 @@ export function createInteractionHandler(options: InteractionHandlerOptions) {
     if (target?.action !== 'reject') return ephemeral('twokey does not know this form.');
     const { proposalId } = target;
     // One short transaction and no execution, so usually done before answering: a refusal is then the answer itself.
-    const rejecting = services.proposals.reject(proposalId, decider, reason).then(
-      () => null,
-      (error: unknown) => {
-        if (!isTwokeyError(error)) options.logger().error({ err: error, proposalId }, 'Discord rejection failed');
-        return explainRefusal(error);
-      },
+    const rejecting = startedOnce(() =>
+      services.proposals.reject(proposalId, decider, reason).then(
+        () => null,
+        (error: unknown) => {
+          if (!isTwokeyError(error)) options.logger().error({ err: error, proposalId }, 'Discord rejection failed');
+          return explainRefusal(error);
+        },
+      ),
     );
-    const rejected = await settleWithin(rejecting, answerBudgetMs());
+    const budgetMs = answerBudgetMs();
+    const rejected = budgetMs > 0 ? await settleWithin(rejecting(), budgetMs) : ({ settled: false } as const);
     if (!rejected.settled) {
       return {
         response: DEFERRED_UPDATE,
         after: async () => {
-          const refusal = await rejecting;
+          const refusal = await rejecting();
           if (refusal) await followUp(meta, refusal);
         },
       };
