@@ -39,11 +39,13 @@ export interface DiscordTuning {
   /** Standby replicas try the gateway lock this often. */
   gatewayRetryMs: number;
   /**
-   * Longest the checks before an interaction response may take. They take a few milliseconds when
-   * twokey is idle; in a burst of clicks it answers in time instead (a deferred update, or the
-   * reject modal unchecked) and sends any refusal as an ephemeral follow-up. Discord's limit is 3 s.
+   * Longest the checks before a lone click's response may take. They take a few milliseconds when
+   * twokey is idle; past this, or in a burst of clicks, it answers at once instead (a deferred update,
+   * or the reject modal unchecked) and sends any refusal as an ephemeral follow-up. Discord's limit is 3 s.
    */
   ackBudgetMs: number;
+  /** A click arriving within this long of the previous one is part of a burst and is answered at once. */
+  burstGapMs: number;
   /** Decisions running at once after their responses (default: 1 on PGlite, 4 on PostgreSQL). */
   workConcurrency: number;
 }
@@ -54,6 +56,7 @@ const defaultTuning: DiscordTuning = {
   requestTimeoutMs: 10_000,
   gatewayRetryMs: 5_000,
   ackBudgetMs: 50,
+  burstGapMs: 250,
   workConcurrency: 4,
 };
 
@@ -119,6 +122,7 @@ export function createDiscordIntegration(options: DiscordIntegrationOptions): Di
     rest,
     logger: log,
     ackBudgetMs: tuning.ackBudgetMs,
+    burstGapMs: tuning.burstGapMs,
     workConcurrency: tuning.workConcurrency,
   });
 

@@ -167,6 +167,11 @@ export interface InteractionHandlerOptions {
    */
   ackBudgetMs?: number;
   /**
+   * A click arriving within this long of the previous one (or while another is being answered) is
+   * part of a burst: answered at once, its checks after the answer.
+   */
+  burstGapMs?: number;
+  /**
    * Decisions running at once after their responses. Bounded so a burst of clicks cannot queue so much
    * database work that the next clicks' checks miss Discord's 3 seconds; the rest wait their turn.
    */
@@ -233,17 +238,9 @@ export function createInteractionHandler(options: InteractionHandlerOptions) {
   let draining = 0;
   const followUpDeadlineMs = options.followUpDeadlineMs ?? 10_000;
   const ackBudgetMs = options.ackBudgetMs ?? 50;
+  const burstGapMs = options.burstGapMs ?? QUIET_MS;
   const workConcurrency = options.workConcurrency ?? 4;
   const maxDecisionDelayMs = options.maxDecisionDelayMs ?? 1_000;
-
-  /**
-   * How long this click's checks may hold its answer. A lone click waits for them, so a refusal can
-   * be the answer itself; while other clicks are being answered too, each of them would wait behind
-   * the others' checks, so every one is acknowledged at once and its outcome follows.
-   */
-  function answerBudgetMs(): number {
-    return answering > 1 ? 0 : ackBudgetMs;
-  }
 
   /** A private message after the response was already sent (the outcome of work done after it). */
   async function followUp(meta: InteractionMeta, content: string): Promise<void> {
@@ -330,7 +327,7 @@ export function createInteractionHandler(options: InteractionHandlerOptions) {
     };
   }
 
-  async function onButton(meta: InteractionMeta, decider: Decider, customId: string): Promise<InteractionReply> {
+  async function onButton(meta: InteractionMeta, decider: Decider, customId: string, budgetMs: number): Promise<InteractionReply> {
     const target = parseCustomId(customId);
     if (!target) return ephemeral('twokey does not know this button.');
     const { action, proposalId } = target;
@@ -338,7 +335,6 @@ export function createInteractionHandler(options: InteractionHandlerOptions) {
       action === 'approve'
         ? () => services.proposals.approve(proposalId, decider)
         : () => services.proposals.retry(proposalId, decider);
-    const budgetMs = answerBudgetMs();
     // Started only when awaited: in a burst the checks wait until every answer is out (on PGlite a
     // query holds this thread, so a check started now would delay the answers behind it).
     const checking = startedOnce(() => checkClick(action, proposalId, decider));
@@ -369,7 +365,7 @@ export function createInteractionHandler(options: InteractionHandlerOptions) {
     return { response: DEFERRED_UPDATE, after: decideLater(meta, proposalId, decide) };
   }
 
-  async function onModal(meta: InteractionMeta, decider: Decider, customId: string, reason: string | null): Promise<InteractionReply> {
+  async function onModal(meta: InteractionMeta, decider: Decider, customId: string, reason: string | null, budgetMs: number): Promise<InteractionReply> {
     const target = parseCustomId(customId);
     if (target?.action !== 'reject') return ephemeral('twokey does not know this form.');
     const { proposalId } = target;
@@ -383,7 +379,6 @@ export function createInteractionHandler(options: InteractionHandlerOptions) {
         },
       ),
     );
-    const budgetMs = answerBudgetMs();
     const rejected = budgetMs > 0 ? await settleWithin(rejecting(), budgetMs) : ({ settled: false } as const);
     if (!rejected.settled) {
       return {
@@ -397,25 +392,32 @@ export function createInteractionHandler(options: InteractionHandlerOptions) {
     return rejected.value ? ephemeral(rejected.value) : { response: DEFERRED_UPDATE };
   }
 
-  async function answer(interaction: ParsedInteraction): Promise<InteractionReply> {
+  /**
+   * `budgetMs`: how long the checks may hold the answer. A lone click waits for them, so a refusal
+   * can be the answer itself; in a burst each would wait behind the others' checks, so every click
+   * is acknowledged at once and its outcome follows.
+   */
+  async function answer(interaction: ParsedInteraction, budgetMs: number): Promise<InteractionReply> {
     if (interaction.kind === 'ping') return { response: { type: InteractionResponseType.Pong } };
     const { meta } = interaction;
     if (interaction.kind === 'other') return ephemeral('twokey only handles its own Approve, Reject and Retry buttons.');
     // Marked before any await, so identical interactions arriving together are handled once.
     if (!recent.add(meta.id)) return { response: DEFERRED_UPDATE };
     if (!meta.decider) return ephemeral('twokey could not tell who you are, so nothing changed.');
-    if (interaction.kind === 'component') return onButton(meta, meta.decider, interaction.customId);
-    return onModal(meta, meta.decider, interaction.customId, interaction.reason);
+    if (interaction.kind === 'component') return onButton(meta, meta.decider, interaction.customId, budgetMs);
+    return onModal(meta, meta.decider, interaction.customId, interaction.reason, budgetMs);
   }
 
   /** Returns the response for one interaction; null when the payload is not an interaction at all. */
   async function handle(payload: unknown): Promise<InteractionReply | null> {
     const interaction = parseInteraction(payload);
     if (!interaction) return null;
+    const now = Date.now();
+    const lone = answering === 0 && now - lastClickAt >= burstGapMs;
     answering += 1;
-    lastClickAt = Date.now();
+    lastClickAt = now;
     try {
-      return await answer(interaction);
+      return await answer(interaction, lone ? ackBudgetMs : 0);
     } finally {
       answering -= 1;
       startWaiting();

@@ -174,8 +174,9 @@ export async function startDiscordTwokey(options: {
       ...options.env,
     },
     integrations: (services, env) => {
-      // A generous answer budget: these tests read refusals from the response itself, even on a busy CI machine.
-      discord = createDiscordIntegration({ env, services, tuning: { ackBudgetMs: 2_000, ...options.tuning } });
+      // A generous answer budget and no burst gap: these tests click in quick succession and read
+      // refusals from the response itself, even on a busy CI machine.
+      discord = createDiscordIntegration({ env, services, tuning: { ackBudgetMs: 2_000, burstGapMs: 0, ...options.tuning } });
       return [discord];
     },
   });

@@ -130,6 +130,21 @@ describe('Discord interactions when the database is slow', () => {
     expect(approve).toHaveBeenCalledTimes(2);
   });
 
+  it('answers a click that follows another within the burst gap at once, its checks after the answer', async () => {
+    const { services, approve, release } = slowServices();
+    const handler = createInteractionHandler({ services, rest, logger: () => silent, ackBudgetMs: 20, burstGapMs: 60_000 });
+    const first = await handler.handle(buttonPress(`twokey:approve:${proposal.id}`, { userId: ALICE }));
+    const reads = vi.spyOn(services.store, 'getProposal');
+    const next = await answerWithin(handler.handle(buttonPress(`twokey:approve:${proposal.id}`, { userId: ALICE })), 1_000);
+    expect(next).toMatchObject({ response: { type: 6 } });
+    expect(reads).not.toHaveBeenCalled();
+    for (const reply of [first, next]) if (reply) handler.runAfter(reply);
+    release();
+    await handler.drain();
+    expect(reads).toHaveBeenCalled();
+    expect(approve).toHaveBeenCalledTimes(2);
+  });
+
   it('still opens the reject modal, and a slow modal submit is acknowledged with its refusal following', async () => {
     const { services, release } = slowServices();
     const handler = createInteractionHandler({ services, rest, logger: () => silent, ackBudgetMs: 100 });
