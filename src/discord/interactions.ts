@@ -100,7 +100,7 @@ const REASON_INPUT = 'reason';
  * reading a burst slowly does not see lulls inside it; short enough that a lone click's decision
  * (and its message edit) follows within a fraction of a second.
  */
-const QUIET_MS = 250;
+const DEFAULT_BURST_GAP_MS = 250;
 
 const ephemeral = (content: string): InteractionReply => ({
   response: {
@@ -167,8 +167,9 @@ export interface InteractionHandlerOptions {
    */
   ackBudgetMs?: number;
   /**
-   * A click arriving within this long of the previous one (or while another is being answered) is
-   * part of a burst: answered at once, its checks after the answer.
+   * Clicks closer together than this (or arriving while another is being answered) form a burst.
+   * During one, every click is answered at once with its checks after the answer, and decisions wait
+   * for the lull. Default 250 ms.
    */
   burstGapMs?: number;
   /**
@@ -238,7 +239,7 @@ export function createInteractionHandler(options: InteractionHandlerOptions) {
   let draining = 0;
   const followUpDeadlineMs = options.followUpDeadlineMs ?? 10_000;
   const ackBudgetMs = options.ackBudgetMs ?? 50;
-  const burstGapMs = options.burstGapMs ?? QUIET_MS;
+  const burstGapMs = options.burstGapMs ?? DEFAULT_BURST_GAP_MS;
   const workConcurrency = options.workConcurrency ?? 4;
   const maxDecisionDelayMs = options.maxDecisionDelayMs ?? 1_000;
 
@@ -413,26 +414,30 @@ export function createInteractionHandler(options: InteractionHandlerOptions) {
     const interaction = parseInteraction(payload);
     if (!interaction) return null;
     const now = Date.now();
-    const lone = answering === 0 && now - lastClickAt >= burstGapMs;
+    const budgetMs = isQuiet(now) ? ackBudgetMs : 0;
     answering += 1;
     lastClickAt = now;
     try {
-      return await answer(interaction, lone ? ackBudgetMs : 0);
+      return await answer(interaction, budgetMs);
     } finally {
       answering -= 1;
       startWaiting();
     }
   }
 
+  /** No click is being answered and none arrived in the last `burstGapMs`: not in a burst. */
+  function isQuiet(now: number): boolean {
+    return answering === 0 && now - lastClickAt >= burstGapMs;
+  }
+
   /**
    * Responses come first: they have Discord's 3 seconds, a decision has none, and both share one event
-   * loop and (on PGlite) one database queue. During a burst of clicks (one being checked, or one in
-   * the last `QUIET_MS`) decisions wait, and only one runs at a time once the oldest has waited
+   * loop and (on PGlite) one database queue. During a burst of clicks decisions wait, and only one runs at a time once the oldest has waited
    * `maxDecisionDelayMs`, so a steady stream of clicks cannot starve them; when quiet, up to
    * `workConcurrency` run.
    */
   function startWaiting(): void {
-    const quiet = draining > 0 || (answering === 0 && Date.now() - lastClickAt >= QUIET_MS);
+    const quiet = draining > 0 || isQuiet(Date.now());
     const limit = quiet ? workConcurrency : 1;
     while (waiting.length > 0 && running < limit) {
       const [oldest] = waiting;
@@ -441,10 +446,12 @@ export function createInteractionHandler(options: InteractionHandlerOptions) {
       oldest.start();
     }
     if (waiting.length > 0 && running < workConcurrency && !recheck) {
+      // Look again once the burst could be over or the oldest decision has waited long enough;
+      // at least 10 ms, so a gap of 0 (tests) does not spin.
       recheck = setTimeout(() => {
         recheck = null;
         startWaiting();
-      }, QUIET_MS);
+      }, Math.max(10, Math.min(burstGapMs, maxDecisionDelayMs)));
       recheck.unref();
     }
   }

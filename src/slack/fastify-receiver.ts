@@ -130,12 +130,13 @@ export class FastifySlackReceiver implements Receiver {
     }
     if (body.ssl_check !== undefined) return reply.code(200).send();
 
-    const retryNum = Number(header(request, 'x-slack-retry-num'));
-    const event = { body, retryNum: Number.isInteger(retryNum) ? retryNum : undefined, retryReason: header(request, 'x-slack-retry-reason') };
     if (isMalformedViewSubmission(body)) {
       this.options.log().warn({ requestId: request.id }, 'refused a Slack request: a view submission without its view state');
       return reply.code(400).send();
     }
+
+    const retryNum = Number(header(request, 'x-slack-retry-num'));
+    const event = { body, retryNum: Number.isInteger(retryNum) ? retryNum : undefined, retryReason: header(request, 'x-slack-retry-reason') };
     if (isTwokeyButtonPress(body)) {
       // Answer first, then let Bolt route it: in a burst of clicks every answer then goes out before
       // any click's work starts, instead of each waiting for Bolt's middleware on the ones before.

@@ -174,8 +174,8 @@ export async function startDiscordTwokey(options: {
       ...options.env,
     },
     integrations: (services, env) => {
-      // A generous answer budget and no burst gap: these tests click in quick succession and read
-      // refusals from the response itself, even on a busy CI machine.
+      // A generous answer budget and no burst gap: these tests click in quick succession, read
+      // refusals from the response itself even on a busy CI machine, and need no lull before decisions.
       discord = createDiscordIntegration({ env, services, tuning: { ackBudgetMs: 2_000, burstGapMs: 0, ...options.tuning } });
       return [discord];
     },

@@ -145,6 +145,21 @@ describe('Discord interactions when the database is slow', () => {
     expect(approve).toHaveBeenCalledTimes(2);
   });
 
+  it('holds a decision within the burst gap of the last click until it has waited maxDecisionDelayMs, and runs it at once when quiet', async () => {
+    const decisionDelay = async (burstGapMs: number) => {
+      const { services, approve, release } = slowServices();
+      release();
+      const handler = createInteractionHandler({ services, rest, logger: () => silent, ackBudgetMs: 1_000, burstGapMs, maxDecisionDelayMs: 1_500 });
+      const reply = await handler.handle(buttonPress(`twokey:approve:${proposal.id}`, { userId: ALICE }));
+      const answeredAt = Date.now();
+      if (reply) handler.runAfter(reply);
+      await vi.waitFor(() => expect(approve).toHaveBeenCalledTimes(1), { timeout: 5_000, interval: 5 });
+      return Date.now() - answeredAt;
+    };
+    expect(await decisionDelay(60_000)).toBeGreaterThanOrEqual(1_490);
+    expect(await decisionDelay(0)).toBeLessThan(1_000);
+  });
+
   it('still opens the reject modal, and a slow modal submit is acknowledged with its refusal following', async () => {
     const { services, release } = slowServices();
     const handler = createInteractionHandler({ services, rest, logger: () => silent, ackBudgetMs: 100 });
