@@ -16,7 +16,12 @@
  * A PostgreSQL run works in a throwaway database of its own on that server.
  * Knobs: BENCH_SEQUENTIAL (cycles one at a time, default 100), BENCH_CYCLES (cycles per concurrent
  * run, default 400), BENCH_BULK (proposals before the second memory reading, default 10000),
- * BENCH_PROFILE_DIR (write CPU profiles of the measured twokey there, to see where time goes).
+ * BENCH_PROFILE_DIR (write CPU profiles of the measured twokey there, to see where time goes),
+ * BENCH_SECTIONS (comma list of startup,cycles,clicks,raw,minimal,core,agp,memory; default all),
+ * BENCH_DRIVERS=postgres (skip PGlite).
+ * Also: CPU ms per cycle of `twokey serve` (utime+stime from /proc/<pid>/stat), SQL statements and
+ * transactions per step, the minimal raw propose + commit cycle (2 transactions) and twokey's core
+ * cycle over HTTP as a ratio of it (and with two replicas on PostgreSQL), AGP `open` execute on echo.
  * Figures are printed and written to bench/results/latest.json (section "run").
  */
 import { execFileSync } from 'node:child_process';
@@ -32,7 +37,17 @@ import { approveCycle, CYCLE_STEPS, type Chat, type CycleTimes } from './support
 import { recordOneCycle, replayOn } from './support/raw-baseline.js';
 import { replayTarget } from './support/sql-trace.js';
 import { percentiles, recordResults, round, rssMiB, runConcurrently, sleep, type Percentiles } from './support/stats.js';
-import { agentClient, createAgents, createBenchDatabase, startTwokeyProcess, type AgentClient, type BenchDatabase } from './support/twokey-process.js';
+import {
+  agentClient,
+  createAgents,
+  createBenchDatabase,
+  startTwokeyProcess,
+  type AgentClient,
+  type BenchAgent,
+  type BenchDatabase,
+  type TwokeyProcess,
+} from './support/twokey-process.js';
+import { agpOpenExecutes, coreCycles, createApprover, minimalCycles, withCpu } from './support/hotpath.js';
 import { startWorld, type World } from './support/world.js';
 
 const SEQUENTIAL = Number(process.env.BENCH_SEQUENTIAL ?? 100);
@@ -46,19 +61,25 @@ const AGENTS = 100;
 const cyclesAt = (concurrency: number) => (concurrency === 1 ? SEQUENTIAL : CONCURRENT);
 const rounded = (figures: Percentiles) => ({ p50: round(figures.p50), p99: round(figures.p99), max: round(figures.max) });
 
-async function fullCycles(world: World, url: string, agents: AgentClient[]) {
+async function fullCycles(world: World, url: string, agents: AgentClient[], pid: number) {
   const agentFor = (i: number) => agents[i % agents.length] as AgentClient;
   for (let i = 0; i < 20; i += 1) await approveCycle(world, url, 'slack', agentFor(i), i);
   const runs = [];
   for (const concurrency of CONCURRENCY) {
     const samples: CycleTimes[] = [];
-    const seconds = await runConcurrently(cyclesAt(concurrency), concurrency, async (i) => {
-      samples.push(await approveCycle(world, url, 'slack', agentFor(i), i));
+    const { result: seconds, cpuMs } = await withCpu(pid, async () => {
+      const elapsed = await runConcurrently(cyclesAt(concurrency), concurrency, async (i) => {
+        samples.push(await approveCycle(world, url, 'slack', agentFor(i), i));
+      });
+      // The cycle's tail (the chat edit after commit) is still twokey's work for the cycle.
+      await sleep(1_000);
+      return elapsed;
     });
     runs.push({
       concurrency,
       cycles: samples.length,
       cyclesPerSecond: round(samples.length / seconds),
+      cpuMsPerCycle: round(cpuMs / samples.length, 2),
       stepsMs: Object.fromEntries(CYCLE_STEPS.map((step) => [step, rounded(percentiles(samples.map((sample) => sample[step])))])),
     });
     world.forget();
@@ -84,11 +105,20 @@ async function clickBurst(world: World, url: string, chat: Chat, agents: AgentCl
   await Promise.all(ids.map((id, i) => (clickers[i] as AgentClient).until(id, 'committed')));
   const allCommittedMs = performance.now() - started;
   world.forget();
-  return { clicks: latencies.length, ...rounded(percentiles(latencies)), forgedP50: round(floor.p50), forgedP99: round(floor.p99), allCommittedMs: round(allCommittedMs, 0) };
+  return {
+    clicks: latencies.length,
+    ...rounded(percentiles(latencies)),
+    forgedP50: round(floor.p50),
+    forgedP99: round(floor.p99),
+    allCommittedMs: round(allCommittedMs, 0),
+  };
 }
 
 /** A database to replay on, with an agent of its own: the served one on PostgreSQL, a new directory on PGlite. */
-async function replayDatabase(database: BenchDatabase, world: World): Promise<{ target: Database; agentId: string; agentKeyHash: string; close(): Promise<void> }> {
+async function replayDatabase(
+  database: BenchDatabase,
+  world: World,
+): Promise<{ target: Database; agentId: string; agentKeyHash: string; close(): Promise<void> }> {
   const dataDir = database.url ? database.dataDir : await mkdtemp(join(tmpdir(), 'twokey-raw-'));
   // The same pool size `twokey serve` uses.
   const target = await openDatabase({ databaseUrl: database.url, dataDir, poolSize: 10 });
@@ -119,7 +149,7 @@ async function rawCycles(world: World, database: BenchDatabase, serverUrl: strin
       const seconds = await runConcurrently(cyclesAt(concurrency), concurrency, () => replay.run(target));
       runs.push({ concurrency, cyclesPerSecond: round(cyclesAt(concurrency) / seconds) });
     }
-    return { statementsPerCycle: replay.statements, transactionsPerCycle: replay.transactions, runs };
+    return { statementsPerCycle: replay.statements, transactionsPerCycle: replay.transactions, steps: recorded.steps, runs };
   } finally {
     await replayOnto.close();
   }
@@ -138,6 +168,36 @@ async function memoryAfterBulk(world: World, pid: number, agents: AgentClient[])
   return rss;
 }
 
+const SECTIONS = new Set((process.env.BENCH_SECTIONS ?? 'startup,cycles,clicks,raw,minimal,core,agp,memory').split(','));
+
+/** The minimal raw cycle, and twokey's core cycle over HTTP (one replica, and two on PostgreSQL), at 16 agents. */
+async function coreFigures(world: World, database: BenchDatabase, twokey: TwokeyProcess, benchAgents: BenchAgent[]) {
+  const concurrency = 16;
+  const minimal = SECTIONS.has('minimal') ? await minimalCycles(database, world.configYaml, world.env, concurrency, CONCURRENT) : null;
+  if (!SECTIONS.has('core')) return { minimal };
+  const approver = await createApprover(database, world.configYaml, world.env);
+  try {
+    const { result: oneReplica, cpuMs } = await withCpu(twokey.pid, () => coreCycles([twokey.url], benchAgents, approver.approve, concurrency, CONCURRENT));
+    const core = {
+      ...oneReplica,
+      cpuMsPerCycle: round(cpuMs / oneReplica.cycles, 2),
+      ofMinimal: minimal ? round(oneReplica.cyclesPerSecond / minimal.cyclesPerSecond, 2) : null,
+    };
+    let twoReplicas = null;
+    if (database.kind === 'postgres') {
+      const second = await startTwokeyProcess(database, world.configYaml, world.env);
+      try {
+        twoReplicas = await coreCycles([twokey.url, second.url], benchAgents, approver.approve, concurrency, CONCURRENT);
+      } finally {
+        await second.stop();
+      }
+    }
+    return { minimal, core, twoReplicas };
+  } finally {
+    await approver.close();
+  }
+}
+
 async function benchDriver(serverUrl: string | undefined) {
   const world = await startWorld();
   const database = await createBenchDatabase(serverUrl);
@@ -149,17 +209,24 @@ async function benchDriver(serverUrl: string | undefined) {
     try {
       await sleep(3_000);
       const rssAtRestMiB = await rssMiB(twokey.pid);
-      const agents = (await createAgents(database, world.configYaml, world.env, AGENTS)).map((agent) => agentClient(twokey.url, agent));
-      const cycles = await fullCycles(world, twokey.url, agents);
-      const clicks = { slack: await clickBurst(world, twokey.url, 'slack', agents), discord: await clickBurst(world, twokey.url, 'discord', agents) };
-      const raw = await rawCycles(world, database, serverUrl);
-      const rssAfterBulkMiB = await memoryAfterBulk(world, twokey.pid, agents);
+      const benchAgents = await createAgents(database, world.configYaml, world.env, AGENTS);
+      const agents = benchAgents.map((agent) => agentClient(twokey.url, agent));
+      const cycles = SECTIONS.has('cycles') ? await fullCycles(world, twokey.url, agents, twokey.pid) : [];
+      const clicks = SECTIONS.has('clicks')
+        ? { slack: await clickBurst(world, twokey.url, 'slack', agents), discord: await clickBurst(world, twokey.url, 'discord', agents) }
+        : null;
+      const raw = SECTIONS.has('raw') ? await rawCycles(world, database, serverUrl) : null;
+      const hotpath = await coreFigures(world, database, twokey, benchAgents);
+      const agp = SECTIONS.has('agp') ? await agpOpenExecutes(twokey.url, benchAgents, 16, Math.max(CONCURRENT * 5, 2_000)) : null;
+      const rssAfterBulkMiB = SECTIONS.has('memory') ? await memoryAfterBulk(world, twokey.pid, agents) : null;
       return {
         driver: database.kind,
         startupMs: { newDatabase: round(first.startupMs, 0), existingDatabase: round(twokey.startupMs, 0) },
         rssMiB: { atRest: rssAtRestMiB, [`after${BULK}Proposals`]: rssAfterBulkMiB },
         cycles,
         raw,
+        ...hotpath,
+        agp,
         clicks,
       };
     } finally {
@@ -176,27 +243,73 @@ function printReport(drivers: Array<Awaited<ReturnType<typeof benchDriver>>>) {
   console.table(
     drivers.flatMap((figures) =>
       figures.cycles.map((run) => {
-        const raw = figures.raw.runs.find((r) => r.concurrency === run.concurrency)?.cyclesPerSecond ?? 0;
+        const raw = figures.raw?.runs.find((r) => r.concurrency === run.concurrency)?.cyclesPerSecond ?? 0;
         return {
           database: figures.driver,
           agents: run.concurrency,
           cycles: run.cycles,
           'cycles/s': run.cyclesPerSecond,
+          'CPU ms/cycle': run.cpuMsPerCycle,
           'raw SQL cycles/s': raw,
-          'twokey/raw': round(run.cyclesPerSecond / raw, 2),
+          'twokey/raw': raw ? round(run.cyclesPerSecond / raw, 2) : null,
           ...Object.fromEntries(Object.entries(run.stepsMs).map(([step, ms]) => [step, `${ms.p50} / ${ms.p99}`])),
         };
       }),
     ),
   );
-  console.log('(step columns: p50 / p99; raw SQL = the same statements and transactions, replayed directly)');
-  console.log('\nClick answers, 100 at once (ms; forged = the same burst with a wrong signature, refused: the floor)');
-  console.table(drivers.flatMap((figures) => (['slack', 'discord'] as const).map((chat) => ({ database: figures.driver, chat, ...figures.clicks[chat] }))));
+  console.log("(step columns: p50 / p99; raw SQL = the same statements and transactions, replayed directly; CPU = twokey serve's user+system time / cycles)");
+  if (drivers.some((figures) => figures.raw)) {
+    console.log('\nSQL per step of one full cycle (statements / transactions), recorded at the driver');
+    console.table(
+      drivers
+        .filter((figures) => figures.raw)
+        .map((figures) => ({
+          database: figures.driver,
+          ...Object.fromEntries(figures.raw!.steps.map((step) => [step.step, `${step.statements} / ${step.transactions}`])),
+          total: `${figures.raw!.statementsPerCycle} / ${figures.raw!.transactionsPerCycle}`,
+        })),
+    );
+  }
+  if (drivers.some((figures) => figures.minimal || figures.core)) {
+    console.log(
+      '\nCore cycle over HTTP (propose → approve, CLI path → commit with the token; echo, no chat) against the minimal raw cycle (2 transactions), 16 agents',
+    );
+    console.table(
+      drivers.map((figures) => ({
+        database: figures.driver,
+        'minimal raw cycles/s': figures.minimal?.cyclesPerSecond ?? null,
+        'core cycles/s': figures.core?.cyclesPerSecond ?? null,
+        'core/minimal': figures.core?.ofMinimal ?? null,
+        'core CPU ms/cycle': figures.core?.cpuMsPerCycle ?? null,
+        'core cycles/s, two replicas': figures.twoReplicas?.cyclesPerSecond ?? null,
+      })),
+    );
+  }
+  if (drivers.some((figures) => figures.agp)) {
+    console.log('\nAGP execute, policy open, echo business, 16 agents (ms; added = p50 − /healthz p50)');
+    console.table(drivers.filter((figures) => figures.agp).map((figures) => ({ database: figures.driver, ...figures.agp })));
+  }
+  if (drivers.some((figures) => figures.clicks)) {
+    console.log('\nClick answers, 100 at once (ms; forged = the same burst with a wrong signature, refused: the floor)');
+    console.table(
+      drivers.flatMap((figures) =>
+        figures.clicks ? (['slack', 'discord'] as const).map((chat) => ({ database: figures.driver, chat, ...figures.clicks![chat] })) : [],
+      ),
+    );
+  }
   console.log('\nStart-up (ms) and resident memory (MiB)');
-  console.table(drivers.map((figures) => ({ database: figures.driver, ...figures.startupMs, ...figures.rssMiB, 'SQL statements per cycle': figures.raw.statementsPerCycle, 'transactions per cycle': figures.raw.transactionsPerCycle })));
+  console.table(
+    drivers.map((figures) => ({
+      database: figures.driver,
+      ...figures.startupMs,
+      ...figures.rssMiB,
+      'SQL statements per cycle': figures.raw?.statementsPerCycle ?? null,
+      'transactions per cycle': figures.raw?.transactionsPerCycle ?? null,
+    })),
+  );
 }
 
-const drivers = [await benchDriver(undefined)];
+const drivers = process.env.BENCH_DRIVERS === 'postgres' ? [] : [await benchDriver(undefined)];
 if (process.env.DATABASE_URL) drivers.push(await benchDriver(process.env.DATABASE_URL));
 printReport(drivers);
 const commit = (() => {

@@ -66,7 +66,11 @@ async function perform(work: Work, world: World, url: string, agent: AgentClient
       return agent.cancel(id);
     }
     case 'reads':
-      for (const [path, auth] of [['/v1/operations', true], ['/readyz', false], ['/metrics', false]] as const) {
+      for (const [path, auth] of [
+        ['/v1/operations', true],
+        ['/readyz', false],
+        ['/metrics', false],
+      ] as const) {
         const response = await fetch(`${url}${path}`, auth ? { headers: { authorization: `Bearer ${apiKey}` } } : {});
         await response.arrayBuffer();
         if (!response.ok) throw new Error(`${path} answered ${response.status}`);
@@ -95,7 +99,14 @@ async function main() {
         while (elapsed() < SECONDS * 1000) {
           const index = n++;
           const work = pickWork();
-          await perform(work, world, twokey.url, clients[index % clients.length] as AgentClient, (agents[index % agents.length] as { apiKey: string }).apiKey, index);
+          await perform(
+            work,
+            world,
+            twokey.url,
+            clients[index % clients.length] as AgentClient,
+            (agents[index % agents.length] as { apiKey: string }).apiKey,
+            index,
+          );
           done.set(work, (done.get(work) ?? 0) + 1);
         }
       }),

@@ -1,7 +1,11 @@
 #!/usr/bin/env node
-// twokey runs from its TypeScript sources; tsx compiles them on load, so there is no build step.
-import { register } from 'tsx/esm/api';
+// The compiled twokey (`npm run build`, which `npm install` runs through `prepare`).
+import { existsSync } from 'node:fs';
 
-register();
-const { main } = await import('../src/cli/main.ts');
+const entry = new URL('../dist/cli/main.js', import.meta.url);
+if (!existsSync(entry)) {
+  process.stderr.write('twokey is not built: run "npm run build" (or "npm install", which builds it) first.\n');
+  process.exit(1);
+}
+const { main } = await import(entry.href);
 await main(process.argv);

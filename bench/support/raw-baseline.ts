@@ -14,7 +14,12 @@ import { agentClient, createBenchDatabase } from './twokey-process.js';
 import { sleep } from './stats.js';
 import type { World } from './world.js';
 
+/** Where each step of the recorded cycle ends, as an index into `statements`. */
+export const RECORDED_STEPS = ['propose', 'post', 'click', 'execute', 'commit', 'edits and callbacks'] as const;
+
 export interface RecordedCycle {
+  /** Statements and transactions of each step, in RECORDED_STEPS order. */
+  steps: Array<{ step: (typeof RECORDED_STEPS)[number]; statements: number; transactions: number }>;
   /** The recording agent's id and key hash, which the replay must point at an agent of its own. */
   agentId: string;
   agentKeyHash: string;
@@ -36,9 +41,11 @@ export async function recordOneCycle(world: World, serverUrl: string | undefined
     config: parseConfig(world.configYaml, world.env, 'bench'),
     logStream: new Writable({ write: (_chunk, _encoding, done) => done() }),
     rateLimit: { max: 1_000_000, timeWindowMs: 60_000 },
-    // Only the cycle's own work: no idle polling or sweeping inside the recording.
+    // Only the cycle's own work: no idle polling, sweeping or audit integration (which runs off
+    // the cycle, once per batch of many cycles) inside the recording.
     outboxPollMs: 60_000,
     sweepIntervalMs: 60_000,
+    auditIntervalMs: 3_600_000,
   });
   try {
     const { agent, apiKey } = await running.services.agents.create({ name: 'bench-recorder' });
@@ -49,18 +56,40 @@ export async function recordOneCycle(world: World, serverUrl: string | undefined
     // Push generated keys far above small constants (attempt counts, quorums) so the replay can
     // tell a job id in a parameter from a literal 1.
     await database.db.execute(sql`select setval(pg_get_serial_sequence('jobs', 'id'), 10000000)`);
-    await database.db.execute(sql`select setval(pg_get_serial_sequence('audit_events', 'seq'), 20000000)`);
+    await database.db.execute(sql`select setval(pg_get_serial_sequence('audit_events', 'id'), 20000000)`);
     await sleep(300);
     recorder.recording = true;
-    await approveCycle(world, url, 'slack', client, 10);
+    const marks: number[] = [];
+    const mark = () => marks.push(recorder.statements.length);
+    const id = await client.propose('bench_slack', { n: 10 });
+    mark();
+    await world.arrivals.wait(`slack:${id}`);
+    // Let the post's own bookkeeping (message id, rendered version) land before the click.
+    for (let seen = -1; seen !== recorder.statements.length;) {
+      seen = recorder.statements.length;
+      await sleep(300);
+    }
+    mark();
+    await world.slackClick(url, id);
+    mark();
+    await world.arrivals.wait(`executed:${id}`);
+    mark();
+    await client.until(id, 'committed');
+    mark();
     // The cycle goes on after the agent sees `committed`: the chat message is edited, callbacks sent.
-    for (let seen = -1; seen !== recorder.statements.length; ) {
+    for (let seen = -1; seen !== recorder.statements.length;) {
       seen = recorder.statements.length;
       await sleep(500);
     }
+    mark();
     recorder.recording = false;
+    const statements = recorder.statements.slice();
+    const steps = RECORDED_STEPS.map((step, i) => {
+      const slice = statements.slice(i === 0 ? 0 : marks[i - 1], marks[i]);
+      return { step, statements: slice.length, transactions: new Set(slice.filter((s) => s.inTransaction).map((s) => s.unit)).size };
+    });
     const [keys] = rows<{ key_hash: string }>(await database.db.execute(sql`select key_hash from agents where id = ${agent.id}`));
-    return { agentId: agent.id, agentKeyHash: keys?.key_hash ?? '', statements: recorder.statements.slice() };
+    return { steps, agentId: agent.id, agentKeyHash: keys?.key_hash ?? '', statements };
   } finally {
     await running.close();
     await database.close();

@@ -60,27 +60,26 @@ function tracePostgres<T extends Unsafe>(sql: T, recorder: SqlRecorder, unit: nu
         return (text: string, params?: postgres.ParameterOrJSON<never>[], options?: postgres.UnsafeQueryOptions) => {
           const pending = target.unsafe(text, params, options);
           const statement = recorder.note(text, params, unit);
-          if (statement) {
-            // drizzle awaits the query (after `.values()`, which returns the same query object).
-            const then = pending.then.bind(pending);
-            Object.assign(pending, {
-              then: (onFulfilled?: (value: unknown) => unknown, onRejected?: (reason: unknown) => unknown) =>
-                then((result: unknown[] & { columns?: Array<{ name: string }> }) => {
-                  statement.rows = rowObjects(result, (result.columns ?? []).map((column) => column.name));
-                  return onFulfilled ? onFulfilled(result) : result;
-                }, onRejected),
-            });
-          }
-          return pending;
+          if (!statement) return pending;
+          // drizzle awaits the query (after `.values()`, which returns the same query object).
+          const then = pending.then.bind(pending);
+          return Object.assign(pending, {
+            then: (onFulfilled?: (value: unknown) => unknown, onRejected?: (reason: unknown) => unknown) =>
+              then((result: unknown[] & { columns?: Array<{ name: string }> }) => {
+                statement.rows = rowObjects(
+                  result,
+                  (result.columns ?? []).map((column) => column.name),
+                );
+                return onFulfilled ? onFulfilled(result) : result;
+              }, onRejected),
+          });
         };
       }
       if (property === 'begin' && 'begin' in target) {
         const begin = target.begin as (...args: unknown[]) => Promise<unknown>;
         return (...args: unknown[]) => {
           const callback = args.pop() as (tx: postgres.TransactionSql) => unknown;
-          return begin.call(target, ...args, (tx: postgres.TransactionSql) =>
-            callback(tracePostgres(tx, recorder, recorder.newUnit())),
-          );
+          return begin.call(target, ...args, (tx: postgres.TransactionSql) => callback(tracePostgres(tx, recorder, recorder.newUnit())));
         };
       }
       return Reflect.get(target, property, receiver) as unknown;
@@ -94,7 +93,11 @@ function tracePgliteQuery(query: QueryFunction, recorder: SqlRecorder, unit: num
   return (async (text: string, params?: unknown[], options?: Parameters<QueryFunction>[2]) => {
     const statement = recorder.note(text, params, unit);
     const result = await query(text, params, options);
-    if (statement) statement.rows = rowObjects(result.rows as unknown[], result.fields.map((field) => field.name));
+    if (statement)
+      statement.rows = rowObjects(
+        result.rows as unknown[],
+        result.fields.map((field) => field.name),
+      );
     return result;
   }) as QueryFunction;
 }
@@ -132,7 +135,10 @@ const isCycleIdentifier = (value: string) =>
 /** The same shape (letters stay letters, digits stay digits, the rest as is), different value. */
 function lookalike(value: string): string {
   const pick = (alphabet: string) => alphabet[randomInt(alphabet.length)] ?? '';
-  return value.replace(/[a-z]/g, () => pick('abcdefghijklmnopqrstuvwxyz')).replace(/[A-Z]/g, () => pick('ABCDEFGHIJKLMNOPQRSTUVWXYZ')).replace(/[0-9]/g, () => pick('0123456789'));
+  return value
+    .replace(/[a-z]/g, () => pick('abcdefghijklmnopqrstuvwxyz'))
+    .replace(/[A-Z]/g, () => pick('ABCDEFGHIJKLMNOPQRSTUVWXYZ'))
+    .replace(/[0-9]/g, () => pick('0123456789'));
 }
 
 /** Numeric keys the database hands out (job ids, audit sequence numbers) that later statements use. */
@@ -149,7 +155,10 @@ export interface ReplayTarget {
 export function replayTarget(database: Pick<Database, 'client' | 'pglite'>): ReplayTarget {
   const { client, pglite } = database;
   if (client) {
-    const on = (sql: Unsafe): Execute => async (text, params) => (await sql.unsafe(text, params as postgres.ParameterOrJSON<never>[])) as unknown as Row[];
+    const on =
+      (sql: Unsafe): Execute =>
+      async (text, params) =>
+        (await sql.unsafe(text, params as postgres.ParameterOrJSON<never>[])) as unknown as Row[];
     return {
       kind: 'postgres',
       unit: async (inTransaction, work) => {
@@ -159,7 +168,10 @@ export function replayTarget(database: Pick<Database, 'client' | 'pglite'>): Rep
     };
   }
   if (!pglite) throw new Error('no database to replay on');
-  const on = (query: QueryFunction): Execute => async (text, params) => (await query<Row>(text, params)).rows;
+  const on =
+    (query: QueryFunction): Execute =>
+    async (text, params) =>
+      (await query<Row>(text, params)).rows;
   return {
     kind: 'pglite',
     unit: async (inTransaction, work) => {

@@ -49,7 +49,10 @@ const resultsFile = fileURLToPath(new URL('../results/latest.json', import.meta.
  * (which takes ten minutes, so it runs on its own) keep one file of figures between them.
  */
 export async function recordResults(section: string, figures: unknown): Promise<string> {
-  const existing = await readFile(resultsFile, 'utf8').then((text) => JSON.parse(text) as Record<string, unknown>, (): Record<string, unknown> => ({}));
+  const existing = await readFile(resultsFile, 'utf8').then(
+    (text) => JSON.parse(text) as Record<string, unknown>,
+    (): Record<string, unknown> => ({}),
+  );
   existing[section] = figures;
   await mkdir(new URL('../results/', import.meta.url), { recursive: true });
   await writeFile(resultsFile, `${JSON.stringify(existing, null, 2)}\n`);

@@ -86,8 +86,14 @@ export async function startTwokeyProcess(
   const url = `http://127.0.0.1:${port}`;
   for (;;) {
     if (child.exitCode !== null) throw new Error(`twokey serve exited with ${child.exitCode}:\n${errors}`);
-    if (await fetch(`${url}/readyz`).then((response) => response.ok, () => false)) break;
-    if (performance.now() - started > 60_000) throw new Error(`twokey serve was not ready within 60 s:\n${errors}`);
+    if (
+      await fetch(`${url}/readyz`).then(
+        (response) => response.ok,
+        () => false,
+      )
+    )
+      break;
+    if (performance.now() - started > 180_000) throw new Error(`twokey serve was not ready within 180 s:\n${errors}`);
     await sleep(5);
   }
   const startupMs = performance.now() - started;

@@ -161,6 +161,14 @@ operations:
     approval: { approvers: ["discord:user:${ALICE}"], discord: { channel: "${CHANNEL}" } }
     commit: on_approve
     executor: ${executor}
+  - name: bench_core
+    description: The core cycle, no chat - approved through the CLI path, committed by the agent
+    params: { type: object, required: [n], properties: { n: { type: integer } } }
+    summary: "{{ agent }} runs core step {{ params.n }}."
+    expiresIn: 1h
+    approval: { approvers: [web:bench] }
+    commit: agent
+    executor: { type: echo }
 `;
 
   return {
@@ -184,7 +192,9 @@ operations:
     discordClick: (baseUrl, proposalId) => postToDiscord(baseUrl, discordApprove(proposalId)),
     discordReject: (baseUrl, proposalId) => postToDiscord(baseUrl, modalSubmit(`twokey:reject:${proposalId}`, { userId: ALICE }, 'not now')),
     forgedClick: (baseUrl, chat, proposalId) =>
-      chat === 'slack' ? postToSlack(baseUrl, slackApprove(proposalId), `${SLACK_SIGNING_SECRET}-forged`) : postToDiscord(baseUrl, discordApprove(proposalId), forger),
+      chat === 'slack'
+        ? postToSlack(baseUrl, slackApprove(proposalId), `${SLACK_SIGNING_SECRET}-forged`)
+        : postToDiscord(baseUrl, discordApprove(proposalId), forger),
     forget() {
       slack.calls.length = 0;
       discord.calls.length = 0;

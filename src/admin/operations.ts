@@ -1,16 +1,20 @@
-import { consoleAuthFor } from '../console/sign-in.js';
+import { consoleAuthFor } from '../console/stores.js';
 import { signInUrl } from '../console/urls.js';
+import { readCheckpoints } from '../audit/sinks.js';
+import { indexCheckpoints, publicKeyFromText } from '../core/audit-chain.js';
+import { parseDuration } from '../config/duration.js';
 import { TwokeyError } from '../core/errors.js';
+import { PERSON_FORMS, parsePersonIdentity } from '../core/identity.js';
 import type { ProposalStatus } from '../core/model.js';
 import type { JobStatus } from '../db/jobs-store.js';
 import type { Services } from '../runtime/services.js';
+import { policyOperations } from './policy-operations.js';
 
 /**
  * What an operator can do, as plain JSON in and out. The CLI runs these in its own process, or, when
  * a server holds the embedded database, asks that server to run them over its admin socket.
  */
 
-const PERSON = /^(slack:[UW][A-Z0-9]+|discord:user:\d{15,21}|web:[A-Za-z0-9_.@-]{1,64})$/;
 const JOB_STATUSES: readonly JobStatus[] = ['queued', 'running', 'done', 'dead'];
 const STATUSES: readonly ProposalStatus[] = ['pending', 'approved', 'executing', 'committed', 'rejected', 'expired', 'cancelled'];
 
@@ -27,8 +31,8 @@ function optionalString(args: Record<string, unknown>, name: string): string | u
 
 function deciderFrom(args: Record<string, unknown>) {
   const identity = requireString(args, 'as');
-  if (!PERSON.test(identity)) {
-    throw new TwokeyError('invalid_request', `--as must name one person (slack:U…, discord:user:…, web:NAME), not "${identity}"`);
+  if (!parsePersonIdentity(identity)) {
+    throw new TwokeyError('invalid_request', `--as must name one person (${PERSON_FORMS}), not "${identity}"`);
   }
   return { identity, via: 'cli' };
 }
@@ -79,13 +83,57 @@ export const adminOperations = {
     }));
   },
   async 'proposals.approve'(services: Services, args: Record<string, unknown>) {
-    const { outcome, proposal } = await services.proposals.approve(requireString(args, 'id'), deciderFrom(args));
+    const grantFor = optionalString(args, 'grant');
+    let grantId: string | null = null;
+    let decided;
+    if (grantFor) {
+      let durationMs: number;
+      try {
+        durationMs = parseDuration(grantFor);
+      } catch {
+        throw new TwokeyError('invalid_request', '--grant must be a duration such as 15m or 1h');
+      }
+      const uses = optionalString(args, 'uses');
+      if (uses !== undefined && !/^\d+$/.test(uses)) throw new TwokeyError('invalid_request', '--uses must be a whole number');
+      const granted = await services.grants.approveAndGrant(requireString(args, 'id'), deciderFrom(args), {
+        durationMs,
+        maxUses: uses === undefined ? null : Number(uses),
+        bounded: args.bounded === true,
+      });
+      grantId = granted.grant.id;
+      decided = granted;
+    } else {
+      decided = await services.proposals.approve(requireString(args, 'id'), deciderFrom(args));
+    }
+    const { outcome, proposal } = decided;
     const approvals = await services.store.listApprovals(proposal.id);
-    return { outcome, id: proposal.id, status: proposal.status, approvals: approvals.length, quorum: proposal.quorum, result: proposal.result ?? null, error: proposal.error };
+    return {
+      outcome,
+      id: proposal.id,
+      status: proposal.status,
+      approvals: approvals.length,
+      quorum: proposal.quorum,
+      result: proposal.result ?? null,
+      error: proposal.error,
+      grantId,
+    };
   },
   async 'proposals.reject'(services: Services, args: Record<string, unknown>) {
     const { proposal } = await services.proposals.reject(requireString(args, 'id'), deciderFrom(args), optionalString(args, 'reason'));
     return { id: proposal.id, status: proposal.status, reason: proposal.decisionReason };
+  },
+  /** An approver's Retry after a failed execution, as the chat button does: same rules, same idempotency key. */
+  async 'proposals.retry'(services: Services, args: Record<string, unknown>) {
+    const id = requireString(args, 'id');
+    const decider = deciderFrom(args);
+    try {
+      await services.proposals.retry(id, decider);
+    } catch (error) {
+      // A failed run is an answer, not a crash: the proposal is back to `approved` with the error.
+      if (!(error instanceof TwokeyError && error.code === 'execution_failed')) throw error;
+    }
+    const proposal = await services.proposals.get(id);
+    return { id: proposal.id, status: proposal.status, result: proposal.result ?? null, error: proposal.error };
   },
   async 'audit.list'(services: Services, args: Record<string, unknown>) {
     const afterSeq = typeof args.afterSeq === 'number' ? args.afterSeq : 0;
@@ -115,20 +163,42 @@ export const adminOperations = {
     if (!job) throw new TwokeyError('not_found', `no unfinished job ${id}`);
     return { id: job.id, kind: job.kind, status: job.status };
   },
-  async 'audit.verify'(services: Services) {
-    return services.audit.verify();
+  async 'audit.verify'(services: Services, args: Record<string, unknown>) {
+    const path = optionalString(args, 'checkpoints');
+    const pending = await services.auditLog.pendingCount();
+    if (!path) return { ...(await services.audit.verify()), pending };
+    const keyTexts = stringList(args.publicKeys) ?? [];
+    if (keyTexts.length === 0)
+      throw new TwokeyError('invalid_request', 'no trusted public key: pass --public-key KEY (from `twokey audit key`) or set TWOKEY_AUDIT_KEY');
+    let keys;
+    try {
+      keys = keyTexts.map(publicKeyFromText);
+    } catch (error) {
+      throw new TwokeyError('invalid_request', `--public-key: ${(error as Error).message}`);
+    }
+    let checkpoints;
+    try {
+      checkpoints = await readCheckpoints(path);
+    } catch (error) {
+      throw new TwokeyError('invalid_request', `--checkpoints: ${(error as Error).message}`);
+    }
+    return { ...(await services.audit.verify(indexCheckpoints(checkpoints, keys))), pending };
   },
   async 'approvers.link'(services: Services, args: Record<string, unknown>) {
     // The CLI sends the base URL from its own environment (TWOKEY_PUBLIC_URL or HOST:PORT).
     const baseUrl = optionalString(args, 'baseUrl') ?? 'http://127.0.0.1:8080';
     if (!/^https?:\/\//.test(baseUrl)) throw new TwokeyError('invalid_request', 'baseUrl must be an http:// or https:// URL');
     const { approver, token, expiresAt } = await consoleAuthFor(services).mintLink(requireString(args, 'name'));
-    const decides = services.operations().filter((operation) => operation.approval.approvers.includes(approver)).map((operation) => operation.name);
+    const decides = services
+      .operations()
+      .filter((operation) => operation.approval.approvers.includes(approver))
+      .map((operation) => operation.name);
     return { approver, url: signInUrl(baseUrl, token), expiresAt: expiresAt.toISOString(), decides };
   },
   async 'approvers.revoke-sessions'(services: Services, args: Record<string, unknown>) {
     return consoleAuthFor(services).revokeSessions(requireString(args, 'name'));
   },
+  ...policyOperations,
 } satisfies Record<string, (services: Services, args: Record<string, unknown>) => Promise<unknown>>;
 
 export type AdminOperationName = keyof typeof adminOperations;

@@ -48,25 +48,20 @@ export async function startAdminSocket(services: Services, dataDir: string): Pro
 export function callAdminSocket(dataDir: string, operation: string, args: Record<string, unknown>): Promise<unknown> {
   const body = JSON.stringify({ operation, args });
   return new Promise((done, fail) => {
-    const req = httpRequest(
-      { socketPath: adminSocketPath(dataDir), path: '/rpc', method: 'POST', headers: { 'content-type': 'application/json' } },
-      (res) => {
-        const chunks: Buffer[] = [];
-        res.on('data', (chunk: Buffer) => chunks.push(chunk));
-        res.on('end', () => {
-          try {
-            const answer = JSON.parse(Buffer.concat(chunks).toString('utf8')) as { result?: unknown; error?: { code: ErrorCode; message: string } };
-            if (answer.error) fail(new TwokeyError(answer.error.code, answer.error.message));
-            else done(answer.result);
-          } catch (error) {
-            fail(error instanceof Error ? error : new Error(String(error)));
-          }
-        });
-      },
-    );
-    req.on('error', (error) =>
-      fail(new Error(`the data directory is locked by a twokey server, but its admin socket does not answer (${error.message})`)),
-    );
+    const req = httpRequest({ socketPath: adminSocketPath(dataDir), path: '/rpc', method: 'POST', headers: { 'content-type': 'application/json' } }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (chunk: Buffer) => chunks.push(chunk));
+      res.on('end', () => {
+        try {
+          const answer = JSON.parse(Buffer.concat(chunks).toString('utf8')) as { result?: unknown; error?: { code: ErrorCode; message: string } };
+          if (answer.error) fail(new TwokeyError(answer.error.code, answer.error.message));
+          else done(answer.result);
+        } catch (error) {
+          fail(error instanceof Error ? error : new Error(String(error)));
+        }
+      });
+    });
+    req.on('error', (error) => fail(new Error(`the data directory is locked by a twokey server, but its admin socket does not answer (${error.message})`)));
     req.end(body);
   });
 }

@@ -25,6 +25,11 @@ export interface BusinessDefinition {
   adapter: Adapter;
   credentials: BusinessCredentials;
   timeoutMs: number;
+  /**
+   * Where this business reads the amount it charges, as JSON pointers into the execute request
+   * (cents); null = every value under a key that names an amount (see policy.ts).
+   */
+  amounts: string[] | null;
   /** The operation whose approvers decide on this business's executes; null = no human step. */
   approval: { operation: string } | null;
 }
@@ -67,6 +72,15 @@ const timeout = z
 // Messages never quote values: after `${VAR}` substitution they may be secrets.
 const common = {
   name: z.string({ error: 'expected a string' }).min(1, { error: 'expected a non-empty string' }).optional(),
+  amounts: z
+    .array(
+      z
+        .string({ error: 'expected a JSON pointer, such as /order/amount_cents' })
+        .regex(/^(\/([^~/]|~[01])*)+$/, { error: 'expected a JSON pointer, such as /order/amount_cents' }),
+      { error: 'expected a list of JSON pointers, such as [/order/amount_cents]' },
+    )
+    .min(1, { error: 'expected at least one JSON pointer' })
+    .optional(),
   approval: z
     .strictObject({ operation: z.string({ error: 'expected the name of an operation' }).min(1, { error: 'expected the name of an operation' }) })
     .optional(),
@@ -112,7 +126,8 @@ function approvalIssues(id: string, name: string, operations: readonly Operation
   if (!operation) return [`${field}: no operation named "${name}" under operations`];
   const issues: string[] = [];
   // on_approve would run the operation at the click, with no agent request to run.
-  if (operation.commit !== 'agent') issues.push(`${field}: operation "${name}" must have commit: agent (the agent executes through /agp/execute once approved)`);
+  if (operation.commit !== 'agent')
+    issues.push(`${field}: operation "${name}" must have commit: agent (the agent executes through /agp/execute once approved)`);
   if ((operation.executor as { type: string }).type !== 'agp') {
     issues.push(`${field}: operation "${name}" must have executor: { type: agp } (the business runs it, not an executor of its own)`);
   }
@@ -144,6 +159,7 @@ export function parseBusinesses(raw: Record<string, unknown>, operations: readon
     const business = parsed.data;
     if (business.approval) issues.push(...approvalIssues(id, business.approval.operation, operations));
     const approval = business.approval ? { operation: business.approval.operation } : null;
+    const amounts = business.amounts ?? null;
     if (business.adapter === 'echo') {
       directory.set(id, {
         id,
@@ -152,6 +168,7 @@ export function parseBusinesses(raw: Record<string, unknown>, operations: readon
         adapter: createEchoAdapter(),
         credentials: { headers: {}, origins: [] },
         timeoutMs: parseDuration(DEFAULT_TIMEOUT),
+        amounts,
         approval,
       });
       continue;
@@ -168,6 +185,7 @@ export function parseBusinesses(raw: Record<string, unknown>, operations: readon
         origins: (business.credentials?.origins ?? [business.url]).map((url) => new URL(url).origin),
       },
       timeoutMs: business.timeout,
+      amounts,
       approval,
     });
   }
@@ -180,6 +198,7 @@ export function parseBusinesses(raw: Record<string, unknown>, operations: readon
       adapter: createEchoAdapter(),
       credentials: { headers: {}, origins: [] },
       timeoutMs: parseDuration(DEFAULT_TIMEOUT),
+      amounts: null,
       approval: null,
     });
   }

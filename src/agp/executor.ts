@@ -2,15 +2,12 @@ import type { ExecutionRequest, Executor } from '../core/executor.js';
 import type { AgentRecord } from '../core/model.js';
 import type { BusinessDirectory } from './businesses.js';
 import type { AdapterRunner } from './runner.js';
+import { asRecord } from '../lib/records.js';
 
 export interface AgpExecutorDeps {
   businesses: BusinessDirectory;
   runner: AdapterRunner;
   findAgentByName(name: string): Promise<AgentRecord | null>;
-}
-
-function asRecord(value: unknown): Record<string, unknown> | null {
-  return typeof value === 'object' && value !== null && !Array.isArray(value) ? (value as Record<string, unknown>) : null;
 }
 
 /**

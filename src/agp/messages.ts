@@ -13,7 +13,7 @@ export const agpMessages = {
   notApproved: 'Confirmation token has not been approved yet.',
   rejected: 'Confirmation was rejected.',
   cancelled: 'Confirmation was cancelled. Prepare a new token.',
-  amountNotNumber: 'Execute amount must be a number of cents.',
+  amountNotNumber: (path: string) => `Execute amount at ${path} must be a non-negative integer number of cents.`,
   amountExceeds: (limitCents: number) => `Execute amount exceeds policy limit (${limitCents} cents).`,
 } as const;
 
@@ -33,6 +33,6 @@ export const agpRefusal = {
   notApproved: () => new TwokeyError('not_approved', agpMessages.notApproved),
   rejected: () => new TwokeyError('rejected', agpMessages.rejected),
   cancelled: () => new TwokeyError('invalid_token', agpMessages.cancelled),
-  amountNotNumber: () => new TwokeyError('operation_not_allowed', agpMessages.amountNotNumber),
+  amountNotNumber: (path: string) => new TwokeyError('operation_not_allowed', agpMessages.amountNotNumber(path)),
   amountExceeds: (limitCents: number) => new TwokeyError('operation_not_allowed', agpMessages.amountExceeds(limitCents)),
 };

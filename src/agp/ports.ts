@@ -1,4 +1,6 @@
+import type { AgentService } from '../core/agents.js';
 import type { AuditEventInput } from '../core/model.js';
+import type { ProposalService } from '../core/proposals.js';
 
 /** A row of `agp_tokens`: a gateway token from /agp/execute/prepare, or an adapter's own token. */
 export interface AgpTokenRecord {
@@ -30,11 +32,26 @@ export interface AgpTokenStore {
    * One transaction: locks the row, runs `verify` (which throws to refuse), marks the token consumed
    * and writes `effects`. Two concurrent consumers of one token: the second sees it consumed.
    */
-  consume(tokenHash: string, kind: AgpTokenRecord['kind'], at: Date, verify: (record: AgpTokenRecord | null) => void, effects?: TokenEffects): Promise<AgpTokenRecord>;
+  consume(
+    tokenHash: string,
+    kind: AgpTokenRecord['kind'],
+    at: Date,
+    verify: (record: AgpTokenRecord | null) => void,
+    effects?: TokenEffects,
+  ): Promise<AgpTokenRecord>;
   /** Records the execution's outcome; `release` makes the token usable again (the execution did not happen). */
   finish(tokenHash: string, at: Date, effects: TokenEffects & { release: boolean }): Promise<void>;
   /** An audit row for an execute that ran without a token (policy `open`). */
   audit(event: AuditEventInput, at: Date): Promise<void>;
   /** Removes tokens that expired before `before`; returns how many. */
   deleteExpired(before: Date): Promise<number>;
+}
+
+/**
+ * What /agp needs from the rest of twokey besides its own store, declared here so the runtime (or a
+ * test) hands in exactly this rather than its whole set of services.
+ */
+export interface AgpServices {
+  agents: Pick<AgentService, 'authenticate'>;
+  proposals: Pick<ProposalService, 'propose' | 'commit' | 'cancel' | 'get'>;
 }

@@ -1,8 +1,10 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import type { AgentService } from '../core/agents.js';
+import { serializerCompiler, validatorCompiler, type ZodTypeProvider } from 'fastify-type-provider-zod';
 import { TwokeyError } from '../core/errors.js';
-import type { Idempotency } from '../idempotency/index.js';
-import { agentOf, authenticateAgent } from '../http/agent-routes.js';
+import { agentOf, authenticateAgent, perAgentRateLimit } from '../http/agent-auth.js';
+import type { FailedAuthLimiter } from '../limits/index.js';
+import { agpCallBodySchema, agpEnvelopeSchema, agpErrorSchema, discoverBodySchema, executeHeadersSchema, prepareAnswerSchema } from './schemas.js';
+import type { AgpServices } from './ports.js';
 import type { AgpService } from './service.js';
 
 /**
@@ -14,48 +16,13 @@ import type { AgpService } from './service.js';
 
 export interface AgpRouteDeps {
   agp: AgpService;
-  agents: Pick<AgentService, 'authenticate'>;
+  agents: AgpServices['agents'];
   rateLimit: { max: number; timeWindowMs: number };
-  /** Applied to POST /agp/execute. */
-  idempotency?: Idempotency;
+  failedAuth?: FailedAuthLimiter;
 }
 
-const businessId = { type: 'string', minLength: 1, maxLength: 64 } as const;
-const agpRequest = { type: 'object' } as const;
-
-const errorResponse = {
-  type: 'object',
-  properties: {
-    error: {
-      type: 'object',
-      properties: {
-        code: { type: 'string' },
-        message: { type: 'string' },
-        requestId: { type: 'string' },
-        details: { type: 'array', items: { type: 'object', properties: { path: { type: 'string' }, message: { type: 'string' } } } },
-      },
-    },
-    message: { type: 'string' },
-  },
-} as const;
-
-const envelopeResponse = {
-  type: 'object',
-  properties: {
-    transactionId: { type: 'string' },
-    operation: { type: 'string' },
-    businessId: { type: 'string' },
-    status: { type: 'string' },
-    data: {},
-  },
-} as const;
-
-const withRequest = {
-  type: 'object',
-  required: ['businessId', 'request'],
-  additionalProperties: false,
-  properties: { businessId, request: agpRequest },
-} as const;
+const agentKey = [{ agentKey: [] }];
+const errors = { '4xx': agpErrorSchema, '5xx': agpErrorSchema };
 
 function singleHeader(request: FastifyRequest, name: string): string | undefined {
   const value = request.headers[name];
@@ -66,100 +33,92 @@ function singleHeader(request: FastifyRequest, name: string): string | undefined
 export function registerAgpRoutes(app: FastifyInstance, deps: AgpRouteDeps): void {
   // Under a prefix so an unknown /agp/… path gets this scope's hooks too: the same 404, plus the
   // top-level `message` AGP clients read.
-  app.register(async (agp) => {
-    agp.addHook('onRequest', authenticateAgent(deps.agents));
-    agp.setNotFoundHandler((request) => {
-      throw new TwokeyError('not_found', `no route ${request.method} ${request.url.split('?')[0] ?? ''}`);
-    });
+  app.register(
+    async (scope) => {
+      scope.setValidatorCompiler(validatorCompiler);
+      scope.setSerializerCompiler(serializerCompiler);
+      scope.addHook('onRequest', authenticateAgent(deps.agents, deps.failedAuth));
+      scope.setNotFoundHandler((request) => {
+        throw new TwokeyError('not_found', `no route ${request.method} ${request.url.split('?')[0] ?? ''}`);
+      });
 
-    agp.addHook('onSend', async (_request, reply, payload) => {
-      if (reply.statusCode < 400 || typeof payload !== 'string') return payload;
-      try {
-        const body = JSON.parse(payload) as { error?: { message?: unknown }; message?: unknown };
-        if (typeof body.error?.message === 'string' && body.message === undefined) {
-          return JSON.stringify({ ...body, message: body.error.message });
-        }
-      } catch {
-        // Not JSON: nothing to add.
-      }
-      return payload;
-    });
+      // Before serialization, so the error schema (with its top-level `message`) checks the result.
+      scope.addHook('preSerialization', async (_request, reply, payload: unknown) => {
+        if (reply.statusCode < 400 || typeof payload !== 'object' || payload === null || 'message' in payload) return payload;
+        const error: unknown = 'error' in payload ? payload.error : undefined;
+        const message = typeof error === 'object' && error !== null && 'message' in error ? error.message : undefined;
+        return typeof message === 'string' ? { ...payload, message } : payload;
+      });
+      const agp = scope.withTypeProvider<ZodTypeProvider>();
 
-    const limited = {
-      rateLimit: {
-        max: deps.rateLimit.max,
-        timeWindow: deps.rateLimit.timeWindowMs,
-        keyGenerator: (request: FastifyRequest) => request.agent?.id ?? request.ip,
-      },
-    };
+      const limited = perAgentRateLimit(deps.rateLimit);
 
-    agp.post(
-      '/discover',
-      {
-        config: limited,
-        schema: {
-          body: { type: 'object', required: ['businessId'], additionalProperties: false, properties: { businessId } },
-          response: { 200: envelopeResponse, '4xx': errorResponse, '5xx': errorResponse },
-        },
-      },
-      async (request) => {
-        const body = request.body as { businessId: string };
-        return deps.agp.discover(agentOf(request), body.businessId);
-      },
-    );
-
-    agp.post(
-      '/query',
-      { config: limited, schema: { body: withRequest, response: { 200: envelopeResponse, '4xx': errorResponse, '5xx': errorResponse } } },
-      async (request) => {
-        const body = request.body as { businessId: string; request: Record<string, unknown> };
-        return deps.agp.query(agentOf(request), body.businessId, body.request);
-      },
-    );
-
-    agp.post(
-      '/execute/prepare',
-      {
-        config: limited,
-        schema: {
-          body: withRequest,
-          response: {
-            200: {
-              type: 'object',
-              properties: {
-                confirmationToken: { type: 'string' },
-                expiresAt: { type: 'string' },
-                summary: { type: 'string' },
-                businessId: { type: 'string' },
-                proposalId: { type: 'string' },
-                approval: { type: 'object', properties: { status: { type: 'string' }, quorum: { type: 'integer' } } },
-              },
-            },
-            '4xx': errorResponse,
-            '5xx': errorResponse,
+      agp.post(
+        '/discover',
+        {
+          config: limited,
+          schema: {
+            tags: ['AGP'],
+            summary: "A business's capabilities",
+            security: agentKey,
+            body: discoverBodySchema,
+            response: { 200: agpEnvelopeSchema, ...errors },
           },
         },
-      },
-      async (request) => {
-        const body = request.body as { businessId: string; request: Record<string, unknown> };
-        return deps.agp.prepare(agentOf(request), body.businessId, body.request);
-      },
-    );
+        async (request) => deps.agp.discover(agentOf(request), request.body.businessId),
+      );
 
-    agp.post(
-      '/execute',
-      {
-        config: limited,
-        schema: { body: withRequest, response: { 200: envelopeResponse, '4xx': errorResponse, '5xx': errorResponse } },
-        ...(deps.idempotency ? { preHandler: deps.idempotency.preHandler, onSend: deps.idempotency.onSend } : {}),
-      },
-      async (request) => {
-        const body = request.body as { businessId: string; request: Record<string, unknown> };
-        return deps.agp.execute(agentOf(request), body.businessId, body.request, {
-          confirmationToken: singleHeader(request, 'x-confirmation-token'),
-          idempotencyKey: singleHeader(request, 'idempotency-key'),
-        });
-      },
-    );
-  }, { prefix: '/agp' });
+      agp.post(
+        '/query',
+        {
+          config: limited,
+          schema: {
+            tags: ['AGP'],
+            summary: 'A read-only question to a business',
+            security: agentKey,
+            body: agpCallBodySchema,
+            response: { 200: agpEnvelopeSchema, ...errors },
+          },
+        },
+        async (request) => deps.agp.query(agentOf(request), request.body.businessId, request.body.request),
+      );
+
+      agp.post(
+        '/execute/prepare',
+        {
+          config: limited,
+          schema: {
+            tags: ['AGP'],
+            summary: 'Step 1 of the Execute Handoff: a confirmation token for exactly this request',
+            description: 'When the business needs a human, the answer names the proposal to follow; the token works once it is approved.',
+            security: agentKey,
+            body: agpCallBodySchema,
+            response: { 200: prepareAnswerSchema, ...errors },
+          },
+        },
+        async (request) => deps.agp.prepare(agentOf(request), request.body.businessId, request.body.request),
+      );
+
+      agp.post(
+        '/execute',
+        {
+          config: limited,
+          schema: {
+            tags: ['AGP'],
+            summary: 'Step 2 of the Execute Handoff: the same request, with the token',
+            security: agentKey,
+            headers: executeHeadersSchema,
+            body: agpCallBodySchema,
+            response: { 200: agpEnvelopeSchema, ...errors },
+          },
+        },
+        async (request) =>
+          deps.agp.execute(agentOf(request), request.body.businessId, request.body.request, {
+            confirmationToken: singleHeader(request, 'x-confirmation-token'),
+            idempotencyKey: singleHeader(request, 'idempotency-key'),
+          }),
+      );
+    },
+    { prefix: '/agp' },
+  );
 }

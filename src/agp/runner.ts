@@ -4,6 +4,7 @@ import { canonicalJson, mintConfirmToken, sha256Hex } from '../core/secrets.js';
 import type { AdapterContext, AdapterTokenRedemption, AdapterTokens } from './adapters/types.js';
 import type { BusinessDefinition } from './businesses.js';
 import type { AgpTokenRecord, AgpTokenStore } from './ports.js';
+import { injectTrace } from '../tracing/index.js';
 
 /**
  * Runs one adapter call: builds its context (credentialed fetch, adapter tokens, timeout) and turns
@@ -33,6 +34,8 @@ export function credentialedFetch(business: BusinessDefinition, signal: AbortSig
   return (url: string | URL, init: RequestInit = {}): Promise<Response> => {
     const target = new URL(url);
     const headers = new Headers(init.headers);
+    // The business's service joins the trace of the execute span (a no-op without an SDK).
+    injectTrace(headers);
     const withCredentials = business.credentials.origins.includes(target.origin) && Object.keys(business.credentials.headers).length > 0;
     if (withCredentials) for (const [name, value] of Object.entries(business.credentials.headers)) headers.set(name, value);
     const signals = init.signal ? [init.signal, signal] : [signal];

@@ -1,7 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { TwokeyError } from '../core/errors.js';
 import type { AgentRecord, Clock, ProposalRecord } from '../core/model.js';
-import type { ProposalService } from '../core/proposals.js';
 import { mintConfirmToken, sha256Hex } from '../core/secrets.js';
 import type { ExecuteResult } from './adapters/types.js';
 import type { BusinessDefinition, BusinessDirectory } from './businesses.js';
@@ -16,7 +15,7 @@ import {
   type ExecuteClaim,
   type GatewayPolicy,
 } from './policy.js';
-import type { AgpTokenStore } from './ports.js';
+import type { AgpServices, AgpTokenStore } from './ports.js';
 import type { AdapterRunner } from './runner.js';
 
 /**
@@ -28,7 +27,7 @@ export interface AgpServiceDeps {
   businesses: BusinessDirectory;
   runner: AdapterRunner;
   tokens: AgpTokenStore;
-  proposals: Pick<ProposalService, 'propose' | 'commit' | 'cancel' | 'get'>;
+  proposals: AgpServices['proposals'];
   policy: GatewayPolicy;
   clock: Clock;
 }
@@ -51,7 +50,8 @@ export interface PrepareResult {
   businessId: string;
   /** Present when a human must approve: the proposal the agent can follow on GET /v1/proposals/:id. */
   proposalId?: string;
-  approval?: { status: 'pending'; quorum: number };
+  /** `approved` / `rejected` when a policy rule or a grant decided at once (decidedBy, reason say which). */
+  approval?: { status: 'pending' | 'approved' | 'rejected'; quorum: number; decidedBy?: string; reason?: string | null };
 }
 
 export interface ExecuteHeaders {
@@ -120,7 +120,7 @@ export function createAgpService(deps: AgpServiceDeps) {
   async function prepare(agent: AgentRecord, businessId: string, request: Record<string, unknown>): Promise<PrepareResult> {
     const business = requireBusiness(businessId);
     // A token `strict` will refuse at execute is not worth a human's attention now.
-    if (deps.policy.mode === 'strict') checkAmountCeiling(request, deps.policy.maxAmountCents);
+    if (deps.policy.mode === 'strict') checkAmountCeiling(request, deps.policy.maxAmountCents, business.amounts);
     const hash = requestHash(request);
     const now = clock();
     const audit = (proposalId: string | null) => ({
@@ -164,7 +164,15 @@ export function createAgpService(deps: AgpServiceDeps) {
         summary: proposal.summary,
         businessId,
         proposalId: proposal.id,
-        approval: { status: 'pending', quorum: proposal.quorum },
+        approval:
+          proposal.status === 'pending' || !proposal.decidedBy
+            ? { status: 'pending', quorum: proposal.quorum }
+            : {
+                status: proposal.status === 'rejected' ? 'rejected' : 'approved',
+                quorum: proposal.quorum,
+                decidedBy: proposal.decidedBy,
+                reason: proposal.decisionReason,
+              },
       };
     }
 
@@ -185,16 +193,18 @@ export function createAgpService(deps: AgpServiceDeps) {
       },
       { audit: audit(null) },
     );
-    return { confirmationToken, expiresAt: expiresAt.toISOString(), summary: describeExecuteRequest(businessId, request), businessId };
+    return { confirmationToken, expiresAt: expiresAt.toISOString(), summary: describeExecuteRequest(businessId, request, business.amounts), businessId };
   }
 
   /**
-   * The key the business sees: the agent's Idempotency-Key (scoped to the agent, since businesses see
-   * every agent as one twokey), else one derived from the token, stable across retries of it.
+   * The key the business sees. Under a token it is fixed by the token alone: a failed call releases
+   * the token for a retry, and a retry must carry the same key whatever Idempotency-Key header the
+   * agent sends, or a business that already acted would act twice for one token. Only `open`, which
+   * has no token, uses the agent's header (scoped to the agent: businesses see every agent as one twokey).
    */
   function businessIdempotencyKey(agent: AgentRecord, headers: ExecuteHeaders, tokenHash: string | null, transactionId: string): string {
-    if (headers.idempotencyKey) return `agp_${sha256Hex(`${agent.id}:${headers.idempotencyKey}`).slice(0, 40)}`;
     if (tokenHash) return `agp_${tokenHash.slice(0, 40)}`;
+    if (headers.idempotencyKey) return `agp_${sha256Hex(`${agent.id}:${headers.idempotencyKey}`).slice(0, 40)}`;
     return transactionId;
   }
 
@@ -229,10 +239,7 @@ export function createAgpService(deps: AgpServiceDeps) {
     if (policy === 'open') {
       // `open` ignores X-Confirmation-Token entirely, as the specification says.
       const result = await runExecute(business, agent, request, transactionId, businessIdempotencyKey(agent, headers, null, transactionId));
-      await tokens.audit(
-        { type: 'agp.executed', actor: agentActor(agent), agentId: agent.id, data: { ...auditData, adapterStatus: result.status } },
-        clock(),
-      );
+      await tokens.audit({ type: 'agp.executed', actor: agentActor(agent), agentId: agent.id, data: { ...auditData, adapterStatus: result.status } }, clock());
       return envelope(transactionId, 'execute', businessId, result);
     }
 
@@ -243,7 +250,7 @@ export function createAgpService(deps: AgpServiceDeps) {
     const now = clock();
     const record = await tokens.find(tokenHash, 'gateway');
     verifyGatewayToken(record, claim, now);
-    if (policy === 'strict') checkAmountCeiling(request, deps.policy.maxAmountCents);
+    if (policy === 'strict') checkAmountCeiling(request, deps.policy.maxAmountCents, business.amounts);
     if (record?.proposalId) return executeApproved(agent, business, request, record.proposalId, token);
 
     // Consumed together with the record that this execution started; checked again under the row lock.

@@ -1,7 +1,9 @@
 import { canonicalJson, sha256Hex } from '../core/secrets.js';
-import { finalStatuses, type AgentRecord, type ProposalRecord } from '../core/model.js';
+import { finalStatuses, type AgentRecord, type ApprovalRecord, type ProposalRecord } from '../core/model.js';
 import type { Store } from '../core/ports.js';
 import type { ChatMessageStore } from '../db/chat-store.js';
+import type { ResultContext } from '../config/summary-template.js';
+import { chatResultText, chatSafeText } from './result-text.js';
 import type { ChatPublisher, ProposalMessageView } from './types.js';
 
 export interface ChatSyncDeps {
@@ -11,6 +13,10 @@ export interface ChatSyncDeps {
   /** The chat channel an operation posts to on a platform, or undefined when it does not. */
   channelFor(operation: string, platform: ChatPublisher['platform']): string | undefined;
   describe(operation: string): string;
+  /** The grant durations an operation offers approvers ([] when it allows none). */
+  grantDurations?(operation: string): number[];
+  /** The operation's `result` template, if it has one. */
+  resultTemplate?(operation: string): ((ctx: ResultContext) => string) | undefined;
   publicUrl?: string | undefined;
   clock: () => Date;
 }
@@ -18,7 +24,7 @@ export interface ChatSyncDeps {
 function auditLine(event: { at: Date; type: string; actor: string; data: Record<string, unknown> }): string {
   const reason = typeof event.data.reason === 'string' && event.data.reason ? ` (${event.data.reason})` : '';
   const error = typeof event.data.error === 'string' ? ` (${event.data.error})` : '';
-  return `${event.at.toISOString()} ${event.type} by ${event.actor}${reason}${error}`;
+  return chatSafeText(`${event.at.toISOString()} ${event.type} by ${event.actor}${reason}${error}`);
 }
 
 /**
@@ -27,26 +33,28 @@ function auditLine(event: { at: Date; type: string; actor: string; data: Record<
  * late, is harmless, and the outbox can retry it freely.
  */
 export function createChatSync(deps: ChatSyncDeps) {
-  async function buildView(proposal: ProposalRecord, agent: AgentRecord | null): Promise<ProposalMessageView> {
-    const approvals = await deps.store.listApprovals(proposal.id);
+  async function buildView(proposal: ProposalRecord, agent: AgentRecord | null, known?: readonly ApprovalRecord[]): Promise<ProposalMessageView> {
+    const approvals = known ?? (await deps.store.listApprovals(proposal.id));
+    const agentName = agent?.name ?? proposal.agentId;
+    const resultContext = { agent: agentName, operation: proposal.operation, params: proposal.params };
     return {
       id: proposal.id,
       operation: proposal.operation,
       description: deps.describe(proposal.operation),
       summary: proposal.summary,
-      agent: agent?.name ?? proposal.agentId,
+      agent: agentName,
       confirmationType: proposal.confirmationType,
       cost: proposal.cost,
       expiresAt: proposal.expiresAt,
       status: proposal.status,
       quorum: proposal.quorum,
       approvals: approvals.map((a) => ({ approver: a.approver, at: a.at })),
-      decision:
-        proposal.decidedBy && proposal.decidedAt
-          ? { by: proposal.decidedBy, at: proposal.decidedAt, reason: proposal.decisionReason }
-          : null,
-      result: proposal.result ?? null,
-      error: proposal.error,
+      decision: proposal.decidedBy && proposal.decidedAt ? { by: proposal.decidedBy, at: proposal.decidedAt, reason: proposal.decisionReason } : null,
+      result: chatResultText(proposal.result, resultContext, deps.resultTemplate?.(proposal.operation)),
+      error: proposal.error === null ? null : chatSafeText(proposal.error),
+      reminders: proposal.reminders,
+      grantDurationsMs: deps.grantDurations?.(proposal.operation) ?? [],
+      escalatedAt: proposal.escalatedAt,
       consoleUrl: deps.publicUrl ? new URL(`/console/proposals/${proposal.id}`, deps.publicUrl).toString() : null,
       trail: [],
     };
@@ -56,16 +64,26 @@ export function createChatSync(deps: ChatSyncDeps) {
 
   async function sync(proposalId: string, platform: ChatPublisher['platform']): Promise<void> {
     const publisher = deps.publishers.find((p) => p.platform === platform);
-    const proposal = await deps.store.getProposal(proposalId);
-    if (!publisher || !proposal) return;
+    if (!publisher) return;
+    const found = await deps.messages.getForSync(proposalId, platform);
+    if (!found) return;
+    const { proposal } = found;
     const channel = deps.channelFor(proposal.operation, platform);
     if (!channel) return;
-    const view = await buildView(proposal, await deps.store.getAgent(proposal.agentId));
+    const view = await buildView(proposal, found.agent, found.approvals);
     const version = versionOf(view);
-    let message = await deps.messages.get(proposal.id, platform);
+    let message = found.message;
     if (!message) {
       const ref = await publisher.post(channel, view);
-      message = { proposalId: proposal.id, platform, channel: ref.channel, messageId: ref.messageId, renderedVersion: version, trailPosted: null, createdAt: deps.clock() };
+      message = {
+        proposalId: proposal.id,
+        platform,
+        channel: ref.channel,
+        messageId: ref.messageId,
+        renderedVersion: version,
+        trailPosted: null,
+        createdAt: deps.clock(),
+      };
       await deps.messages.insert(message);
     } else if (message.renderedVersion !== version) {
       await publisher.update({ channel: message.channel, messageId: message.messageId }, view);
@@ -78,7 +96,23 @@ export function createChatSync(deps: ChatSyncDeps) {
     }
   }
 
-  return { sync, buildView };
+  /** Posts a reminder or an escalation next to the proposal's message (an outbox job, after its sync). */
+  async function followUp(payload: Record<string, unknown>): Promise<void> {
+    const platform = payload.platform === 'discord' ? 'discord' : 'slack';
+    const publisher = deps.publishers.find((p) => p.platform === platform);
+    const proposal = await deps.store.getProposal(String(payload.proposalId));
+    if (!publisher?.postFollowUp || !proposal || proposal.status !== 'pending') return;
+    const message = await deps.messages.get(proposal.id, platform);
+    if (!message) return;
+    const view = await buildView(proposal, await deps.store.getAgent(proposal.agentId));
+    await publisher.postFollowUp({ channel: message.channel, messageId: message.messageId }, view, {
+      kind: payload.kind === 'escalate' ? 'escalate' : 'remind',
+      mention: Array.isArray(payload.mention) ? payload.mention.filter((m): m is string => typeof m === 'string') : [],
+      channel: typeof payload.channel === 'string' ? payload.channel : null,
+    });
+  }
+
+  return { sync, buildView, followUp };
 }
 
 export type ChatSync = ReturnType<typeof createChatSync>;

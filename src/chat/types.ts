@@ -15,8 +15,14 @@ export interface ProposalMessageView {
   quorum: number;
   approvals: Array<{ approver: string; at: Date }>;
   decision: { by: string; at: Date; reason: string | null } | null;
-  result: unknown;
+  /** The result as chat may show it: scrubbed of secrets, short, or the operation's `result` template. */
+  result: string | null;
   error: string | null;
+  /** Reminders sent while it waited, and when it was escalated. */
+  reminders?: number;
+  /** Durations an approver may choose for "Approve for…" (ms); empty or absent when grants are off. */
+  grantDurationsMs?: number[];
+  escalatedAt?: Date | null;
   /** Link to the proposal in the web console, when TWOKEY_PUBLIC_URL is set. */
   consoleUrl: string | null;
   /**
@@ -31,20 +37,6 @@ export interface ChatMessageRef {
   messageId: string;
 }
 
-/**
- * A failed delivery. `retryAfterMs` honours the platform's Retry-After; `permanent` failures
- * (a channel that does not exist, a revoked token) are not retried.
- */
-export class DeliveryError extends Error {
-  override readonly name = 'DeliveryError';
-  constructor(
-    message: string,
-    readonly options: { retryAfterMs?: number; permanent?: boolean } = {},
-  ) {
-    super(message);
-  }
-}
-
 /** Sends and edits proposal messages on one platform. Called from the outbox, after commit. */
 export interface ChatPublisher {
   readonly platform: 'slack' | 'discord';
@@ -52,6 +44,11 @@ export interface ChatPublisher {
   update(ref: ChatMessageRef, view: ProposalMessageView): Promise<void>;
   /** Once the proposal is final: its decision trail (Slack posts it as a thread reply). */
   postTrail?(ref: ChatMessageRef, view: ProposalMessageView): Promise<void>;
+  /**
+   * A reminder or an escalation, mentioning who may decide: a reply to the proposal's message, or a
+   * message of its own in `channel` (an escalation's configured channel) pointing back to it.
+   */
+  postFollowUp?(ref: ChatMessageRef, view: ProposalMessageView, followUp: ChatFollowUp): Promise<void>;
 }
 
 /** One chat platform wired into twokey: where humans click, and how messages reach them. */
@@ -62,4 +59,11 @@ export interface ChatIntegration {
   /** Opens long-lived connections (Slack Socket Mode, the Discord gateway). */
   start?(): Promise<void>;
   stop?(): Promise<void>;
+}
+
+export interface ChatFollowUp {
+  kind: 'remind' | 'escalate';
+  /** Identities to mention (`slack:U…`, `slack:group:S…`, `discord:role:…`). */
+  mention: string[];
+  channel: string | null;
 }

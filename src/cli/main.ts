@@ -1,4 +1,8 @@
+import { existsSync } from 'node:fs';
+import { resolve } from 'node:path';
 import { Command, Option } from 'commander';
+import { createSigner, defaultKeyFile, loadOrCreateKeyFile, parseAuditKey } from '../audit/key.js';
+import { publicKeyText } from '../core/audit-chain.js';
 import { callAdminSocket } from '../admin/socket.js';
 import { runAdminOperation } from '../admin/operations.js';
 import { publicBaseUrl } from '../console/urls.js';
@@ -10,6 +14,8 @@ import { DataDirLockedError, isDataDirLocked, openDatabase } from '../db/databas
 import { startTwokey } from '../runtime/server.js';
 import { createServices } from '../runtime/services.js';
 import { printAdminResult } from './output.js';
+import { checkTwokey, serveStdioProxy } from '../mcp/stdio-proxy.js';
+import { createUpstreamClients, withUpstreamOperations } from '../mcp/upstreams.js';
 
 /**
  * Runs one operator operation where the data lives: directly on PostgreSQL, directly on an idle
@@ -19,12 +25,18 @@ async function runOperation(env: Env, operation: string, args: Record<string, un
   if (!env.DATABASE_URL && (await isDataDirLocked(env.TWOKEY_DATA_DIR))) {
     return callAdminSocket(env.TWOKEY_DATA_DIR, operation, args);
   }
-  const config = loadConfigFile(resolveConfigPath(env), process.env);
-  const database = await openDatabase({ databaseUrl: env.DATABASE_URL, dataDir: env.TWOKEY_DATA_DIR, poolSize: 2 });
+  const upstreamClients = createUpstreamClients();
   try {
-    return await runAdminOperation(createServices({ database, config }), operation, args);
+    // Proposals of upstream tools are decided (and run) here too: the CLI needs those operations.
+    const config = await withUpstreamOperations(loadConfigFile(resolveConfigPath(env), process.env), upstreamClients);
+    const database = await openDatabase({ databaseUrl: env.DATABASE_URL, dataDir: env.TWOKEY_DATA_DIR, poolSize: 2 });
+    try {
+      return await runAdminOperation(createServices({ database, config, upstreamClients }), operation, args);
+    } finally {
+      await database.close();
+    }
   } finally {
-    await database.close();
+    await upstreamClients.closeAll();
   }
 }
 
@@ -54,6 +66,28 @@ function buildProgram(env: () => Env): Command {
     });
 
   program
+    .command('mcp')
+    .description("serve the agent's gated tools over stdio (MCP), forwarding to a running twokey: TWOKEY_URL, TWOKEY_AGENT_KEY")
+    .action(async () => {
+      const apiKey = process.env.TWOKEY_AGENT_KEY;
+      if (!apiKey) {
+        console.error("twokey mcp: set TWOKEY_AGENT_KEY to the agent's API key (tk_agent_…)");
+        process.exit(2);
+      }
+      const options = { url: process.env.TWOKEY_URL || 'http://127.0.0.1:8080', apiKey };
+      // stdout carries the protocol: every word for people goes to stderr.
+      await checkTwokey(options).catch((error: unknown) => {
+        console.error(`twokey mcp: cannot use ${options.url}/mcp: ${error instanceof Error ? error.message : String(error)}`);
+        process.exit(1);
+      });
+      const proxy = await serveStdioProxy(options);
+      const stop = () => void proxy.close().then(() => process.exit(0));
+      process.stdin.once('end', stop);
+      process.once('SIGINT', stop);
+      process.once('SIGTERM', stop);
+    });
+
+  program
     .command('migrate')
     .description('apply database migrations and exit')
     .action(async () => {
@@ -73,7 +107,10 @@ function buildProgram(env: () => Env): Command {
     .action((name: string, options: { owner: string[]; operations?: string[] }) =>
       run('agents.create', { name, owners: options.owner, operations: options.operations }),
     );
-  agents.command('list').description('list agents').action(() => run('agents.list'));
+  agents
+    .command('list')
+    .description('list agents')
+    .action(() => run('agents.list'));
   agents
     .command('revoke')
     .argument('<name>')
@@ -85,17 +122,57 @@ function buildProgram(env: () => Env): Command {
     .command('list')
     .addOption(new Option('--status <status>', 'only proposals in this status'))
     .action((options: { status?: string }) => run('proposals.list', { status: options.status }));
-  for (const decision of ['approve', 'reject'] as const) {
-    proposals
-      .command(decision)
-      .argument('<id>')
-      .requiredOption('--as <identity>', 'the approver identity you act as (slack:U…, discord:user:…, web:NAME)')
-      .option('--reason <reason>', 'why (shown to the agent and in chat)')
-      .description(`${decision} a proposal as an approver (same rules as a chat click)`)
-      .action((id: string, options: { as: string; reason?: string }) =>
-        run(`proposals.${decision}`, { id, as: options.as, reason: options.reason }),
-      );
-  }
+  proposals
+    .command('approve')
+    .argument('<id>')
+    .requiredOption('--as <identity>', 'the approver identity you act as (slack:U…, discord:user:…, web:NAME)')
+    .option('--grant <duration>', 'and approve the same operation for this agent for this long (15m, 1h…)')
+    .option('--uses <n>', 'with --grant: at most this many proposals')
+    .option('--bounded', "with --grant: only params up to (numbers) or equal to (the rest) this proposal's")
+    .description('approve a proposal as an approver (same rules as a chat click)')
+    .action((id: string, options: { as: string; grant?: string; uses?: string; bounded?: boolean }) =>
+      run('proposals.approve', { id, as: options.as, grant: options.grant, uses: options.uses, bounded: options.bounded === true }),
+    );
+  proposals
+    .command('reject')
+    .argument('<id>')
+    .requiredOption('--as <identity>', 'the approver identity you act as (slack:U…, discord:user:…, web:NAME)')
+    .option('--reason <reason>', 'why (shown to the agent and in chat)')
+    .description('reject a proposal as an approver (same rules as a chat click)')
+    .action((id: string, options: { as: string; reason?: string }) => run('proposals.reject', { id, as: options.as, reason: options.reason }));
+
+  const policy = program.command('policy').description('policy rules of the operations');
+  policy
+    .command('test')
+    .argument('<operation>')
+    .requiredOption('--params <json>', 'the params a proposal would carry, as JSON')
+    .requiredOption('--agent <name>', 'the proposing agent')
+    .description('print which rule would decide such a proposal, and why (writes nothing)')
+    .action((operation: string, options: { params: string; agent: string }) => run('policy.test', { operation, params: options.params, agent: options.agent }));
+
+  const grants = program.command('grants').description('standing approvals given from chat, the console or the CLI');
+  grants
+    .command('list')
+    .option('--all', 'include expired, used-up and revoked grants')
+    .action((options: { all?: boolean }) => run('grants.list', { all: options.all === true }));
+  grants
+    .command('revoke')
+    .argument('<id>')
+    .option('--as <identity>', 'who revokes (recorded in the audit log; default operator:cli)')
+    .description('revoke a grant at once')
+    .action((id: string, options: { as?: string }) => run('grants.revoke', { id, as: options.as }));
+
+  proposals
+    .command('retry')
+    .argument('<id>')
+    .requiredOption('--as <identity>', 'the approver identity you act as (slack:U…, discord:user:…, web:NAME)')
+    .description('run an approved proposal again after its execution failed (same rules and idempotency key as the chat Retry button)')
+    .action(async (id: string, options: { as: string }) => {
+      const result = (await runOperation(env(), 'proposals.retry', { id, as: options.as })) as { status: string };
+      printAdminResult('proposals.retry', result);
+      // Still not committed means the run failed again: say so to scripts too.
+      if (result.status !== 'committed') process.exitCode = 1;
+    });
 
   const approvers = program.command('approvers').description('people who approve in the web console (web:NAME)');
   approvers
@@ -106,7 +183,7 @@ function buildProgram(env: () => Env): Command {
   approvers
     .command('revoke-sessions')
     .argument('<name>', 'the approver web:NAME (the "web:" is optional)')
-    .description("end every console session and unused sign-in link of web:NAME")
+    .description('end every console session and unused sign-in link of web:NAME')
     .action((name: string) => run('approvers.revoke-sessions', { name }));
 
   const jobs = program.command('jobs').description('the outbox: chat posts and edits, callbacks');
@@ -139,13 +216,33 @@ function buildProgram(env: () => Env): Command {
   audit
     .command('verify')
     .description('recompute the hash chain; exit 1 naming the first bad row')
-    .action(async () => {
-      const verdict = (await runOperation(env(), 'audit.verify')) as { ok: boolean };
+    .option('--checkpoints <path>', 'also prove the table matches every signed checkpoint in this file or directory')
+    .option('--public-key <key>', "a trusted checkpoint key (repeatable; default: this installation's key)", collect, [])
+    .action(async (options: { checkpoints?: string; publicKey: string[] }) => {
+      const publicKeys = options.checkpoints && options.publicKey.length === 0 ? [localAuditPublicKey(env())].filter((key) => key !== null) : options.publicKey;
+      const checkpoints = options.checkpoints ? resolve(options.checkpoints) : undefined;
+      const verdict = (await runOperation(env(), 'audit.verify', { checkpoints, publicKeys })) as { ok: boolean };
       printAdminResult('audit.verify', verdict);
       if (!verdict.ok) process.exitCode = 1;
     });
 
+  audit
+    .command('key')
+    .description("print the public key that verifies this installation's audit checkpoints")
+    .action(() => {
+      const key = localAuditPublicKey(env(), { create: true });
+      console.log(key);
+    });
+
   return program;
+}
+
+/** The public half of the checkpoint key configured here, without creating a key file unless asked. */
+function localAuditPublicKey(current: Env, options: { create?: boolean } = {}): string | null {
+  if (current.TWOKEY_AUDIT_KEY) return publicKeyText(createSigner(parseAuditKey(current.TWOKEY_AUDIT_KEY)).publicKey);
+  const file = current.TWOKEY_AUDIT_KEY_FILE ?? defaultKeyFile(current.TWOKEY_DATA_DIR);
+  if (!options.create && !existsSync(file)) return null;
+  return publicKeyText(createSigner(loadOrCreateKeyFile(file)).publicKey);
 }
 
 export async function main(argv: string[]): Promise<void> {
@@ -165,4 +262,3 @@ export async function main(argv: string[]): Promise<void> {
     throw error;
   }
 }
-

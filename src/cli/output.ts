@@ -8,7 +8,11 @@ function table(rows: Row[], columns: string[]): string {
   if (rows.length === 0) return '(none)';
   const cells = rows.map((row) => columns.map((column) => formatCell(row[column])));
   const widths = columns.map((column, i) => Math.max(column.length, ...cells.map((cell) => (cell[i] ?? '').length)));
-  const line = (values: string[]) => values.map((value, i) => value.padEnd(widths[i] ?? 0)).join('  ').trimEnd();
+  const line = (values: string[]) =>
+    values
+      .map((value, i) => value.padEnd(widths[i] ?? 0))
+      .join('  ')
+      .trimEnd();
   return [line(columns.map((c) => c.toUpperCase())), ...cells.map(line)].join('\n');
 }
 
@@ -49,14 +53,35 @@ export function printAdminResult(operation: string, result: unknown, options: { 
       );
       if (value.status === 'committed') console.log(`result: ${JSON.stringify(value.result)}`);
       if (value.error) console.log(`execution error: ${String(value.error)}`);
+      if (value.grantId) console.log(`grant ${String(value.grantId)} given (see twokey grants list)`);
+      return;
+    case 'policy.test':
+      for (const step of value.trace as Row[]) console.log(`rule ${String(step.rule)}: ${String(step.when)} → ${String(step.result)}`);
+      console.log(
+        `decision: ${String(value.decision)}${value.decidedBy ? ` by ${String(value.decidedBy)}` : ''}${value.reason ? ` (${String(value.reason)})` : ''}` +
+          (value.decision === 'require' ? `; needs ${String(value.quorum)} of ${formatCell(value.approvers)}` : ''),
+      );
+      return;
+    case 'grants.list':
+      console.log(table(value, ['id', 'state', 'operation', 'agent', 'grantedBy', 'quorum', 'uses', 'bounds', 'expiresAt']));
+      return;
+    case 'grants.revoke':
+      console.log(`grant ${String(value.id)} revoked at ${String(value.revokedAt)} after ${String(value.uses)} use(s)`);
       return;
     case 'proposals.reject':
       console.log(`${String(value.id)}: rejected${value.reason ? ` (${String(value.reason)})` : ''}`);
       return;
+    case 'proposals.retry':
+      console.log(`${String(value.id)}: status ${String(value.status)}`);
+      if (value.status === 'committed') console.log(`result: ${JSON.stringify(value.result)}`);
+      if (value.error) console.log(`execution error: ${String(value.error)}`);
+      return;
     case 'audit.list':
       for (const event of value) {
         const target = [event.proposalId, event.agentId].filter(Boolean).join(' ');
-        console.log(`${String(event.seq).padStart(6)}  ${String(event.at)}  ${String(event.type).padEnd(18)}  ${String(event.actor)}  ${target}  ${JSON.stringify(event.data)}`);
+        console.log(
+          `${String(event.seq).padStart(6)}  ${String(event.at)}  ${String(event.type).padEnd(18)}  ${String(event.actor)}  ${target}  ${JSON.stringify(event.data)}`,
+        );
       }
       return;
     case 'jobs.list':
@@ -79,7 +104,11 @@ export function printAdminResult(operation: string, result: unknown, options: { 
     case 'audit.verify':
       console.log(
         value.ok
-          ? `audit chain ok: ${String(value.rows)} rows verified`
+          ? `audit chain ok: ${String(value.rows)} rows verified` +
+              (typeof value.checkpoints === 'number'
+                ? `, consistent with ${String(value.checkpoints)} signed checkpoint(s) covering ${String(value.covered)} rows`
+                : '') +
+              (typeof value.pending === 'number' && value.pending > 0 ? ` (${String(value.pending)} newer rows not yet in the chain)` : '')
           : `audit chain BROKEN at row seq ${String(value.seq)}: ${String(value.reason)}`,
       );
       return;

@@ -2,160 +2,150 @@ import { existsSync, readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseDocument } from 'yaml';
-import * as z from 'zod';
-import { parseDuration } from './duration.js';
+import type * as z from 'zod';
 import { ConfigError, formatFieldPath } from './errors.js';
 import { closeParamsSchema, compileParamsSchema, describeSchemaPath, ParamsSchemaError } from './params-schema.js';
-import type { ParamError } from './params-schema.js';
-import { compileSummaryTemplate } from './summary-template.js';
-import type { SummaryContext } from './summary-template.js';
+import { compileResultTemplate, compileSummaryTemplate } from './summary-template.js';
+import type { ResultContext } from './summary-template.js';
+import type { CommitMode, OperationSpec } from '../core/model.js';
+import { parseIdentity, isPersonKind, type IdentityKind } from '../core/identity.js';
+import { createPeople, type PersonDefinition } from '../core/people.js';
+import { buildPolicy, type EscalationSettings, type GrantSettings } from './policy-config.js';
+import { configErrorMap, configSchema, describeIssues, duration } from './config-schema.js';
+import type { approvalSchema, mcpConnectionFields, operationSchema, upstreamSchema } from './config-schema.js';
+import type { PolicyRule } from '../policy/rules.js';
 
-export type { ParamError } from './params-schema.js';
-export type { SummaryContext } from './summary-template.js';
+// The core owns these types; the config re-exports them so nothing declares them twice.
+export type { ParamError, SummaryContext, ConfirmationType, CommitMode } from '../core/model.js';
+export type { PersonDefinition } from '../core/people.js';
+export type { ResultContext } from './summary-template.js';
 
 // The result types below are plain data and functions, so other modules can import them
 // (with `import type`) without depending on zod, ajv or liquidjs.
-export type ConfirmationType = 'payment' | 'approval' | 'verification';
 
-export interface OperationDefinition {
-  name: string;
-  description: string;
-  confirmationType: ConfirmationType;
-  /** The schema as written plus the forced `additionalProperties: false`; safe to show to agents. */
-  paramsSchema: Record<string, unknown>;
-  /** `[]` when valid; otherwise every violation. */
-  validateParams(params: unknown): ParamError[];
-  /** Plain text, not HTML-escaped: each transport escapes for its own markup. */
-  renderSummary(ctx: SummaryContext): string;
-  renderCost?(ctx: SummaryContext): string;
-  expiresInMs: number;
-  approval: { approvers: string[]; quorum: number; slack?: { channel: string }; discord?: { channel: string } };
-  commit: 'on_approve' | 'agent';
+/** An operation as the core sees it (`OperationSpec`), plus what only the runtime reads. */
+export interface OperationDefinition extends OperationSpec {
+  /** The `result` template: what chat shows of a committed proposal's result (the full result stays in the console and the API). */
+  renderResult?(ctx: ResultContext): string;
+  approval: {
+    approvers: string[];
+    quorum: number;
+    slack?: { channel: string };
+    discord?: { channel: string };
+    /** Delays after the proposal at which undecided approvers are pinged again. */
+    remindMs: number[];
+    escalate?: EscalationSettings;
+  };
+  commit: CommitMode;
+  /** Evaluated in order at propose time; the first match decides (see src/policy). */
+  policy: PolicyRule[];
+  grants: GrantSettings | null;
+  /** How a policy's or grant's decision shows in chat. */
+  automaticDecisions: 'message' | 'silent';
   /** `agp`: the AGP dialect's chat approval runs the business adapter (see src/agp). */
-  executor: { type: 'echo' } | { type: 'agp' } | { type: 'http'; url: string; secret: string; timeoutMs: number };
+  executor:
+    | { type: 'echo' }
+    | { type: 'agp' }
+    | { type: 'http'; url: string; secret: string; timeoutMs: number }
+    | { type: 'mcp'; connection: McpConnection; tool: string };
+  /** Set on operations imported from an MCP upstream's tool list (src/mcp/upstreams.ts). */
+  upstreamTool?: { upstream: string; tool: string; readOnly: boolean };
+}
+
+/** How twokey reaches an MCP server: Streamable HTTP (`url`) or a child process over stdio (`command`). */
+export interface McpConnection {
+  /** Connections with one name are shared (one stdio process per upstream). */
+  name: string;
+  url?: string;
+  headers?: Record<string, string>;
+  command?: string;
+  args?: string[];
+  env?: Record<string, string>;
+  timeoutMs: number;
+  maxResponseBytes: number;
+}
+
+/** An MCP server whose tools become operations at start (`upstreams:`). */
+export interface UpstreamDefinition {
+  name: string;
+  connection: McpConnection;
+  /** For tools that need approval (not read-only, or given an `approval` of their own). */
+  defaults: Pick<OperationDefinition, 'expiresInMs' | 'commit' | 'confirmationType'> & { approval?: OperationDefinition['approval'] };
+  tools: Record<string, UpstreamToolOverride>;
+}
+
+export interface UpstreamToolOverride {
+  expose: boolean;
+  description?: string;
+  summary?: string;
+  approval?: OperationDefinition['approval'];
+  expiresInMs?: number;
+  commit?: OperationDefinition['commit'];
+  confirmationType?: OperationDefinition['confirmationType'];
 }
 
 export interface TwokeyConfig {
   /** file path (or the name given to parseConfig), for log lines and errors */
   source: string;
   operations: OperationDefinition[];
+  /**
+   * One human behind several identities: quorum counts people, the owner rule covers all of them.
+   * Absent when the file lists none (every identity is then its own person).
+   */
+  people?: PersonDefinition[];
   /** owned by the AGP module; passed through unvalidated */
   businesses: Record<string, unknown>;
+  /** MCP servers whose tools are imported as operations at start (src/mcp/upstreams.ts). */
+  upstreams: UpstreamDefinition[];
 }
 
-export type ApproverKind = 'slack_user' | 'slack_group' | 'discord_user' | 'discord_role' | 'web';
+export type ApproverKind = IdentityKind;
 
-const APPROVER_PATTERNS: ReadonlyArray<[ApproverKind, RegExp]> = [
-  ['slack_group', /^slack:group:S[A-Z0-9]{1,31}$/],
-  ['slack_user', /^slack:[UW][A-Z0-9]{1,31}$/],
-  ['discord_user', /^discord:user:\d{17,20}$/],
-  ['discord_role', /^discord:role:\d{17,20}$/],
-  ['web', /^web:[A-Za-z0-9][A-Za-z0-9._@-]{0,63}$/],
-];
-
-/** What an approver identity names, or undefined when it is not a valid identity. */
+/** What an approver identity names, or undefined when it is not a valid identity (the core's grammar). */
 export function approverKind(identity: string): ApproverKind | undefined {
-  return APPROVER_PATTERNS.find(([, pattern]) => pattern.test(identity))?.[0];
+  return parseIdentity(identity)?.kind;
 }
 
 /** Groups and roles may hold any number of people, so only these bound the quorum. */
 function isIndividual(identity: string): boolean {
   const kind = approverKind(identity);
-  return kind === 'slack_user' || kind === 'discord_user' || kind === 'web';
+  return kind !== undefined && isPersonKind(kind);
 }
 
-const POSITIVE_INTEGER = 'expected a positive integer';
-const OPERATION_NAME = /^[a-z][a-z0-9_]{0,63}$/;
-
-function duration(defaultText: string, minMs: number, maxMs: number, range: string) {
-  const error = `expected a duration between ${range}, such as ${defaultText}`;
-  return z
-    .string({ error })
-    .default(defaultText)
-    .transform((text, ctx) => {
-      let ms: number;
-      try {
-        ms = parseDuration(text);
-      } catch {
-        ms = Number.NaN;
-      }
-      if (!(ms >= minMs && ms <= maxMs)) {
-        ctx.addIssue({ code: 'custom', message: error });
-        return z.NEVER;
-      }
-      return ms;
+/**
+ * A person's name and each identity belong to one person only: otherwise "who is this" would have
+ * two answers, and quorum and the owner rule would depend on which one was read.
+ */
+function peopleIssues(people: readonly PersonDefinition[]): string[] {
+  const issues: string[] = [];
+  const names = new Map<string, number>();
+  const owners = new Map<string, string>();
+  people.forEach((person, i) => {
+    const first = names.get(person.name);
+    if (first !== undefined) issues.push(`people[${i}].name: duplicate person name (also people[${first}])`);
+    else names.set(person.name, i);
+    person.identities.forEach((identity, j) => {
+      const where = `people[${i}].identities[${j}]`;
+      const previous = owners.get(identity);
+      if (previous !== undefined) issues.push(`${where}: ${identity} is already listed (${previous})`);
+      else owners.set(identity, where);
     });
-}
-
-const httpUrl = z.string().refine((text) => {
-  try {
-    return ['http:', 'https:'].includes(new URL(text).protocol);
-  } catch {
-    return false;
-  }
-}, { error: 'expected an http:// or https:// URL' });
-
-const approvalSchema = z
-  .strictObject({
-    approvers: z
-      .array(
-        z.string().refine((identity) => approverKind(identity) !== undefined, {
-          error: 'expected slack:U…, slack:W…, slack:group:S…, discord:user:<id>, discord:role:<id> or web:<name>',
-        }),
-      )
-      .min(1, { error: 'expected at least one approver' }),
-    quorum: z.int({ error: POSITIVE_INTEGER }).min(1, { error: POSITIVE_INTEGER }).default(1),
-    slack: z.strictObject({ channel: z.string().min(1, { error: 'expected a Slack channel id' }) }).optional(),
-    discord: z
-      .strictObject({
-        // YAML reads an unquoted 18-digit id as a number and rounds it, hence the hint.
-        channel: z.string({ error: 'expected a string: quote Discord ids, e.g. "223456789012345678"' }).regex(/^\d{17,20}$/, {
-          error: 'expected a Discord channel id (17 to 20 digits)',
-        }),
-      })
-      .optional(),
-  })
-  .superRefine((approval, ctx) => {
-    const seen = new Set<string>();
-    approval.approvers.forEach((identity, i) => {
-      if (seen.has(identity)) ctx.addIssue({ code: 'custom', path: ['approvers', i], message: 'duplicate approver' });
-      seen.add(identity);
-    });
-    if (approval.approvers.every(isIndividual) && approval.quorum > seen.size) {
-      ctx.addIssue({
-        code: 'custom',
-        path: ['quorum'],
-        message: `cannot exceed the number of individual approvers (${seen.size})`,
-      });
-    }
   });
+  return issues;
+}
 
-const operationSchema = z.strictObject({
-  name: z.string().regex(OPERATION_NAME, { error: 'expected lower_snake_case starting with a letter, at most 64 characters' }),
-  description: z.string(),
-  confirmationType: z.enum(['payment', 'approval', 'verification']).default('approval'),
-  params: z.record(z.string(), z.unknown()).default({ type: 'object', properties: {} }),
-  summary: z.string().min(1, { error: 'expected a non-empty template' }),
-  cost: z.string().min(1, { error: 'expected a non-empty template' }).optional(),
-  expiresIn: duration('5m', 10_000, 7 * 86_400_000, '10s and 7d'),
-  approval: approvalSchema,
-  commit: z.enum(['on_approve', 'agent']).default('on_approve'),
-  executor: z.discriminatedUnion('type', [
-    z.strictObject({ type: z.literal('echo') }),
-    z.strictObject({ type: z.literal('agp') }),
-    z.strictObject({
-      type: z.literal('http'),
-      url: httpUrl,
-      secret: z.string().min(16, { error: 'expected at least 16 characters' }),
-      timeout: duration('10s', 1_000, 300_000, '1s and 5m'),
-    }),
-  ]),
-});
-
-const configSchema = z.strictObject({
-  operations: z.array(operationSchema).default([]),
-  businesses: z.record(z.string(), z.unknown()).default({}),
-});
+/** Only individuals bound the quorum, counted as people: two identities of one person are one approver. */
+function quorumIssues(operations: readonly ParsedOperation[], people: readonly PersonDefinition[]): string[] {
+  const directory = createPeople(people);
+  return operations.flatMap((operation, i) => {
+    const { approvers, quorum } = operation.approval;
+    if (!approvers.every(isIndividual)) return [];
+    const persons = new Set(approvers.map((identity) => directory.personOf(identity))).size;
+    if (quorum <= persons) return [];
+    const unit = persons === approvers.length ? 'individual approvers' : 'individual approvers, counted as people';
+    return [`operations[${i}].approval.quorum: cannot exceed the number of ${unit} (${persons})`];
+  });
+}
 
 /** Checked on the raw data because zod skips refinements once any field has failed. */
 function duplicateNameIssues(data: unknown): string[] {
@@ -169,41 +159,6 @@ function duplicateNameIssues(data: unknown): string[] {
     if (first === undefined) firstIndex.set(name, i);
     return first === undefined ? [] : [`operations[${i}].name: duplicate operation name (also operations[${first}])`];
   });
-}
-
-const ARTICLE: Record<string, string> = { object: 'an object', array: 'an array', int: 'an integer', integer: 'an integer' };
-
-/**
- * Used only where a schema has no message of its own. zod's default texts quote inputs
- * (which may be substituted secrets) and read like stack traces.
- */
-const configErrorMap: z.core.$ZodErrorMap = (issue) => {
-  switch (issue.code) {
-    case 'invalid_type':
-      return issue.input === undefined ? 'required' : `expected ${ARTICLE[issue.expected] ?? `a ${issue.expected}`}`;
-    case 'invalid_value':
-      return `expected one of: ${issue.values.map(String).join(', ')}`;
-    case 'invalid_union': {
-      const options: unknown = 'options' in issue ? issue.options : undefined;
-      return Array.isArray(options) ? `expected one of: ${options.map(String).join(', ')}` : 'does not match any allowed form';
-    }
-    case 'unrecognized_keys':
-      return 'unknown key';
-    case 'too_small':
-      return `expected at least ${String(issue.minimum)}`;
-    case 'too_big':
-      return `expected at most ${String(issue.maximum)}`;
-    default:
-      return 'invalid value';
-  }
-};
-
-function describeIssues(issues: readonly z.core.$ZodIssue[]): string[] {
-  return issues.flatMap((issue) =>
-    issue.code === 'unrecognized_keys'
-      ? issue.keys.map((key) => `${formatFieldPath([...issue.path, key])}: unknown key`)
-      : [`${formatFieldPath(issue.path) || '(root)'}: ${issue.message}`],
-  );
 }
 
 const VAR_REFERENCE = /\$\{([A-Za-z_][A-Za-z0-9_]*)\}/g;
@@ -257,9 +212,16 @@ function buildOperation(parsed: ParsedOperation, index: number, issues: string[]
   };
   const renderSummary = compile('summary', parsed.summary);
   const renderCost = parsed.cost === undefined ? undefined : compile('cost', parsed.cost);
+  const { approvers, quorum } = parsed.approval;
+  const policy = buildPolicy(parsed.policy, { operation: parsed.name, index, paramsSchema, approvers, quorum }, issues);
+  let renderResult: OperationDefinition['renderResult'];
+  try {
+    renderResult = parsed.result === undefined ? undefined : compileResultTemplate(parsed.result, paramsSchema);
+  } catch (error) {
+    issues.push(`${field('result')}: ${error instanceof Error ? error.message : String(error)}`);
+  }
   if (issues.length > problemsBefore || renderSummary === undefined) return undefined;
 
-  const { approvers, quorum, slack, discord } = parsed.approval;
   const executor = parsed.executor;
   return {
     name: parsed.name,
@@ -269,13 +231,85 @@ function buildOperation(parsed: ParsedOperation, index: number, issues: string[]
     validateParams,
     renderSummary,
     ...(renderCost === undefined ? {} : { renderCost }),
+    ...(renderResult === undefined ? {} : { renderResult }),
     expiresInMs: parsed.expiresIn,
-    approval: { approvers, quorum, ...(slack ? { slack } : {}), ...(discord ? { discord } : {}) },
+    approval: approvalOf(parsed.approval),
     commit: parsed.commit,
+    policy,
+    grants: parsed.grants ?? null,
+    automaticDecisions: parsed.automaticDecisions,
     executor:
       executor.type === 'http'
         ? { type: 'http', url: executor.url, secret: executor.secret, timeoutMs: executor.timeout }
-        : { type: executor.type },
+        : executor.type === 'mcp'
+          ? { type: 'mcp', tool: executor.tool, connection: mcpConnection(`operation:${parsed.name}`, executor) }
+          : { type: executor.type },
+  };
+}
+
+/** The approval section as the runtime reads it (durations in ms, reminders in order). */
+function approvalOf(parsed: z.output<typeof approvalSchema>): OperationDefinition['approval'] {
+  const { approvers, quorum, slack, discord, remind, escalate } = parsed;
+  return {
+    approvers,
+    quorum,
+    ...(slack ? { slack } : {}),
+    ...(discord ? { discord } : {}),
+    remindMs: [...remind].sort((a, b) => a - b),
+    ...(escalate
+      ? {
+          escalate: {
+            afterMs: escalate.after,
+            approvers: escalate.approvers,
+            ...(escalate.slack ? { slack: escalate.slack } : {}),
+            ...(escalate.discord ? { discord: escalate.discord } : {}),
+          },
+        }
+      : {}),
+  };
+}
+
+function mcpConnection(name: string, parsed: z.output<z.ZodObject<typeof mcpConnectionFields>>): McpConnection {
+  return {
+    name,
+    ...(parsed.url !== undefined ? { url: parsed.url, headers: parsed.headers ?? {} } : {}),
+    ...(parsed.command !== undefined ? { command: parsed.command, args: parsed.args ?? [], env: parsed.env ?? {} } : {}),
+    timeoutMs: parsed.timeout,
+    maxResponseBytes: parsed.maxResponseBytes,
+  };
+}
+
+const toolExpiry = duration('5m', 10_000, 7 * 86_400_000, '10s and 7d');
+
+function buildUpstream(parsed: z.output<typeof upstreamSchema>, index: number, issues: string[]): UpstreamDefinition {
+  const tools: Record<string, UpstreamToolOverride> = {};
+  for (const [tool, override] of Object.entries(parsed.tools)) {
+    let expiresInMs: number | undefined;
+    if (override.expiresIn !== undefined) {
+      const checked = toolExpiry.safeParse(override.expiresIn);
+      if (checked.success) expiresInMs = checked.data;
+      else issues.push(`upstreams[${index}].tools.${tool}.expiresIn: expected a duration between 10s and 7d, such as 5m`);
+    }
+    tools[tool] = {
+      expose: override.expose,
+      ...(override.description !== undefined ? { description: override.description } : {}),
+      ...(override.summary !== undefined ? { summary: override.summary } : {}),
+      ...(override.approval ? { approval: approvalOf(override.approval) } : {}),
+      ...(expiresInMs !== undefined ? { expiresInMs } : {}),
+      ...(override.commit ? { commit: override.commit } : {}),
+      ...(override.confirmationType ? { confirmationType: override.confirmationType } : {}),
+    };
+  }
+  return {
+    name: parsed.name,
+    connection: mcpConnection(`upstream:${parsed.name}`, parsed),
+    defaults: {
+      expiresInMs: parsed.expiresIn,
+      commit: parsed.commit,
+      confirmationType: parsed.confirmationType,
+      ...(parsed.approval ? { approval: approvalOf(parsed.approval) } : {}),
+    },
+    tools,
   };
 }
 
@@ -284,7 +318,10 @@ export function parseConfig(text: string, env: NodeJS.ProcessEnv, sourceName: st
   const heading = `Invalid config file ${sourceName}:`;
   const document = parseDocument(text, { prettyErrors: true });
   if (document.errors.length > 0) {
-    throw new ConfigError(heading, document.errors.map((error) => `YAML: ${error.message.split('\n')[0] ?? ''}`));
+    throw new ConfigError(
+      heading,
+      document.errors.map((error) => `YAML: ${error.message.split('\n')[0] ?? ''}`),
+    );
   }
   const raw: unknown = document.toJS() ?? {};
   const issues: string[] = [];
@@ -294,13 +331,18 @@ export function parseConfig(text: string, env: NodeJS.ProcessEnv, sourceName: st
   const result = configSchema.safeParse(data, { error: configErrorMap });
   issues.push(...(result.success ? [] : describeIssues(result.error.issues)), ...duplicateNameIssues(data));
   if (!result.success || issues.length > 0) throw new ConfigError(heading, issues);
+  issues.push(...peopleIssues(result.data.people), ...quorumIssues(result.data.operations, result.data.people));
+  if (issues.length > 0) throw new ConfigError(heading, issues);
 
   const operations = result.data.operations.map((operation, i) => buildOperation(operation, i, issues));
+  const upstreams = result.data.upstreams.map((upstream, i) => buildUpstream(upstream, i, issues));
   if (issues.length > 0) throw new ConfigError(heading, issues);
   return {
     source: sourceName,
     operations: operations.filter((operation): operation is OperationDefinition => operation !== undefined),
+    ...(result.data.people.length > 0 ? { people: result.data.people } : {}),
     businesses: result.data.businesses,
+    upstreams,
   };
 }
 

@@ -17,3 +17,10 @@ export function parseDuration(text: string): number {
   if (!Number.isSafeInteger(ms)) throw new RangeError(`invalid duration "${text}": too large`);
   return ms;
 }
+
+/** `3600000` → `1 h`, `900000` → `15 min`: a duration as chat shows it on a button or in a list. */
+export function durationLabel(ms: number): string {
+  if (ms % 86_400_000 === 0) return `${ms / 86_400_000} d`;
+  if (ms % 3_600_000 === 0) return `${ms / 3_600_000} h`;
+  return `${Math.round(ms / 60_000)} min`;
+}

@@ -1,4 +1,5 @@
 import * as z from 'zod';
+import { parseAllowList } from '../executors/address-guard.js';
 import { ConfigError } from './errors.js';
 
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
@@ -15,6 +16,8 @@ export interface Env {
   readonly TWOKEY_DATA_DIR: string;
   readonly TWOKEY_CONFIG?: string;
   readonly TWOKEY_PUBLIC_URL?: string;
+  /** CIDRs, IPs and hostnames callbacks may reach besides public addresses (comma-separated). */
+  readonly TWOKEY_CALLBACK_ALLOW?: string;
   readonly SLACK_BOT_TOKEN?: string;
   readonly SLACK_SIGNING_SECRET?: string;
   readonly SLACK_APP_TOKEN?: string;
@@ -28,6 +31,24 @@ export interface Env {
   /** cents */
   readonly AGENR_MAX_EXECUTE_AMOUNT: number;
   readonly LOG_LEVEL: LogLevel;
+  /** Open long-polls (`?wait=`) per agent; more answer 429. */
+  readonly TWOKEY_MAX_LONG_POLLS_PER_AGENT: number;
+  /** Proposals waiting for a decision per agent; more answer 429. */
+  readonly TWOKEY_MAX_PENDING_PER_AGENT: number;
+  /** Failed authentications per client address per minute; past it the address gets 429. */
+  readonly TWOKEY_MAX_FAILED_AUTH_PER_MINUTE: number;
+  /** Responses larger than this are not kept for Idempotency-Key replay (the key answers 409 on reuse). */
+  readonly TWOKEY_IDEMPOTENCY_MAX_RESPONSE_BYTES: number;
+  /** Ed25519 key that signs audit checkpoints: base64 of the 32-byte seed, or a PKCS#8 PEM. */
+  readonly TWOKEY_AUDIT_KEY?: string;
+  /** Where the key is kept (created 0600) when TWOKEY_AUDIT_KEY is unset; beside the data dir by default. */
+  readonly TWOKEY_AUDIT_KEY_FILE?: string;
+  /** Directory that receives every signed checkpoint (checkpoints.jsonl); beside the data dir by default. */
+  readonly TWOKEY_AUDIT_CHECKPOINTS?: string;
+  /** URL that receives every signed checkpoint as a POST. */
+  readonly TWOKEY_AUDIT_WEBHOOK_URL?: string;
+  /** seconds an MCP tools/call waits for the decision before answering `pending` */
+  readonly TWOKEY_MCP_WAIT: number;
 }
 
 function integerString(min: number, max: number, error: string) {
@@ -39,13 +60,16 @@ function integerString(min: number, max: number, error: string) {
 }
 
 function urlString(protocols: readonly string[], error: string) {
-  return z.string().refine((text) => {
-    try {
-      return protocols.includes(new URL(text).protocol);
-    } catch {
-      return false;
-    }
-  }, { error });
+  return z.string().refine(
+    (text) => {
+      try {
+        return protocols.includes(new URL(text).protocol);
+      } catch {
+        return false;
+      }
+    },
+    { error },
+  );
 }
 
 /*
@@ -59,18 +83,50 @@ const envSchema = z.object({
   TWOKEY_DATA_DIR: z.string().default('./data'),
   TWOKEY_CONFIG: z.string().optional(),
   TWOKEY_PUBLIC_URL: urlString(['http:', 'https:'], 'expected an http:// or https:// URL').optional(),
+  TWOKEY_CALLBACK_ALLOW: z
+    .string()
+    .refine(
+      (text) => {
+        try {
+          parseAllowList(text);
+          return true;
+        } catch {
+          return false;
+        }
+      },
+      { error: 'expected a comma-separated list of CIDRs (10.0.0.0/8), IP addresses or hostnames' },
+    )
+    .optional(),
   SLACK_BOT_TOKEN: z.string().optional(),
   SLACK_SIGNING_SECRET: z.string().optional(),
   SLACK_APP_TOKEN: z.string().optional(),
   SLACK_API_URL: urlString(['http:', 'https:'], 'expected an http:// or https:// URL').default('https://slack.com/api/'),
   DISCORD_BOT_TOKEN: z.string().optional(),
-  DISCORD_APPLICATION_ID: z.string().regex(/^\d{17,20}$/, { error: 'expected a Discord id (17 to 20 digits)' }).optional(),
-  DISCORD_PUBLIC_KEY: z.string().regex(/^[0-9a-fA-F]{64}$/, { error: 'expected 64 hexadecimal characters' }).optional(),
-  DISCORD_GATEWAY: z.enum(['true', 'false'], { error: 'expected "true" or "false"' }).default('false').transform((v) => v === 'true'),
+  DISCORD_APPLICATION_ID: z
+    .string()
+    .regex(/^\d{17,20}$/, { error: 'expected a Discord id (17 to 20 digits)' })
+    .optional(),
+  DISCORD_PUBLIC_KEY: z
+    .string()
+    .regex(/^[0-9a-fA-F]{64}$/, { error: 'expected 64 hexadecimal characters' })
+    .optional(),
+  DISCORD_GATEWAY: z
+    .enum(['true', 'false'], { error: 'expected "true" or "false"' })
+    .default('false')
+    .transform((v) => v === 'true'),
   DISCORD_API_URL: urlString(['http:', 'https:'], 'expected an http:// or https:// URL').default('https://discord.com/api'),
   AGENR_EXECUTE_POLICY: z.enum(AGENR_EXECUTE_POLICIES, { error: 'expected one of: open, confirm, strict' }).default('open'),
   AGENR_MAX_EXECUTE_AMOUNT: integerString(0, Number.MAX_SAFE_INTEGER, 'expected a non-negative integer (cents)').default(100),
+  TWOKEY_MCP_WAIT: integerString(0, 300, 'expected whole seconds between 0 and 300').default(50),
+  TWOKEY_MAX_LONG_POLLS_PER_AGENT: integerString(1, 10_000, 'expected an integer between 1 and 10000').default(20),
+  TWOKEY_MAX_PENDING_PER_AGENT: integerString(1, 1_000_000, 'expected an integer between 1 and 1000000').default(100),
+  TWOKEY_MAX_FAILED_AUTH_PER_MINUTE: integerString(1, 1_000_000, 'expected an integer between 1 and 1000000').default(20),
+  TWOKEY_IDEMPOTENCY_MAX_RESPONSE_BYTES: integerString(1_024, 16 * 1024 * 1024, 'expected an integer between 1024 and 16777216 (bytes)').default(65_536),
   LOG_LEVEL: z.enum(LOG_LEVELS, { error: `expected one of: ${LOG_LEVELS.join(', ')}` }).default('info'),
+  TWOKEY_AUDIT_KEY: z.string().optional(),
+  TWOKEY_AUDIT_KEY_FILE: z.string().optional(),
+  TWOKEY_AUDIT_CHECKPOINTS: z.string().optional(),
+  TWOKEY_AUDIT_WEBHOOK_URL: urlString(['http:', 'https:'], 'expected an http:// or https:// URL').optional(),
 });
 
 type EnvName = keyof z.input<typeof envSchema>;

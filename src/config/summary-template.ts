@@ -1,16 +1,21 @@
 import { Liquid } from 'liquidjs';
 import type { FS, FilterImplOptions, Template } from 'liquidjs';
+import type { SummaryContext } from '../core/model.js';
+import { displaySafe } from './display-text.js';
 
 export type JSONSchema = Record<string, unknown>;
 
-/** Everything a summary template can read: the proposal, nothing of the server. */
-export interface SummaryContext {
-  agent: string;
-  operation: string;
-  params: Record<string, unknown>;
-}
+/** Everything a summary template can read (the core's `SummaryContext`): the proposal, nothing of the server. */
+export type { SummaryContext } from '../core/model.js';
 
 export type RenderSummary = (ctx: SummaryContext) => string;
+
+/** What a `result` template reads: the proposal, and what its executor answered. */
+export interface ResultContext extends SummaryContext {
+  result: unknown;
+}
+
+export type RenderResult = (ctx: ResultContext) => string;
 
 /** A template that cannot be compiled; the config loader prefixes the field path. */
 export class TemplateError extends Error {
@@ -20,7 +25,9 @@ export class TemplateError extends Error {
 // Templates are a line or a paragraph; these bounds only stop a hostile or broken config
 // (or a huge param) from stalling the proposal path.
 const PARSE_LIMIT_CHARS = 20_000;
-const RENDER_LIMIT_MS = 100;
+// Wall-clock time, so it also counts time the process waits for a CPU: 100 ms failed ordinary
+// proposals with 500 on a loaded machine (load average 30 on 2 cores), where a render takes < 1 ms.
+const RENDER_LIMIT_MS = 1_000;
 const MEMORY_LIMIT = 10_000_000;
 const TEMPLATE_LIMIT = 10_000;
 
@@ -36,7 +43,18 @@ const refusingFs: FS = {
   containsSync: () => false,
 };
 
+/** Liquid's own way of printing a value (arrays joined, nil as nothing), before it is made safe. */
+function printed(value: unknown): string {
+  if (value === undefined || value === null) return '';
+  if (Array.isArray(value)) return value.map(printed).join('');
+  return typeof value === 'string' ? value : String(value);
+}
+
 const liquid = new Liquid({
+  // Every {{ output }} is a value an agent may have chosen: it is shown as one value (no line breaks,
+  // no bidi or invisible characters, a warning on mixed scripts), in every channel. The operator's
+  // own template text around it is left as written.
+  outputEscape: (value: unknown) => displaySafe(printed(value)),
   fs: refusingFs,
   relativeReference: false,
   strictFilters: true,
@@ -55,15 +73,27 @@ const liquid = new Liquid({
 delete liquid.tags['include'];
 delete liquid.tags['render'];
 delete liquid.tags['layout'];
+// `raw` would switch off the output escaping above.
+delete liquid.filters['raw'];
 
+/**
+ * Cents as dollars, exactly for any integer: BigInt arithmetic, so 1.5e21 cents prints every digit
+ * rather than `$1.5e+19.xx`. A fractional number of cents is rounded to the cent first.
+ */
 export function formatUsd(cents: unknown): string {
   if (cents === undefined || cents === null || cents === '') return '';
-  const n = typeof cents === 'number' ? cents : Number(cents);
-  if (!Number.isFinite(n)) return typeof cents === 'string' ? cents : '';
-  const abs = Math.abs(Math.round(n));
-  const dollars = Math.floor(abs / 100).toString().replace(/\B(?=(\d{3})+(?!\d))/g, ',');
-  const rest = (abs % 100).toString().padStart(2, '0');
-  return `${n < 0 && abs !== 0 ? '-' : ''}$${dollars}.${rest}`;
+  let amount: bigint;
+  if (typeof cents === 'bigint') amount = cents;
+  else if (typeof cents === 'string' && /^\s*-?\d+\s*$/.test(cents)) amount = BigInt(cents.trim());
+  else {
+    const n = typeof cents === 'number' ? cents : Number(cents);
+    if (!Number.isFinite(n)) return typeof cents === 'string' ? cents : '';
+    amount = BigInt(Math.round(n));
+  }
+  const abs = amount < 0n ? -amount : amount;
+  const dollars = (abs / 100n).toString().replace(/\B(?=(\d{3})+(?!\d))/g, ',');
+  const rest = (abs % 100n).toString().padStart(2, '0');
+  return `${amount < 0n ? '-' : ''}$${dollars}.${rest}`;
 }
 
 function toDate(value: unknown): Date | undefined {
@@ -95,6 +125,14 @@ liquid.registerFilter('date', function (this: FilterThis, value: unknown, format
   return builtinDate.call(this, date, format) as unknown;
 });
 
+// The first render of the process pays for compiling liquid's and the escaper's code paths; on a
+// loaded machine that alone can pass RENDER_LIMIT_MS and fail an agent's first proposal.
+try {
+  liquid.parseAndRenderSync('{{ value | usd }} {{ value | upcase }}', { value: 'warm\n\u0410a' });
+} catch {
+  // Only a warm-up: on a starved machine it may itself pass the limit, which must not stop start.
+}
+
 function declaredProperties(schema: unknown): Record<string, unknown> | undefined {
   if (typeof schema !== 'object' || schema === null) return undefined;
   const properties = (schema as JSONSchema)['properties'];
@@ -106,7 +144,7 @@ function declaredProperties(schema: unknown): Record<string, unknown> | undefine
  * template reads must be `agent`, `operation`, or a `params.…` path whose segments are
  * declared as far as the schema declares nested `properties`.
  */
-function checkVariables(templates: Template[], paramsSchema: JSONSchema): void {
+function checkVariables(templates: Template[], paramsSchema: JSONSchema, extraRoots: readonly string[] = []): void {
   const problems: string[] = [];
   const { globals } = liquid.analyzeSync(templates, { partials: false });
   for (const [root, uses] of Object.entries(globals)) {
@@ -116,8 +154,10 @@ function checkVariables(templates: Template[], paramsSchema: JSONSchema): void {
         if (variable.segments.length > 1) problems.push(`${where}: ${root} is a string; use {{ ${root} }}`);
         continue;
       }
+      // An executor's answer has no declared shape: any path below it is allowed.
+      if (extraRoots.includes(root)) continue;
       if (root !== 'params') {
-        problems.push(`${where}: unknown variable; templates can read agent, operation and params.<name>`);
+        problems.push(`${where}: unknown variable; templates can read ${['agent', 'operation', ...extraRoots].join(', ')} and params.<name>`);
         continue;
       }
       if (variable.segments.length < 2) {
@@ -146,16 +186,33 @@ function checkVariables(templates: Template[], paramsSchema: JSONSchema): void {
  * Compiles a summary (or cost) template. All errors — syntax, unknown filters or tags,
  * undeclared params — surface here, at start, never when an agent proposes.
  */
-export function compileSummaryTemplate(source: string, paramsSchema: JSONSchema): RenderSummary {
-  let templates: Template[];
+function parseTemplate(source: string): Template[] {
   try {
-    templates = liquid.parse(source);
+    return liquid.parse(source);
   } catch (error) {
     throw new TemplateError(error instanceof Error ? error.message : String(error));
   }
+}
+
+export function compileSummaryTemplate(source: string, paramsSchema: JSONSchema): RenderSummary {
+  const templates = parseTemplate(source);
   checkVariables(templates, paramsSchema);
   return (ctx) => {
     const scope: SummaryContext = { agent: ctx.agent, operation: ctx.operation, params: ctx.params };
+    const rendered: unknown = liquid.renderSync(templates, scope, { templateLimit: TEMPLATE_LIMIT });
+    return String(rendered).trim();
+  };
+}
+
+/**
+ * Compiles an operation's `result` template: what humans in chat see of the executor's answer
+ * (`{{ result.status }}`). Values are shown as values, like the summary's params.
+ */
+export function compileResultTemplate(source: string, paramsSchema: JSONSchema): RenderResult {
+  const templates = parseTemplate(source);
+  checkVariables(templates, paramsSchema, ['result']);
+  return (ctx) => {
+    const scope: ResultContext = { agent: ctx.agent, operation: ctx.operation, params: ctx.params, result: ctx.result };
     const rendered: unknown = liquid.renderSync(templates, scope, { templateLimit: TEMPLATE_LIMIT });
     return String(rendered).trim();
   };

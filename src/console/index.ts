@@ -1,25 +1,27 @@
 import type { FastifyInstance } from 'fastify';
 import type { Env } from '../config/env.js';
-import type { Services } from '../runtime/services.js';
+import type { Database } from '../db/database.js';
 import { formatTime } from './layout.js';
-import { createConsoleQueries } from './queries.js';
-import { registerConsoleRoutes } from './routes.js';
-import { consoleAuthFor } from './sign-in.js';
+import { registerConsoleRoutes } from './plugin.js';
+import type { ConsoleServices } from './ports.js';
+import { consoleAuthFor, consoleQueriesFor } from './stores.js';
 import { consoleUrl, publicBaseUrl, servedOverHttps, signInUrl } from './urls.js';
 
-export { CONTENT_SECURITY_POLICY } from './routes.js';
-export { LINK_TTL_MS, SESSION_TTL_MS, consoleAuthFor, webIdentity } from './sign-in.js';
+export { CONTENT_SECURITY_POLICY } from './security.js';
+export { LINK_TTL_MS, SESSION_TTL_MS, webIdentity } from './sign-in.js';
+export { consoleAuthFor } from './stores.js';
 export { consoleUrl, publicBaseUrl, signInUrl } from './urls.js';
 
 export interface WebConsoleOptions {
   env: Pick<Env, 'TWOKEY_PUBLIC_URL' | 'HOST' | 'PORT'>;
-  services: Services;
+  /** The core's services the console calls, and the database its own stores live in. */
+  services: ConsoleServices & { database: Pick<Database, 'db'> };
 }
 
-/** The web console (CONTRACT §6b): pages under /console, sign-in links, sessions. */
+/** The web console (docs/console.md): pages under /console, sign-in links, sessions. */
 export function createWebConsole({ env, services }: WebConsoleOptions) {
   const auth = consoleAuthFor(services);
-  const queries = createConsoleQueries(services.database.db);
+  const queries = consoleQueriesFor(services.database);
 
   return {
     auth,

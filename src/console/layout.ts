@@ -7,7 +7,7 @@ export interface Viewer {
   csrfToken: string;
 }
 
-export type Section = 'pending' | 'history' | 'agents' | 'none';
+export type Section = 'pending' | 'history' | 'agents' | 'grants' | 'none';
 
 export interface PageOptions {
   title: string;
@@ -64,6 +64,13 @@ export function formatRemaining(ms: number): string {
   return `${Math.floor(hours / 24)} days left`;
 }
 
+/** A grant's length as people say it: 15 min, 1 h, 2 d. */
+export function formatDuration(ms: number): string {
+  if (ms % 86_400_000 === 0) return `${ms / 86_400_000} d`;
+  if (ms % 3_600_000 === 0) return `${ms / 3_600_000} h`;
+  return `${Math.round(ms / 60_000)} min`;
+}
+
 /** A countdown that reads correctly without JavaScript and ticks with it (console.js). */
 export function countdown(expiresAt: Date, now: Date): SafeHtml {
   const left = expiresAt.getTime() - now.getTime();
@@ -78,9 +85,9 @@ export function prettyJson(value: unknown): string {
 
 /** Every form carries the session's CSRF token and where to come back to. */
 export function formFields(viewer: Viewer, returnTo?: string): SafeHtml {
-  return html`<input type="hidden" name="_csrf" value="${viewer.csrfToken}" />${returnTo
-      ? html`<input type="hidden" name="return" value="${returnTo}" />`
-      : ''}`;
+  return html`<input type="hidden" name="_csrf" value="${viewer.csrfToken}" />${
+    returnTo ? html`<input type="hidden" name="return" value="${returnTo}" />` : ''
+  }`;
 }
 
 function navLink(href: string, label: HtmlValue, active: boolean): SafeHtml {
@@ -107,8 +114,9 @@ export function page(options: PageOptions): SafeHtml {
     <header class="topbar">
       <div class="wrap topbar-inner">
         <a class="brand" href="/console"><span class="brand-mark" aria-hidden="true">2</span>twokey<span class="brand-sub">console</span></a>
-        ${viewer
-          ? html`<nav class="nav" aria-label="Console sections">
+        ${
+          viewer
+            ? html`<nav class="nav" aria-label="Console sections">
                 ${navLink(
                   '/console',
                   html`Pending <span class="count" id="pending-count" aria-label="${count ?? 0} pending">${count ?? ''}</span>`,
@@ -116,6 +124,7 @@ export function page(options: PageOptions): SafeHtml {
                 )}
                 ${navLink('/console/history', 'History', section === 'history')}
                 ${navLink('/console/agents', 'Agents', section === 'agents')}
+                ${navLink('/console/grants', 'Grants', section === 'grants')}
               </nav>
               <div class="who">
                 <span class="who-name"><span class="muted">Signed in as</span> <strong>${viewer.approver}</strong></span>
@@ -124,7 +133,8 @@ export function page(options: PageOptions): SafeHtml {
                   <button type="submit" class="btn btn-quiet btn-small">Sign out</button>
                 </form>
               </div>`
-          : ''}
+            : ''
+        }
       </div>
     </header>
     <main id="main" class="wrap" tabindex="-1">

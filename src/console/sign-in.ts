@@ -1,26 +1,25 @@
 import { createHmac, randomBytes } from 'node:crypto';
 import { TwokeyError } from '../core/errors.js';
+import { webIdentity as parseWebIdentity } from '../core/identity.js';
 import type { Clock } from '../core/model.js';
 import { digestsEqual, sha256Hex } from '../core/secrets.js';
-import type { Database } from '../db/database.js';
-import { createConsoleSessionStore, type ApproverLinkRow, type ConsoleSessionRow, type ConsoleSessionStore } from './session-store.js';
+import type { ApproverLinkRecord, ConsoleSessionRecord, ConsoleSessionStore } from './ports.js';
 
-/** Sign-in links work once, for 10 minutes (CONTRACT §6b). */
+/** Sign-in links work once, for 10 minutes (docs/console.md). */
 export const LINK_TTL_MS = 10 * 60_000;
 /** A console session lasts one working day; after that the person asks for a new link. */
 export const SESSION_TTL_MS = 12 * 3_600_000;
 
 const LINK_TOKEN = /^tk_link_[A-Za-z0-9_-]{43}$/;
 const SESSION_SECRET = /^[A-Za-z0-9_-]{43}$/;
-const WEB_NAME = /^[A-Za-z0-9_.@-]{1,64}$/;
 
-/** `operator` or `web:operator` → `web:operator`; anything else is refused. */
+/** `operator` or `web:operator` → `web:operator` (the core's identity grammar); anything else is refused. */
 export function webIdentity(name: string): string {
-  const bare = name.startsWith('web:') ? name.slice(4) : name;
-  if (!WEB_NAME.test(bare)) {
-    throw new TwokeyError('invalid_request', 'an approver name is 1-64 letters, digits, "_", ".", "@" or "-" (web:NAME)');
+  const identity = parseWebIdentity(name);
+  if (!identity) {
+    throw new TwokeyError('invalid_request', 'an approver name is 1-64 letters, digits, "_", ".", "@" or "-", starting with a letter or digit (web:NAME)');
   }
-  return `web:${bare}`;
+  return identity;
 }
 
 export type LinkProblem = 'malformed' | 'unknown' | 'used' | 'expired';
@@ -28,7 +27,7 @@ export type LinkProblem = 'malformed' | 'unknown' | 'used' | 'expired';
 export type LinkCheck = { ok: true; approver: string; expiresAt: Date } | { ok: false; problem: LinkProblem };
 
 /** Whether a stored link may still sign someone in at `now`. Pure, so tests pin the boundary. */
-export function checkLink(row: ApproverLinkRow | null, now: Date): LinkCheck {
+export function checkLink(row: ApproverLinkRecord | null, now: Date): LinkCheck {
   if (!row) return { ok: false, problem: 'unknown' };
   if (row.usedAt) return { ok: false, problem: 'used' };
   if (now.getTime() >= row.expiresAt.getTime()) return { ok: false, problem: 'expired' };
@@ -44,7 +43,7 @@ export interface ConsoleSession {
 }
 
 /** Whether a stored session is live at `now`. Pure, so tests pin the boundary. */
-export function sessionIsLive(row: ConsoleSessionRow | null, now: Date): row is ConsoleSessionRow {
+export function sessionIsLive(row: ConsoleSessionRecord | null, now: Date): row is ConsoleSessionRecord {
   return row !== null && row.revokedAt === null && now.getTime() < row.expiresAt.getTime();
 }
 
@@ -101,10 +100,7 @@ export function createConsoleAuth({ sessions, clock }: ConsoleAuthDeps) {
       const used = await tx.useLink(tokenHash, now);
       if (!used) return null;
       await tx.insertSession({ idHash, approver: used.approver, createdAt: now, expiresAt });
-      await tx.appendAudit(
-        { type: 'console.signed_in', actor: used.approver, data: { session: sessionRef(idHash), expiresAt: expiresAt.toISOString() } },
-        now,
-      );
+      await tx.appendAudit({ type: 'console.signed_in', actor: used.approver, data: { session: sessionRef(idHash), expiresAt: expiresAt.toISOString() } }, now);
       return used;
     });
     if (!link) {
@@ -147,8 +143,3 @@ export function createConsoleAuth({ sessions, clock }: ConsoleAuthDeps) {
 }
 
 export type ConsoleAuth = ReturnType<typeof createConsoleAuth>;
-
-/** Sign-in links and sessions on a database and clock (the console and the CLI's admin operations). */
-export function consoleAuthFor(services: { database: Pick<Database, 'db'>; clock: Clock }): ConsoleAuth {
-  return createConsoleAuth({ sessions: createConsoleSessionStore(services.database.db), clock: services.clock });
-}

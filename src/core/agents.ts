@@ -1,11 +1,12 @@
 import { TwokeyError } from './errors.js';
+import { PERSON_FORMS, parsePersonIdentity } from './identity.js';
 import { newId } from './ids.js';
+import { OPERATOR, agentRevokeRight, type Revoker } from './agent-revocation.js';
 import type { AgentRecord, Clock } from './model.js';
 import type { Store } from './ports.js';
 import { displayPrefix, mintApiKey, mintCallbackSecret, sha256Hex } from './secrets.js';
 
 const AGENT_NAME = /^[a-z0-9][a-z0-9_.-]{0,62}$/i;
-const IDENTITY = /^(slack:(group:)?[A-Z0-9]+|discord:(user|role):\d{15,21}|web:[A-Za-z0-9_.@-]{1,64})$/;
 
 export interface CreateAgentInput {
   name: string;
@@ -18,17 +19,20 @@ export interface AgentServiceDeps {
   clock: Clock;
   /** Names of the configured operations, to refuse typos in `--operations`. */
   knownOperations(): string[];
+  /** The configured operations' approvers, for the rule of who besides the operator may revoke. */
+  operations(): readonly { name: string; approval: { approvers: readonly string[] } }[];
 }
 
-export function createAgentService({ store, clock, knownOperations }: AgentServiceDeps) {
+export function createAgentService({ store, clock, knownOperations, operations }: AgentServiceDeps) {
   async function create(input: CreateAgentInput) {
     if (!AGENT_NAME.test(input.name)) {
       throw new TwokeyError('invalid_request', 'agent name must be 1-63 letters, digits, "_", "-" or "."');
     }
     const owners = input.owners ?? [];
-    const badOwner = owners.find((owner) => !IDENTITY.test(owner));
+    // An owner is one person: a group or role owner would match no click, so it would protect nothing.
+    const badOwner = owners.find((owner) => !parsePersonIdentity(owner));
     if (badOwner !== undefined) {
-      throw new TwokeyError('invalid_request', `owner "${badOwner}" is not an identity like slack:U…, discord:user:…, web:NAME`);
+      throw new TwokeyError('invalid_request', `owner "${badOwner}" is not one person's identity (${PERSON_FORMS})`);
     }
     const operations = input.operations ?? null;
     const unknown = operations?.filter((name) => !knownOperations().includes(name)) ?? [];
@@ -52,25 +56,39 @@ export function createAgentService({ store, clock, knownOperations }: AgentServi
     };
     await store.transaction(async (tx) => {
       await tx.insertAgent(agent);
-      await tx.appendAudit(
-        { type: 'agent.created', actor: 'operator', agentId: agent.id, data: { name: agent.name, owners, operations } },
-        now,
-      );
+      await tx.appendAudit({ type: 'agent.created', actor: 'operator', agentId: agent.id, data: { name: agent.name, owners, operations } }, now);
     });
     return { agent, apiKey, callbackSecret };
   }
 
-  async function revoke(name: string): Promise<AgentRecord> {
+  /** Revokes the agent's key and audits who did it, in one transaction; revoking twice changes nothing. */
+  async function revoke(name: string, by: Revoker = OPERATOR): Promise<AgentRecord> {
     const agent = await store.findAgentByName(name);
     if (!agent) throw new TwokeyError('not_found', `no agent named "${name}"`);
+    return revokeRecord(agent, by);
+  }
+
+  async function revokeRecord(agent: AgentRecord, by: Revoker): Promise<AgentRecord> {
     if (agent.revokedAt) return agent;
     const now = clock();
     await store.transaction(async (tx) => {
       await tx.revokeAgent(agent.id, now);
-      await tx.appendAudit({ type: 'agent.revoked', actor: 'operator', agentId: agent.id, data: { name } }, now);
+      await tx.appendAudit({ type: 'agent.revoked', actor: by.actor, agentId: agent.id, data: { name: agent.name, ...(by.via ? { via: by.via } : {}) } }, now);
     });
     return { ...agent, revokedAt: now };
   }
+
+  /** A person's revocation (the console): refused with the reason unless agentRevokeRight allows it. */
+  async function revokeAsPerson(name: string, by: Revoker): Promise<AgentRecord> {
+    const agent = await store.findAgentByName(name);
+    if (!agent) throw new TwokeyError('not_found', `There is no agent named “${name}”.`);
+    const right = agentRevokeRight(by.actor, agent, operations());
+    if (!right.can) throw new TwokeyError('not_an_approver', right.why);
+    return revokeRecord(agent, by);
+  }
+
+  /** What the person may do to each agent, for a page that offers the button only where it works. */
+  const revokeRightOf = (person: string, agent: AgentRecord) => agentRevokeRight(person, agent, operations());
 
   /** The agent behind an API key; unknown and revoked keys are refused with a message saying which. */
   async function authenticate(apiKey: string): Promise<AgentRecord> {
@@ -80,7 +98,7 @@ export function createAgentService({ store, clock, knownOperations }: AgentServi
     return agent;
   }
 
-  return { create, revoke, authenticate, list: () => store.listAgents() };
+  return { create, revoke, revokeAsPerson, revokeRightOf, authenticate, list: () => store.listAgents() };
 }
 
 export type AgentService = ReturnType<typeof createAgentService>;

@@ -1,5 +1,5 @@
-import { verifyAuditChain, type ChainVerdict } from './audit-chain.js';
-import type { AuditEventRecord } from './model.js';
+import { verifyAuditChain, type ChainVerdict, type CheckpointIndex } from './audit-chain.js';
+import type { ChainedAuditEvent } from './model.js';
 import type { AuditQuery, Store } from './ports.js';
 
 const PAGE = 1000;
@@ -9,10 +9,11 @@ const RECENT_VERDICT_MS = 30_000;
 
 export function createAuditService(store: Pick<Store, 'listAudit'>, clock: () => Date = () => new Date()) {
   let recent: { at: number; verdict: Promise<ChainVerdict> } | null = null;
-  async function* everyEvent(): AsyncGenerator<AuditEventRecord> {
+  async function* everyEvent(): AsyncGenerator<ChainedAuditEvent> {
     let afterSeq = 0;
     for (;;) {
-      const page = await store.listAudit({ afterSeq, limit: PAGE });
+      // With afterSeq the store returns placed rows only.
+      const page = (await store.listAudit({ afterSeq, limit: PAGE })) as ChainedAuditEvent[];
       yield* page;
       const last = page.at(-1);
       if (!last || page.length < PAGE) return;
@@ -22,8 +23,11 @@ export function createAuditService(store: Pick<Store, 'listAudit'>, clock: () =>
 
   return {
     list: (query: AuditQuery) => store.listAudit(query),
-    /** Recomputes the whole chain; names the first row that does not hold. */
-    verify: (): Promise<ChainVerdict> => verifyAuditChain(everyEvent()),
+    /**
+     * Recomputes the whole chain; names the first row that does not hold. With published
+     * checkpoints, also the first row that differs from what they signed, and a deleted tail.
+     */
+    verify: (published?: CheckpointIndex): Promise<ChainVerdict> => verifyAuditChain(everyEvent(), published),
     /**
      * A verdict at most 30 s old, for pages viewed often: a full walk of a long log on every view
      * would make the page as slow as the log is long. `twokey audit verify` always walks it all.

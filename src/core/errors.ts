@@ -11,7 +11,7 @@ export const errorStatus = {
   operation_not_allowed: 403,
   not_an_approver: 403,
   owner_cannot_approve: 403,
-  // Commit checks, in the order they run (CONTRACT §4).
+  // Commit checks, in the order they run.
   invalid_token: 403,
   consumed: 403,
   expired: 403,
@@ -23,6 +23,7 @@ export const errorStatus = {
   not_found: 404,
   unknown_operation: 404,
   not_pending: 409,
+  nothing_to_retry: 409,
   operation_removed: 409,
   conflict: 409,
   idempotency_key_reused: 422,

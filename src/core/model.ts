@@ -1,13 +1,7 @@
 /** The records the core reasons about. Storage maps its rows to these; nothing here knows SQL. */
+import type { PolicyRule } from '../policy/rules.js';
 
-export type ProposalStatus =
-  | 'pending'
-  | 'approved'
-  | 'executing'
-  | 'committed'
-  | 'rejected'
-  | 'expired'
-  | 'cancelled';
+export type ProposalStatus = 'pending' | 'approved' | 'executing' | 'committed' | 'rejected' | 'expired' | 'cancelled';
 
 export const finalStatuses: readonly ProposalStatus[] = ['committed', 'rejected', 'expired', 'cancelled'];
 
@@ -52,6 +46,16 @@ export interface ProposalRecord {
   executionAttempts: number;
   leaseUntil: Date | null;
   updatedAt: Date;
+  /** Who may decide this proposal when not the operation's list: a `require` rule's, or widened by escalation. */
+  approvers: string[] | null;
+  /** How many reminders went out while it waited. */
+  reminders: number;
+  escalatedAt: Date | null;
+  /**
+   * The trace context of the propose span (`traceparent`, `tracestate`), so the decision, execution
+   * and callbacks join the agent's trace wherever and whenever they happen; null without tracing.
+   */
+  traceContext?: Record<string, string> | null;
 }
 
 export interface ApprovalRecord {
@@ -71,16 +75,22 @@ export interface AuditEventInput {
 }
 
 export interface AuditEventRecord {
-  seq: number;
+  /** Insert order; says nothing about commit order. */
+  id: number;
+  /** The row's place in the chain: null until the integrator places it (within a second). */
+  seq: number | null;
   at: Date;
   type: string;
   actor: string;
   proposalId: string | null;
   agentId: string | null;
   data: Record<string, unknown>;
-  prevHash: string;
-  hash: string;
+  prevHash: string | null;
+  hash: string | null;
 }
+
+/** A row the integrator has placed in the chain. */
+export type ChainedAuditEvent = AuditEventRecord & { seq: number; prevHash: string; hash: string };
 
 /** What an operation of the config file looks like to the core (src/config builds these). */
 export interface ParamError {
@@ -103,8 +113,31 @@ export interface OperationSpec {
   renderSummary(context: SummaryContext): string;
   renderCost?(context: SummaryContext): string;
   expiresInMs: number;
-  approval: { approvers: string[]; quorum: number };
+  approval: {
+    approvers: string[];
+    quorum: number;
+    remindMs?: number[];
+    escalate?: { afterMs: number; approvers: string[]; slack?: { channel: string }; discord?: { channel: string } };
+  };
   commit: CommitMode;
+  policy?: PolicyRule[];
+  grants?: { allow: boolean; maxDurationMs: number; durationsMs: number[] } | null;
+  automaticDecisions?: 'message' | 'silent';
+  /** A standing rule of the operation (an MCP upstream's read-only tool): approved at propose by this decider. */
+  autoApprove?: { decider: string; reason: string };
+}
+
+/** Deciders that are not people: a policy rule or a grant decided at propose time. */
+export const isAutomaticDecider = (decidedBy: string | null): boolean => decidedBy !== null && /^(policy|grant):/.test(decidedBy);
+
+/** The approvers who may decide this proposal: its own list when a rule or an escalation set one. */
+export function approversOf(proposal: Pick<ProposalRecord, 'approvers'>, operation: { approval: { approvers: readonly string[] } }): string[] {
+  return proposal.approvers ?? [...operation.approval.approvers];
+}
+
+/** The operation as this proposal sees it (its own approvers list), for the decider rules. */
+export function operationFor<T extends { approval: { approvers: readonly string[] } }>(proposal: Pick<ProposalRecord, 'approvers'>, operation: T): T {
+  return proposal.approvers ? { ...operation, approval: { ...operation.approval, approvers: proposal.approvers } } : operation;
 }
 
 /** A human (or operator acting as one) deciding on a proposal. */

@@ -1,16 +1,12 @@
-import type {
-  AgentRecord,
-  ApprovalRecord,
-  AuditEventInput,
-  AuditEventRecord,
-  ProposalRecord,
-  ProposalStatus,
-} from './model.js';
+import type { GrantTransaction } from './grants.js';
+import type { AgentRecord, ApprovalRecord, AuditEventInput, AuditEventRecord, ProposalRecord, ProposalStatus } from './model.js';
 
 /** Work done inside one database transaction. Every state change and its audit row go through one. */
 export interface StoreTransaction {
   /** Reads the proposal and holds its row lock until the transaction ends. */
   lockProposal(id: string): Promise<ProposalRecord | null>;
+  /** `lockProposal`, with the proposal's agent and approvals (oldest first), in one round trip. */
+  lockProposalWithContext(id: string): Promise<LockedProposal | null>;
   /** Both return the row as stored, so nothing has to read it back. */
   insertProposal(proposal: ProposalRecord): Promise<ProposalRecord>;
   updateProposal(id: string, patch: Partial<Omit<ProposalRecord, 'id'>>): Promise<ProposalRecord>;
@@ -25,6 +21,20 @@ export interface StoreTransaction {
   enqueue(jobs: OutboxJobSpec[], at: Date): Promise<void>;
   /** Wakes long-polls of this proposal on every replica once the transaction commits. */
   notifyChange(proposalId: string): Promise<void>;
+  /**
+   * Locks the agent's row until the transaction ends (so one agent's concurrent proposals queue here,
+   * other agents' do not) and counts its proposals still waiting at `now`, counting no further than `atMost`.
+   */
+  lockAgentAndCountWaiting(agentId: string, now: Date, atMost: number): Promise<number>;
+  /** Proposals of this agent and operation created after `since`, other than `exceptId` (policy `count_last`). */
+  countRecentProposals(agentId: string, operation: string, since: Date, exceptId: string): Promise<number>;
+  grants: GrantTransaction;
+}
+
+export interface LockedProposal {
+  proposal: ProposalRecord;
+  agent: AgentRecord | null;
+  approvals: ApprovalRecord[];
 }
 
 /** Work for the outbox: delivered after commit, retried with backoff until done or dead. */
@@ -40,6 +50,8 @@ export interface OutboxJobSpec {
    * job covers this change too. Needs `orderingKey`.
    */
   coalesce?: boolean;
+  /** Not before this instant (reminders, escalations); default: as soon as the transaction commits. */
+  runAt?: Date;
 }
 
 export interface ProposalFilter {
@@ -49,6 +61,10 @@ export interface ProposalFilter {
   limit?: number;
 }
 
+/**
+ * With `afterSeq`: the chain, integrated rows only, in `seq` order. Without: every row (placed in
+ * the chain or not yet), in insert order.
+ */
 export interface AuditQuery {
   afterSeq?: number;
   proposalId?: string;
@@ -58,6 +74,8 @@ export interface AuditQuery {
 export interface Store {
   transaction<T>(work: (tx: StoreTransaction) => Promise<T>): Promise<T>;
   getProposal(id: string): Promise<ProposalRecord | null>;
+  /** The proposal and its approvals (oldest first), in one round trip. */
+  getProposalWithApprovals(id: string): Promise<{ proposal: ProposalRecord; approvals: ApprovalRecord[] } | null>;
   listProposals(filter: ProposalFilter): Promise<ProposalRecord[]>;
   listApprovals(proposalId: string): Promise<ApprovalRecord[]>;
   /** Executions whose claim ran out: their process died mid-call. */

@@ -30,7 +30,10 @@ export function createAgpTokenStore(db: Db): AgpTokenStore {
     },
 
     async find(tokenHash, kind) {
-      const [row] = await db.select().from(agpTokens).where(and(eq(agpTokens.tokenHash, tokenHash), eq(agpTokens.kind, kind)));
+      const [row] = await db
+        .select()
+        .from(agpTokens)
+        .where(and(eq(agpTokens.tokenHash, tokenHash), eq(agpTokens.kind, kind)));
       return row ? toToken(row) : null;
     },
 
@@ -99,11 +102,7 @@ export function createIdempotencyStore(db: Db): IdempotencyStore {
           // Only a row past its 24 hours, or the abandoned claim of this very request, is replaced.
           setWhere: or(
             lte(idempotencyKeys.expiresAt, claim.createdAt),
-            and(
-              eq(idempotencyKeys.status, 'in_flight'),
-              lte(idempotencyKeys.createdAt, staleBefore),
-              eq(idempotencyKeys.requestHash, claim.requestHash),
-            ),
+            and(eq(idempotencyKeys.status, 'in_flight'), lte(idempotencyKeys.createdAt, staleBefore), eq(idempotencyKeys.requestHash, claim.requestHash)),
           ),
         })
         .returning({ key: idempotencyKeys.key });

@@ -1,4 +1,4 @@
-import { mkdir } from 'node:fs/promises';
+import { chmod, mkdir, readdir } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { PGlite } from '@electric-sql/pglite';
@@ -50,7 +50,7 @@ export const pgliteDirectory = (dataDir: string): string => join(resolve(dataDir
  */
 async function lockDataDir(dataDir: string): Promise<() => Promise<void>> {
   const dir = resolve(dataDir);
-  await mkdir(dir, { recursive: true });
+  await mkdir(dir, { recursive: true, mode: PRIVATE_DIR });
   try {
     return await lockfile.lock(dir, {
       lockfilePath: join(dir, 'twokey.lock'),
@@ -68,6 +68,37 @@ async function lockDataDir(dataDir: string): Promise<() => Promise<void>> {
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code === 'ELOCKED') throw new DataDirLockedError(dir);
     throw error;
+  }
+}
+
+/**
+ * PGlite creates its files 0666: on a shared host anyone could read the tokens' hashes and the audit
+ * chain, or rewrite them. The directory twokey creates is 0700 and everything in it 0600/0700; files
+ * PGlite adds later are unreachable through the 0700 directory whatever their own mode.
+ */
+const PRIVATE_DIR = 0o700;
+const PRIVATE_FILE = 0o600;
+
+async function makePrivate(path: string): Promise<void> {
+  await chmod(path, PRIVATE_DIR);
+  for (const entry of await readdir(path, { withFileTypes: true, recursive: true })) {
+    const full = join(entry.parentPath, entry.name);
+    if (entry.isDirectory()) await chmod(full, PRIVATE_DIR);
+    else if (entry.isFile()) await chmod(full, PRIVATE_FILE);
+  }
+}
+
+/** Opens PGlite with a umask that keeps group and others out of every file it creates while it starts. */
+async function openPrivatePglite(directory: string): Promise<PGlite> {
+  await mkdir(directory, { recursive: true, mode: PRIVATE_DIR });
+  const previous = process.umask(0o077);
+  try {
+    const client = new PGlite(directory);
+    await client.waitReady;
+    return client;
+  } finally {
+    process.umask(previous);
+    await makePrivate(directory);
   }
 }
 
@@ -94,9 +125,10 @@ export async function openDatabase(options: OpenOptions): Promise<Database> {
   }
   const release = await lockDataDir(options.dataDir);
   try {
-    const client = new PGlite(pgliteDirectory(options.dataDir));
+    const client = await openPrivatePglite(pgliteDirectory(options.dataDir));
     const db = drizzlePglite({ client, schema });
     await migratePglite(db, { migrationsFolder });
+    await makePrivate(pgliteDirectory(options.dataDir));
     return {
       db,
       kind: 'pglite',

@@ -1,4 +1,4 @@
-import { and, desc, eq, lt, sql } from 'drizzle-orm';
+import { and, desc, eq, sql } from 'drizzle-orm';
 import type { Db } from './database.js';
 import { jobs } from './schema.js';
 
@@ -21,6 +21,7 @@ interface RawJob {
   max_attempts: number;
   run_at: string | Date;
   locked_until: string | Date | null;
+  locked_by: string | null;
   last_error: string | null;
   created_at: string | Date;
   updated_at: string | Date;
@@ -39,53 +40,139 @@ function fromRaw(row: RawJob): JobRow {
     maxAttempts: row.max_attempts,
     runAt: new Date(row.run_at),
     lockedUntil: toDate(row.locked_until),
+    lockedBy: row.locked_by,
     lastError: row.last_error,
     createdAt: new Date(row.created_at),
     updatedAt: new Date(row.updated_at),
   };
 }
 
+/** Which jobs one lane of the worker claims. */
+export interface ClaimLane {
+  /** Stamped on each claim with the attempt number; outcome updates must present it. */
+  workerId?: string;
+  /** Only these kinds… */
+  kinds?: readonly string[];
+  /** …or every kind but these. */
+  excludeKinds?: readonly string[];
+  /** At most this many running jobs per `payload.destination` in this worker. */
+  perDestination?: number;
+  /** Jobs this worker already runs, per destination. */
+  running?: ReadonlyMap<string, number>;
+}
+
+export type ClaimedJob = Pick<JobRow, 'id' | 'lockedBy'>;
+
+/** The row is still ours: running, under the claim stamp we were handed. */
+const heldBy = (job: ClaimedJob) => and(eq(jobs.id, job.id), eq(jobs.status, 'running'), job.lockedBy === null ? sql`false` : eq(jobs.lockedBy, job.lockedBy));
+
 /** Data access for the outbox's jobs table. */
 export function createJobStore(db: Db) {
+  // A job's completion, the outbox's most frequent write: built once.
+  const completeHeld = db
+    .update(jobs)
+    .set({ status: 'done', lockedUntil: null, lockedBy: null, lastError: null, updatedAt: sql`${sql.placeholder('now')}::timestamptz` })
+    .where(and(eq(jobs.id, sql.placeholder('id')), eq(jobs.status, 'running'), eq(jobs.lockedBy, sql.placeholder('stamp'))))
+    .returning({ id: jobs.id })
+    .prepare('twokey_job_complete');
   return {
     /**
      * Claims due jobs for this worker. SKIP LOCKED lets every replica claim at once without two
      * claiming one job; a job runs only when no older unfinished job shares its ordering key, so the
      * edits of one chat message stay in order. A running job whose lease ran out (its worker died)
-     * is claimable again.
+     * is claimable again. Each claim is stamped `locked_by = <worker>:<attempt>`: the outcome
+     * updates below only land while that stamp still holds.
+     *
+     * A lane claims only its own kinds; with `perDestination`, no destination (`payload.destination`)
+     * gets more than that many jobs running in this worker, counting `running` ones already held.
      */
-    async claimDue(now: Date, limit: number, leaseMs: number): Promise<JobRow[]> {
+    async claimDue(now: Date, limit: number, leaseMs: number, lane: ClaimLane = {}): Promise<JobRow[]> {
+      if (limit <= 0) return [];
       // Raw SQL bypasses drizzle's column mapping: timestamps go as ISO text with an explicit cast.
       const at = sql`${now.toISOString()}::timestamptz`;
       const leaseUntil = sql`${new Date(now.getTime() + leaseMs).toISOString()}::timestamptz`;
+      const list = (values: readonly string[]) =>
+        sql.join(
+          values.map((value) => sql`${value}`),
+          sql`, `,
+        );
+      const kindFilter = lane.kinds
+        ? sql`and j.kind in (${list(lane.kinds)})`
+        : lane.excludeKinds?.length
+          ? sql`and j.kind not in (${list(lane.excludeKinds)})`
+          : sql``;
+      const running = [...(lane.running ?? new Map<string, number>())].filter(([, count]) => count > 0);
+      // Room left per destination: the cap less what this worker already runs there.
+      const room = running.length
+        ? sql`(case c.destination ${sql.join(
+            running.map(([destination, count]) => sql`when ${destination} then ${count}`),
+            sql` `,
+          )} else 0 end)`
+        : sql`0`;
+      const destinationFilter = lane.perDestination ? sql`and (c.destination is null or c.rank <= ${lane.perDestination}::int - ${room})` : sql``;
       const result = await db.execute(sql`
-        update jobs set status = 'running', attempts = attempts + 1, locked_until = ${leaseUntil}, updated_at = ${at}
-        where id in (
-          select j.id from jobs j
+        with candidates as (
+          select j.id, j.payload->>'destination' as destination,
+                 row_number() over (partition by j.payload->>'destination' order by j.run_at, j.id) as rank
+          from jobs j
           where ((j.status = 'queued' and j.run_at <= ${at}) or (j.status = 'running' and j.locked_until < ${at}))
+            ${kindFilter}
             and (j.ordering_key is null or not exists (
               select 1 from jobs o
               where o.ordering_key = j.ordering_key and o.id < j.id and o.status in ('queued', 'running')))
           order by j.run_at, j.id
-          limit ${limit}
+          limit ${Math.max(limit * 20, 200)}::int)
+        update jobs set status = 'running', attempts = attempts + 1, locked_until = ${leaseUntil},
+          locked_by = ${lane.workerId ?? 'worker'} || ':' || (attempts + 1), updated_at = ${at}
+        where id in (
+          select j.id from jobs j
+          where j.id in (select c.id from candidates c where true ${destinationFilter})
+            and ((j.status = 'queued' and j.run_at <= ${at}) or (j.status = 'running' and j.locked_until < ${at}))
+          order by j.run_at, j.id
+          limit ${limit}::int
           for update skip locked)
         returning *`);
       return rowsOf<RawJob>(result).map(fromRaw);
     },
-    async complete(id: number, now: Date): Promise<void> {
-      await db.update(jobs).set({ status: 'done', lockedUntil: null, lastError: null, updatedAt: now }).where(eq(jobs.id, id));
+    /** Each outcome lands only while the claim still holds; `false` means another worker took the job over. */
+    async complete(job: ClaimedJob, now: Date): Promise<boolean> {
+      if (job.lockedBy === null) return false;
+      const rows = await completeHeld.execute({ id: job.id, stamp: job.lockedBy, now: now.toISOString() });
+      return rows.length === 1;
     },
-    async reschedule(id: number, runAt: Date, error: string, now: Date): Promise<void> {
-      await db.update(jobs).set({ status: 'queued', lockedUntil: null, runAt, lastError: error, updatedAt: now }).where(eq(jobs.id, id));
+    /** `complete` for many jobs in one statement; the ids whose claim still held. */
+    async completeAll(claimed: readonly ClaimedJob[], now: Date): Promise<Set<number>> {
+      const held = claimed.filter((job) => job.lockedBy !== null);
+      if (held.length === 0) return new Set();
+      if (held.length === 1) return new Set((await this.complete(held[0] as ClaimedJob, now)) ? [(held[0] as ClaimedJob).id] : []);
+      const result = await db.execute(sql`
+        update jobs set status = 'done', locked_until = null, locked_by = null, last_error = null, updated_at = ${now.toISOString()}::timestamptz
+        from jsonb_to_recordset(${JSON.stringify(held.map((job) => ({ id: job.id, stamp: job.lockedBy })))}::jsonb) as claim(id bigint, stamp text)
+        where jobs.id = claim.id and jobs.status = 'running' and jobs.locked_by = claim.stamp
+        returning jobs.id`);
+      return new Set(rowsOf<{ id: string | number }>(result).map((row) => Number(row.id)));
     },
-    async bury(id: number, error: string, now: Date): Promise<void> {
-      await db.update(jobs).set({ status: 'dead', lockedUntil: null, lastError: error, updatedAt: now }).where(eq(jobs.id, id));
+    async reschedule(job: ClaimedJob, runAt: Date, error: string, now: Date): Promise<boolean> {
+      const rows = await db
+        .update(jobs)
+        .set({ status: 'queued', lockedUntil: null, lockedBy: null, runAt, lastError: error, updatedAt: now })
+        .where(heldBy(job))
+        .returning({ id: jobs.id });
+      return rows.length === 1;
+    },
+    async bury(job: ClaimedJob, error: string, now: Date): Promise<boolean> {
+      const rows = await db
+        .update(jobs)
+        .set({ status: 'dead', lockedUntil: null, lockedBy: null, lastError: error, updatedAt: now })
+        .where(heldBy(job))
+        .returning({ id: jobs.id });
+      return rows.length === 1;
     },
     /** Puts a dead (or any unfinished) job back in the queue, with a fresh set of attempts. */
     async retry(id: number, now: Date): Promise<JobRow | null> {
       const [row] = await db
         .update(jobs)
-        .set({ status: 'queued', attempts: 0, runAt: now, lockedUntil: null, updatedAt: now })
+        .set({ status: 'queued', attempts: 0, runAt: now, lockedUntil: null, lockedBy: null, updatedAt: now })
         .where(and(eq(jobs.id, id), sql`${jobs.status} <> 'done'`))
         .returning();
       return row ?? null;
@@ -99,12 +186,11 @@ export function createJobStore(db: Db) {
         .limit(filter.limit ?? 100);
     },
     async countByStatus(): Promise<Record<string, number>> {
-      const rows = await db.select({ status: jobs.status, count: sql<number>`count(*)::int` }).from(jobs).groupBy(jobs.status);
+      const rows = await db
+        .select({ status: jobs.status, count: sql<number>`count(*)::int` })
+        .from(jobs)
+        .groupBy(jobs.status);
       return Object.fromEntries(rows.map((row) => [row.status, Number(row.count)]));
-    },
-    /** Finished jobs are kept a day for inspection, then dropped; dead ones stay until retried. */
-    async pruneDone(olderThan: Date): Promise<void> {
-      await db.delete(jobs).where(and(eq(jobs.status, 'done'), lt(jobs.updatedAt, olderThan)));
     },
   };
 }

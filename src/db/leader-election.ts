@@ -1,4 +1,5 @@
 import postgres from 'postgres';
+import { withDeadline } from '../lib/timeouts.js';
 
 /** What the election logs; pino's and fastify's loggers both fit. */
 export interface ElectionLog {
@@ -22,12 +23,8 @@ export interface LeaderElectionOptions {
 }
 
 /** Bounds a lock query: a connection that hangs must not keep a stale leader in charge. */
-function within<T>(ms: number, work: Promise<T>): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const limit = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`no answer within ${ms} ms`)), ms);
-  });
-  return Promise.race([work, limit]).finally(() => clearTimeout(timer));
+function within<T>(ms: number, query: () => Promise<T>): Promise<T> {
+  return withDeadline(ms, query, () => new Error(`no answer within ${ms} ms`));
 }
 
 const QUERY_TIMEOUT_MS = 5_000;
@@ -56,7 +53,8 @@ export function createLeaderElection(options: LeaderElectionOptions) {
     leaderPid = null;
     if (wasLeading) await options.onDeposed?.();
     // unlock_all: a session lock taken twice needs two unlocks; this connection holds nothing else.
-    if (connection) await within(QUERY_TIMEOUT_MS, connection`select pg_advisory_unlock_all()`).catch(() => undefined);
+    const lock = connection;
+    if (lock) await within(QUERY_TIMEOUT_MS, () => lock`select pg_advisory_unlock_all()`).catch(() => undefined);
   }
 
   async function lead(): Promise<void> {
@@ -72,21 +70,22 @@ export function createLeaderElection(options: LeaderElectionOptions) {
   }
 
   async function tick(): Promise<void> {
-    if (!connection) {
+    const lock = connection;
+    if (!lock) {
       if (!leading) await lead();
       return;
     }
     if (leaderPid === null) {
       const [row] = await within(
         QUERY_TIMEOUT_MS,
-        connection<Array<{ locked: boolean; pid: number }>>`select pg_try_advisory_lock(${options.key}::bigint) as locked, pg_backend_pid() as pid`,
+        () => lock<Array<{ locked: boolean; pid: number }>>`select pg_try_advisory_lock(${options.key}::bigint) as locked, pg_backend_pid() as pid`,
       );
       if (!row?.locked) return;
       leaderPid = row.pid;
       await lead();
       return;
     }
-    const [row] = await within(QUERY_TIMEOUT_MS, connection<Array<{ pid: number }>>`select pg_backend_pid() as pid`);
+    const [row] = await within(QUERY_TIMEOUT_MS, () => lock<Array<{ pid: number }>>`select pg_backend_pid() as pid`);
     if (row?.pid !== leaderPid) {
       options.log().warn({ singleton: options.name }, 'the lock connection was reset, so the lock is lost');
       await resign();

@@ -1,16 +1,5 @@
 import { sql } from 'drizzle-orm';
-import {
-  bigserial,
-  check,
-  index,
-  integer,
-  jsonb,
-  pgTable,
-  primaryKey,
-  text,
-  timestamp,
-  uniqueIndex,
-} from 'drizzle-orm/pg-core';
+import { bigint, bigserial, boolean, check, index, integer, jsonb, pgTable, primaryKey, text, timestamp, uniqueIndex } from 'drizzle-orm/pg-core';
 
 const instant = (name: string) => timestamp(name, { withTimezone: true, mode: 'date' });
 
@@ -63,15 +52,18 @@ export const proposals = pgTable(
     executionAttempts: integer('execution_attempts').notNull().default(0),
     leaseUntil: instant('lease_until'),
     updatedAt: instant('updated_at').notNull(),
+    // null = the operation's approvers; set by a `require` rule or an escalation.
+    approvers: jsonb('approvers').$type<string[] | null>(),
+    reminders: integer('reminders').notNull().default(0),
+    escalatedAt: instant('escalated_at'),
+    // The propose span's trace context, for the spans of the decision and execution (src/tracing).
+    traceContext: jsonb('trace_context').$type<Record<string, string> | null>(),
   },
   (table) => [
     uniqueIndex('proposals_token_hash_key').on(table.tokenHash),
     index('proposals_agent_idx').on(table.agentId, table.createdAt),
     index('proposals_status_idx').on(table.status, table.expiresAt),
-    check(
-      'proposals_status_check',
-      sql`${table.status} in ('pending','approved','executing','committed','rejected','expired','cancelled')`,
-    ),
+    check('proposals_status_check', sql`${table.status} in ('pending','approved','executing','committed','rejected','expired','cancelled')`),
   ],
 );
 
@@ -91,22 +83,47 @@ export const approvals = pgTable(
   (table) => [primaryKey({ columns: [table.proposalId, table.approver] })],
 );
 
+/**
+ * The audit log. A state change inserts its row (`id`, content) in its own transaction without
+ * waiting for anyone; the integrator later gives each committed row its place in the chain (`seq`,
+ * `prev_hash`, `hash`) once — the append-only trigger allows exactly that one update.
+ */
 export const auditEvents = pgTable(
   'audit_events',
   {
-    seq: bigserial('seq', { mode: 'number' }).primaryKey(),
+    id: bigserial('id', { mode: 'number' }).primaryKey(),
+    seq: bigint('seq', { mode: 'number' }),
     at: instant('at').notNull(),
     type: text('type').notNull(),
     actor: text('actor').notNull(),
     proposalId: text('proposal_id'),
     agentId: text('agent_id'),
     data: jsonb('data').$type<Record<string, unknown>>().notNull(),
-    prevHash: text('prev_hash').notNull(),
-    hash: text('hash').notNull(),
+    prevHash: text('prev_hash'),
+    hash: text('hash'),
   },
-  (table) => [index('audit_events_proposal_idx').on(table.proposalId, table.seq)],
+  (table) => [
+    uniqueIndex('audit_events_seq_key').on(table.seq),
+    index('audit_events_proposal_idx').on(table.proposalId, table.id),
+    index('audit_events_pending_idx')
+      .on(table.id)
+      .where(sql`${table.seq} is null`),
+  ],
 );
 
+/**
+ * Signed checkpoints of the chain (size, head hash, the hashes it adds), kept until every sink has
+ * them: written in the integrating transaction, published outside the database after commit.
+ */
+export const auditCheckpoints = pgTable('audit_checkpoints', {
+  size: bigint('size', { mode: 'number' }).primaryKey(),
+  record: text('record').notNull(),
+  publishedTo: text('published_to')
+    .array()
+    .notNull()
+    .default(sql`'{}'::text[]`),
+  createdAt: instant('created_at').notNull(),
+});
 
 /** Where each proposal's chat message lives, so every later change edits it in place. */
 export const chatMessages = pgTable(
@@ -143,6 +160,9 @@ export const jobs = pgTable(
     maxAttempts: integer('max_attempts').notNull(),
     runAt: instant('run_at').notNull(),
     lockedUntil: instant('locked_until'),
+    // The claim that holds a running job (worker id and attempt): every outcome update names it, so
+    // a worker whose lease ran out cannot overwrite the work of the worker that re-claimed the job.
+    lockedBy: text('locked_by'),
     lastError: text('last_error'),
     createdAt: instant('created_at').notNull(),
     updatedAt: instant('updated_at').notNull(),
@@ -152,6 +172,22 @@ export const jobs = pgTable(
     index('jobs_ordering_idx').on(table.orderingKey, table.id),
     check('jobs_status_check', sql`${table.status} in ('queued','running','done','dead')`),
   ],
+);
+
+/**
+ * Callback URLs an agent's receiver retired with `410 Gone` (Standard Webhooks): twokey stops
+ * sending to them for that agent.
+ */
+export const disabledCallbacks = pgTable(
+  'disabled_callbacks',
+  {
+    agentId: text('agent_id')
+      .notNull()
+      .references(() => agents.id),
+    url: text('url').notNull(),
+    disabledAt: instant('disabled_at').notNull(),
+  },
+  (table) => [primaryKey({ columns: [table.agentId, table.url] })],
 );
 
 /**
@@ -223,5 +259,128 @@ export const consoleSessions = pgTable(
   (table) => [index('console_sessions_approver_idx').on(table.approver)],
 );
 
-export const schema = { agents, proposals, approvals, auditEvents, chatMessages, jobs, agpTokens, idempotencyKeys, approverLinks, consoleSessions };
+/**
+ * Standing approvals: "approve the same operation for this agent for 1 h / N uses / within these
+ * bounds". Active once `quorum` distinct approvers granted it (grant_approvals); each use is a
+ * conditional update of `uses` inside the propose transaction, so concurrent proposals cannot
+ * overspend it and a revocation is either before a use or after it.
+ */
+export const grants = pgTable(
+  'grants',
+  {
+    id: text('id').primaryKey(),
+    operation: text('operation').notNull(),
+    agentId: text('agent_id')
+      .notNull()
+      .references(() => agents.id),
+    sourceProposalId: text('source_proposal_id').references(() => proposals.id),
+    quorum: integer('quorum').notNull(),
+    // [] = any params; otherwise each bound must hold ({param, op: 'eq' | 'lte', value}).
+    bounds: jsonb('bounds').$type<Array<{ param: string; op: 'eq' | 'lte'; value: unknown }>>().notNull(),
+    maxUses: integer('max_uses'),
+    uses: integer('uses').notNull().default(0),
+    durationMs: integer('duration_ms').notNull(),
+    createdBy: text('created_by').notNull(),
+    createdAt: instant('created_at').notNull(),
+    expiresAt: instant('expires_at').notNull(),
+    activatedAt: instant('activated_at'),
+    revokedAt: instant('revoked_at'),
+    revokedBy: text('revoked_by'),
+  },
+  (table) => [
+    index('grants_lookup_idx').on(table.agentId, table.operation, table.expiresAt),
+    check('grants_uses_check', sql`${table.maxUses} is null or ${table.uses} <= ${table.maxUses}`),
+  ],
+);
+
+export const grantApprovals = pgTable(
+  'grant_approvals',
+  {
+    grantId: text('grant_id')
+      .notNull()
+      .references(() => grants.id),
+    approver: text('approver').notNull(),
+    matchedRule: text('matched_rule').notNull(),
+    via: text('via').notNull(),
+    at: instant('at').notNull(),
+  },
+  (table) => [primaryKey({ columns: [table.grantId, table.approver] })],
+);
+
+/**
+ * MCP tool calls by (agent, operation, canonical arguments): the proposal that answers them, so a
+ * client that times out and calls again gets the same proposal, never a second request to a human.
+ * The primary key makes the first of two concurrent identical calls the only one that proposes.
+ */
+export const mcpCalls = pgTable('mcp_calls', {
+  key: text('key').primaryKey(),
+  agentId: text('agent_id')
+    .notNull()
+    .references(() => agents.id),
+  proposalId: text('proposal_id').references(() => proposals.id),
+  // While no proposal is recorded, the caller proposing holds the key until this instant.
+  claimedUntil: instant('claimed_until').notNull(),
+  updatedAt: instant('updated_at').notNull(),
+});
+
+/**
+ * What each agent's MCP client declared at `initialize`. The server is stateless (any replica answers
+ * any request), so a later tools/call learns the client's capabilities here.
+ */
+export const mcpClients = pgTable('mcp_clients', {
+  agentId: text('agent_id')
+    .primaryKey()
+    .references(() => agents.id),
+  urlElicitation: boolean('url_elicitation').notNull(),
+  updatedAt: instant('updated_at').notNull(),
+});
+
+export const schema = {
+  grants,
+  grantApprovals,
+  agents,
+  proposals,
+  approvals,
+  auditEvents,
+  auditCheckpoints,
+  chatMessages,
+  jobs,
+  disabledCallbacks,
+  agpTokens,
+  idempotencyKeys,
+  approverLinks,
+  consoleSessions,
+  mcpCalls,
+  mcpClients,
+};
 export type Schema = typeof schema;
+
+/**
+ * Requests per key per fixed window, shared by every replica. Each replica leases tokens in blocks
+ * (src/db/rate-limit-store.ts), so most requests never come here.
+ */
+export const rateLimitWindows = pgTable(
+  'rate_limit_windows',
+  {
+    key: text('key').notNull(),
+    windowStart: bigint('window_start', { mode: 'number' }).notNull(),
+    taken: integer('taken').notNull(),
+  },
+  (table) => [primaryKey({ columns: [table.key, table.windowStart] })],
+);
+
+/**
+ * What an agent framework needs to resume a paused run once its proposal is decided (an OpenAI
+ * Agents `RunState`), kept here so the agent's host can be stateless. Sealed under a key derived
+ * from the agent's API key, which the database never holds: it can carry the conversation.
+ */
+export const resumeStates = pgTable('resume_states', {
+  proposalId: text('proposal_id')
+    .primaryKey()
+    .references(() => proposals.id),
+  agentId: text('agent_id')
+    .notNull()
+    .references(() => agents.id),
+  sealed: jsonb('sealed').$type<Record<string, unknown>>().notNull(),
+  updatedAt: instant('updated_at').notNull(),
+});

@@ -1,30 +1,43 @@
-import { and, asc, desc, eq, gt, lte, sql } from 'drizzle-orm';
-import { auditHash, genesisHash } from '../core/audit-chain.js';
-import type {
-  AgentRecord,
-  ApprovalRecord,
-  AuditEventInput,
-  AuditEventRecord,
-  ConfirmationType,
-  CommitMode,
-  ProposalRecord,
-  ProposalStatus,
-} from '../core/model.js';
+import { and, asc, desc, eq, gt, lte, ne, sql, type SQL } from 'drizzle-orm';
+import type { AgentRecord, ApprovalRecord, AuditEventInput, ConfirmationType, CommitMode, ProposalRecord, ProposalStatus } from '../core/model.js';
 import type { AuditQuery, OutboxJobSpec, ProposalFilter, Store, StoreTransaction } from '../core/ports.js';
+import { auditInsertCtes, createAuditLog } from './audit-log.js';
 import type { Db } from './database.js';
-import { agents, approvals, auditEvents, jobs, proposals } from './schema.js';
+import { grantTransactionStore } from './grants-store.js';
+import { agents, approvals, proposals } from './schema.js';
 
 /** The channel every replica LISTENs on to wake long-polls. */
 export const PROPOSAL_CHANNEL = 'twokey_proposals';
 
-const DEFAULT_MAX_ATTEMPTS = 25;
+/**
+ * The channel that says which job kinds a replica just queued, so every replica's outbox claims
+ * for those lanes only. Payload: `<replica>|<kind>,<kind>`; a replica ignores its own notices (it
+ * woke its outbox at commit already).
+ */
+export const JOBS_CHANNEL = 'twokey_jobs';
 
-/** Serialises appends so each audit row can link to the one before it. */
-const AUDIT_CHAIN_LOCK_KEY = 0x61756474; // "audt"
+export function parseJobsNotice(payload: string): { replica: string; kinds: string[] } {
+  const bar = payload.indexOf('|');
+  return {
+    replica: payload.slice(0, Math.max(0, bar)),
+    kinds: payload
+      .slice(bar + 1)
+      .split(',')
+      .filter(Boolean),
+  };
+}
+
+export interface StoreOptions {
+  /** Names this replica in job notices. */
+  replica?: string;
+  /** After a transaction that queued jobs due now commits: the kinds it queued. */
+  onJobsQueued?(kinds: readonly string[]): void;
+}
+
+const DEFAULT_MAX_ATTEMPTS = 25;
 
 type ProposalRow = typeof proposals.$inferSelect;
 type AgentRow = typeof agents.$inferSelect;
-type AuditRow = typeof auditEvents.$inferSelect;
 
 export const toProposal = (row: ProposalRow): ProposalRecord => ({
   ...row,
@@ -33,14 +46,35 @@ export const toProposal = (row: ProposalRow): ProposalRecord => ({
   commitMode: row.commitMode as CommitMode,
 });
 
-const toAgent = (row: AgentRow): AgentRecord => ({ ...row, operations: row.operations ?? null });
-
-const toAudit = (row: AuditRow): AuditEventRecord => ({ ...row });
+export const toAgent = (row: AgentRow): AgentRecord => ({ ...row, operations: row.operations ?? null });
 
 export type Executor = Pick<Db, 'select' | 'insert' | 'update' | 'execute'>;
 
+interface ApprovalJson {
+  approver: string;
+  matchedRule: string;
+  via: string;
+  at: string;
+}
+
+/** A proposal's approvals, oldest first, as one JSON column of the statement that reads the proposal. */
+export const approvalsColumn = sql<ApprovalJson[] | string>`coalesce((
+  select json_agg(json_build_object('approver', a.approver, 'matchedRule', a.matched_rule, 'via', a.via, 'at', a.at) order by a.at)
+  from approvals a where a.proposal_id = ${proposals.id}), '[]'::json)`;
+
+/** PGlite hands json back parsed, postgres.js as text when drizzle asks for raw values. */
+export function toApprovals(proposalId: string, value: ApprovalJson[] | string): ApprovalRecord[] {
+  const list = typeof value === 'string' ? (JSON.parse(value) as ApprovalJson[]) : value;
+  return list.map((approval) => ({ proposalId, approver: approval.approver, matchedRule: approval.matchedRule, via: approval.via, at: new Date(approval.at) }));
+}
+
 function readsFrom(db: Executor) {
   return {
+    /** The proposal and its approvals in one statement. */
+    async getProposalWithApprovals(id: string): Promise<{ proposal: ProposalRecord; approvals: ApprovalRecord[] } | null> {
+      const [row] = await db.select({ proposal: proposals, approvals: approvalsColumn }).from(proposals).where(eq(proposals.id, id));
+      return row ? { proposal: toProposal(row.proposal), approvals: toApprovals(id, row.approvals) } : null;
+    },
     async getAgent(id: string) {
       const [row] = await db.select().from(agents).where(eq(agents.id, id));
       return row ? toAgent(row) : null;
@@ -51,41 +85,55 @@ function readsFrom(db: Executor) {
   };
 }
 
-/**
- * Appends one row to the hash-chained audit log, inside the caller's transaction so it commits or
- * rolls back with the change it describes. The one place the chain is written. Returns the new
- * row's hash: pass it back as `chainHead` for the next append in the same transaction, which then
- * already holds the chain lock and knows its predecessor.
- */
-export async function appendAuditEvent(tx: Executor, event: AuditEventInput, at: Date, chainHead?: string): Promise<string> {
-  let prevHash = chainHead;
-  if (prevHash === undefined) {
-    // Held until commit: the next writer reads this row as its predecessor only once it is visible.
-    await tx.execute(sql`select pg_advisory_xact_lock(${AUDIT_CHAIN_LOCK_KEY})`);
-    const [last] = await tx.select({ hash: auditEvents.hash }).from(auditEvents).orderBy(desc(auditEvents.seq)).limit(1);
-    prevHash = last?.hash ?? genesisHash;
-  }
-  const row = {
-    at,
-    type: event.type,
-    actor: event.actor,
-    proposalId: event.proposalId ?? null,
-    agentId: event.agentId ?? null,
-    data: event.data ?? {},
-    prevHash,
-  };
-  const hash = auditHash(row);
-  await tx.insert(auditEvents).values({ ...row, hash });
-  return hash;
-}
+export { appendAuditEvent } from './audit-log.js';
 
-function transactionStore(tx: Executor): StoreTransaction {
-  let chainHead: string | undefined;
+/**
+ * A transaction's store, plus `flush`. The writes that only add rows — audit events, outbox jobs,
+ * the change notification — are buffered and sent before commit as one statement (data-modifying
+ * CTEs), instead of one round trip each.
+ */
+function transactionStore(tx: Executor, replica: string): StoreTransaction & { flush(): Promise<string[]> } {
+  const audit: Array<{ event: AuditEventInput; at: Date }> = [];
+  const queued: Array<{ spec: OutboxJobSpec; at: Date }> = [];
+  const notify = new Set<string>();
   return {
     ...readsFrom(tx),
+    grants: grantTransactionStore(tx),
+    async lockAgentAndCountWaiting(agentId, now, atMost) {
+      await tx.select({ id: agents.id }).from(agents).where(eq(agents.id, agentId)).for('update');
+      const waiting = tx
+        .select({ one: sql`1` })
+        .from(proposals)
+        .where(and(eq(proposals.agentId, agentId), eq(proposals.status, 'pending'), gt(proposals.expiresAt, now)))
+        .limit(atMost)
+        .as('waiting');
+      const [row] = await tx.select({ count: sql<number>`count(*)::int` }).from(waiting);
+      return Number(row?.count ?? 0);
+    },
+    async countRecentProposals(agentId, operation, since, exceptId) {
+      const [row] = await tx
+        .select({ count: sql<number>`count(*)::int` })
+        .from(proposals)
+        .where(and(eq(proposals.agentId, agentId), eq(proposals.operation, operation), gt(proposals.createdAt, since), ne(proposals.id, exceptId)));
+      return Number(row?.count ?? 0);
+    },
     async lockProposal(id) {
       const [row] = await tx.select().from(proposals).where(eq(proposals.id, id)).for('update');
       return row ? toProposal(row) : null;
+    },
+    async lockProposalWithContext(id) {
+      const [row] = await tx
+        .select({ proposal: proposals, agent: agents })
+        .from(proposals)
+        .leftJoin(agents, eq(agents.id, proposals.agentId))
+        .where(eq(proposals.id, id))
+        .for('update', { of: proposals });
+      if (!row) return null;
+      // Not in the locking statement: one that waited for the lock still reads with the snapshot it
+      // started with, and would miss the approvals the lock holder just committed. A statement of
+      // its own, after the lock, sees them.
+      const listed = await tx.select().from(approvals).where(eq(approvals.proposalId, id)).orderBy(asc(approvals.at));
+      return { proposal: toProposal(row.proposal), agent: row.agent ? toAgent(row.agent) : null, approvals: listed };
     },
     async insertProposal(proposal) {
       const [row] = await tx.insert(proposals).values(proposal).returning();
@@ -108,51 +156,109 @@ function transactionStore(tx: Executor): StoreTransaction {
       await tx.update(agents).set({ revokedAt: at }).where(eq(agents.id, id));
     },
     async appendAudit(event, at) {
-      chainHead = await appendAuditEvent(tx, event, at, chainHead);
+      audit.push({ event, at });
     },
     async enqueue(specs, at) {
-      const toRow = (spec: OutboxJobSpec) => ({
-        kind: spec.kind,
-        payload: spec.payload,
-        orderingKey: spec.orderingKey ?? null,
-        status: 'queued',
-        maxAttempts: spec.maxAttempts ?? DEFAULT_MAX_ATTEMPTS,
-        runAt: at,
-        createdAt: at,
-        updatedAt: at,
-      });
-      const plain = specs.filter((spec) => !(spec.coalesce && spec.orderingKey));
-      if (plain.length > 0) await tx.insert(jobs).values(plain.map(toRow));
-      for (const spec of specs) {
-        if (!(spec.coalesce && spec.orderingKey)) continue;
-        const row = toRow(spec);
-        const time = sql`${at.toISOString()}::timestamptz`;
-        // FOR UPDATE closes the race with a worker claiming the waiting job right now: this waits
-        // for the claim to commit, then sees the job running and queues a new one after it.
-        await tx.execute(sql`
-          insert into jobs (kind, payload, ordering_key, status, max_attempts, run_at, created_at, updated_at)
-          select ${row.kind}, ${JSON.stringify(row.payload)}::jsonb, ${row.orderingKey}, 'queued', ${row.maxAttempts}, ${time}, ${time}, ${time}
-          where not exists (
-            select 1 from jobs
-            where ordering_key = ${row.orderingKey} and kind = ${row.kind} and status = 'queued'
-            for update)`);
-      }
+      for (const spec of specs) queued.push({ spec, at });
     },
     async notifyChange(proposalId) {
+      notify.add(proposalId);
+    },
+    /** Sends what was buffered; returns the kinds of the jobs queued to run now (reminders wait). */
+    async flush() {
+      const parts = [...auditInsertCtes(audit), ...queued.map(({ spec, at }, index) => jobInsertCte(spec, at, index))];
+      const dueKinds = [...new Set(queued.filter(({ spec, at }) => !spec.runAt || spec.runAt <= at).map(({ spec }) => spec.kind))];
+      audit.length = 0;
+      queued.length = 0;
       // Delivered by PostgreSQL only when the transaction commits, never for a rolled-back change.
-      await tx.execute(sql`select pg_notify(${PROPOSAL_CHANNEL}, ${proposalId})`);
+      const notifications = [...notify].map((id) => sql`pg_notify(${PROPOSAL_CHANNEL}, ${id})`);
+      if (dueKinds.length > 0) notifications.push(sql`pg_notify(${JOBS_CHANNEL}, ${`${replica}|${dueKinds.join(',')}`})`);
+      notify.clear();
+      if (parts.length === 0 && notifications.length === 0) return dueKinds;
+      const select = notifications.length > 0 ? sql`select ${sql.join(notifications, sql`, `)}` : sql`select 1`;
+      await tx.execute(parts.length > 0 ? sql`with ${sql.join(parts, sql`, `)} ${select}` : select);
+      return dueKinds;
     },
   };
 }
 
-export function createStore(db: Db): Store {
+function jobInsertCte(spec: OutboxJobSpec, at: Date, index: number): SQL {
+  const time = sql`${at.toISOString()}::timestamptz`;
+  // Reminders and escalations are queued at propose time to run later.
+  const runAt = sql`${(spec.runAt ?? at).toISOString()}::timestamptz`;
+  const name = sql.raw(`job_${index}`);
+  const values = sql`select ${spec.kind}, ${JSON.stringify(spec.payload)}::jsonb, ${spec.orderingKey ?? null}, 'queued', ${spec.maxAttempts ?? DEFAULT_MAX_ATTEMPTS}, ${runAt}, ${time}, ${time}`;
+  if (!(spec.coalesce && spec.orderingKey)) {
+    return sql`${name} as (insert into jobs (kind, payload, ordering_key, status, max_attempts, run_at, created_at, updated_at) ${values} returning 1)`;
+  }
+  // FOR UPDATE closes the race with a worker claiming the waiting job right now: this waits for the
+  // claim to commit, then sees the job running and queues a new one after it.
+  return sql`${name} as (
+    insert into jobs (kind, payload, ordering_key, status, max_attempts, run_at, created_at, updated_at)
+    ${values}
+    where not exists (
+      select 1 from jobs
+      where ordering_key = ${spec.orderingKey} and kind = ${spec.kind} and status = 'queued'
+      for update)
+    returning 1)`;
+}
+
+/**
+ * The reads every request or cycle makes, built once: drizzle then only fills in the parameters
+ * instead of assembling the query on each call (a fifth of a busy server's CPU went there).
+ */
+function preparedReads(db: Db) {
+  return {
+    agentByKeyHash: db
+      .select()
+      .from(agents)
+      .where(eq(agents.keyHash, sql.placeholder('keyHash')))
+      .prepare('twokey_agent_by_key_hash'),
+    agentById: db
+      .select()
+      .from(agents)
+      .where(eq(agents.id, sql.placeholder('id')))
+      .prepare('twokey_agent_by_id'),
+    proposal: db
+      .select()
+      .from(proposals)
+      .where(eq(proposals.id, sql.placeholder('id')))
+      .prepare('twokey_proposal'),
+    proposalWithApprovals: db
+      .select({ proposal: proposals, approvals: approvalsColumn })
+      .from(proposals)
+      .where(eq(proposals.id, sql.placeholder('id')))
+      .prepare('twokey_proposal_with_approvals'),
+  };
+}
+
+export function createStore(db: Db, options: StoreOptions = {}): Store {
+  const auditLog = createAuditLog(db);
+  const replica = options.replica ?? '';
+  const prepared = preparedReads(db);
   return {
     ...readsFrom(db),
-    transaction(work) {
-      return db.transaction((tx) => work(transactionStore(tx)));
+    async getAgent(id) {
+      const [row] = await prepared.agentById.execute({ id });
+      return row ? toAgent(row) : null;
+    },
+    async getProposalWithApprovals(id) {
+      const [row] = await prepared.proposalWithApprovals.execute({ id });
+      return row ? { proposal: toProposal(row.proposal), approvals: toApprovals(id, row.approvals) } : null;
+    },
+    async transaction(work) {
+      let queuedKinds: string[] = [];
+      const result = await db.transaction(async (tx) => {
+        const store = transactionStore(tx, replica);
+        const value = await work(store);
+        queuedKinds = await store.flush();
+        return value;
+      });
+      if (queuedKinds.length > 0) options.onJobsQueued?.(queuedKinds);
+      return result;
     },
     async getProposal(id) {
-      const [row] = await db.select().from(proposals).where(eq(proposals.id, id));
+      const [row] = await prepared.proposal.execute({ id });
       return row ? toProposal(row) : null;
     },
     async listProposals(filter: ProposalFilter) {
@@ -192,28 +298,18 @@ export function createStore(db: Db): Store {
       return row ? toAgent(row) : null;
     },
     async findAgentByKeyHash(keyHash) {
-      const [row] = await db.select().from(agents).where(eq(agents.keyHash, keyHash));
+      const [row] = await prepared.agentByKeyHash.execute({ keyHash });
       return row ? toAgent(row) : null;
     },
     async listAgents() {
       return (await db.select().from(agents).orderBy(asc(agents.createdAt))).map(toAgent);
     },
-    async listAudit(query: AuditQuery) {
-      const rows = await db
-        .select()
-        .from(auditEvents)
-        .where(
-          and(
-            query.afterSeq !== undefined ? gt(auditEvents.seq, query.afterSeq) : undefined,
-            query.proposalId ? eq(auditEvents.proposalId, query.proposalId) : undefined,
-          ),
-        )
-        .orderBy(asc(auditEvents.seq))
-        .limit(query.limit ?? 1000);
-      return rows.map(toAudit);
-    },
+    listAudit: (query: AuditQuery) => auditLog.list(query),
     async countProposalsByStatus() {
-      const rows = await db.select({ status: proposals.status, count: sql<number>`count(*)::int` }).from(proposals).groupBy(proposals.status);
+      const rows = await db
+        .select({ status: proposals.status, count: sql<number>`count(*)::int` })
+        .from(proposals)
+        .groupBy(proposals.status);
       return Object.fromEntries(rows.map((row) => [row.status, Number(row.count)]));
     },
     async ping() {

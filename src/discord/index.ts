@@ -2,10 +2,11 @@ import { Routes } from 'discord.js';
 import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
 import type { ChatIntegration, ChatPublisher } from '../chat/types.js';
 import type { Env } from '../config/env.js';
-import type { Services } from '../runtime/services.js';
+import { isTwokeyError } from '../core/errors.js';
 import { createDiscordGateway, type DiscordGateway } from './gateway.js';
 import { registerInteractionRoute } from './http-route.js';
-import { createInteractionHandler } from './interactions.js';
+import { createInteractionHandler, type InteractionReply } from './interactions.js';
+import type { DiscordServices } from './ports.js';
 import { createDiscordPublisher } from './publisher.js';
 import { createDiscordRest, describeRestFailure, withDeadline } from './rest.js';
 import { discordPublicKey } from './signature.js';
@@ -18,12 +19,13 @@ export type DiscordEnv = Pick<Env, 'DISCORD_BOT_TOKEN' | 'DISCORD_PUBLIC_KEY' | 
 
 export interface DiscordIntegrationOptions {
   env: DiscordEnv;
-  services: Pick<Services, 'proposals' | 'store' | 'operation' | 'clock' | 'database'>;
+  /** What a click needs. */
+  services: DiscordServices;
   /** Defaults to a child of the HTTP app's logger, taken when the routes are registered. */
   logger?: FastifyBaseLogger;
   /**
-   * Gateway mode on PostgreSQL opens one dedicated connection for its advisory lock. Defaults to
-   * DATABASE_URL; give it when the database was opened some other way (tests).
+   * PostgreSQL's URL, for the gateway's leader election (one dedicated connection holds an advisory
+   * lock, so one replica connects). Absent on the embedded database: one process, nothing to elect.
    */
   databaseUrl?: string;
   tuning?: Partial<DiscordTuning>;
@@ -46,7 +48,7 @@ export interface DiscordTuning {
   ackBudgetMs: number;
   /** A click arriving within this long of the previous one is part of a burst and is answered at once. */
   burstGapMs: number;
-  /** Decisions running at once after their responses (default: 1 on PGlite, 4 on PostgreSQL). */
+  /** Decisions running at once after their responses (default 1; the runtime sets it from the database). */
   workConcurrency: number;
 }
 
@@ -57,14 +59,8 @@ const defaultTuning: DiscordTuning = {
   gatewayRetryMs: 5_000,
   ackBudgetMs: 50,
   burstGapMs: 250,
-  workConcurrency: 4,
+  workConcurrency: 1,
 };
-
-/**
- * PGlite runs every query on the main thread, one at a time: a second concurrent decision would only
- * queue its queries in front of the next click's checks, and gain nothing.
- */
-const workConcurrencyFor = (kind: 'pglite' | 'postgres'): number => (kind === 'pglite' ? 1 : 4);
 
 export interface DiscordIntegration extends ChatIntegration {
   publisher: ChatPublisher;
@@ -105,7 +101,7 @@ export function createDiscordIntegration(options: DiscordIntegrationOptions): Di
   const { env, services } = options;
   const botToken = env.DISCORD_BOT_TOKEN;
   if (!botToken) throw new Error('DISCORD_BOT_TOKEN is required for the Discord integration');
-  const tuning: DiscordTuning = { ...defaultTuning, workConcurrency: workConcurrencyFor(services.database.kind), ...options.tuning };
+  const tuning: DiscordTuning = { ...defaultTuning, ...options.tuning };
   let logger: FastifyBaseLogger | undefined = options.logger?.child({ platform: 'discord' });
   const log = () => logger ?? silentLogger;
 
@@ -129,12 +125,18 @@ export function createDiscordIntegration(options: DiscordIntegrationOptions): Di
   /** Gateway interactions are answered through the REST callback; the work after it is the same as over HTTP. */
   async function onGatewayInteraction(payload: unknown): Promise<void> {
     const target = idAndToken(payload);
-    const answer = await handler.handle(payload);
+    let answer: InteractionReply | null;
+    try {
+      answer = await handler.handle(payload);
+    } catch (error) {
+      // A payload no Discord client sends: over HTTP a 400; here there is nobody to answer.
+      if (!isTwokeyError(error)) throw error;
+      log().warn({ code: error.code, problem: error.message }, 'Discord gateway interaction refused');
+      return;
+    }
     if (!answer || !target) return;
     try {
-      await withDeadline(5_000, (signal) =>
-        rest.post(Routes.interactionCallback(target.id, target.token), { body: answer.response, auth: false, signal }),
-      );
+      await withDeadline(5_000, (signal) => rest.post(Routes.interactionCallback(target.id, target.token), { body: answer.response, auth: false, signal }));
     } catch (error) {
       // Unanswered, Discord shows the clicker "interaction failed"; deciding anyway would surprise them.
       log().warn({ interactionId: target.id, ...describeRestFailure(error) }, 'Discord interaction callback failed');
@@ -143,11 +145,7 @@ export function createDiscordIntegration(options: DiscordIntegrationOptions): Di
     handler.runAfter(answer);
   }
 
-  let lockDatabaseUrl: string | undefined;
-  if (env.DISCORD_GATEWAY && services.database.kind === 'postgres') {
-    lockDatabaseUrl = options.databaseUrl ?? services.database.url;
-    if (!lockDatabaseUrl) throw new Error('DISCORD_GATEWAY on PostgreSQL needs the database URL for its leader-election connection');
-  }
+  const lockDatabaseUrl = env.DISCORD_GATEWAY ? options.databaseUrl : undefined;
   const gateway = env.DISCORD_GATEWAY
     ? createDiscordGateway({
         apiUrl: env.DISCORD_API_URL,

@@ -8,13 +8,19 @@ import {
   type APIAllowedMentions,
 } from 'discord.js';
 import type { ProposalMessageView } from '../chat/types.js';
+import { durationLabel } from '../config/duration.js';
+import { isAutomaticDecider } from '../core/model.js';
+import { isFailedExecution } from '../core/outcome.js';
 
-/** The three buttons twokey puts on a message; the proposal id rides in the custom_id, never the token. */
-export type DiscordAction = 'approve' | 'reject' | 'retry';
+/**
+ * The buttons twokey puts on a message (`grant` is "Approve for…"); the proposal id rides in the
+ * custom_id, never the token. The modals they open carry the same custom_id back.
+ */
+export type DiscordAction = 'approve' | 'reject' | 'retry' | 'grant';
 
 export const customIdFor = (action: DiscordAction, proposalId: string): string => `twokey:${action}:${proposalId}`;
 
-const CUSTOM_ID = /^twokey:(approve|reject|retry):([A-Za-z0-9_-]{1,80})$/;
+const CUSTOM_ID = /^twokey:(approve|reject|retry|grant):([A-Za-z0-9_-]{1,80})$/;
 
 export function parseCustomId(customId: string): { action: DiscordAction; proposalId: string } | null {
   const match = CUSTOM_ID.exec(customId);
@@ -62,7 +68,7 @@ const COLOUR = {
 const unix = (date: Date): number => Math.floor(date.getTime() / 1000);
 
 function oneLine(value: unknown): string {
-  const text = typeof value === 'string' ? value : JSON.stringify(value) ?? String(value);
+  const text = typeof value === 'string' ? value : (JSON.stringify(value) ?? String(value));
   return text.replace(/\s+/g, ' ').trim();
 }
 
@@ -73,7 +79,7 @@ function oneLine(value: unknown): string {
 const codeSpan = (value: unknown, max: number): string => `\`${truncate(oneLine(value).replace(/`/g, 'ˋ'), max) || ' '}\``;
 
 /** True after a failed execution: the proposal is back to approved, with the error kept. */
-const hasFailed = (view: ProposalMessageView): boolean => view.status === 'approved' && view.error !== null;
+const hasFailed = (view: ProposalMessageView): boolean => isFailedExecution(view);
 
 /**
  * The state in words, so the message never relies on its colour alone (colour-blind readers, screen
@@ -83,8 +89,11 @@ function statusLine(view: ProposalMessageView): string {
   const approvals = `${view.approvals.length} of ${view.quorum}`;
   const by = view.decision ? renderIdentity(view.decision.by) : 'unknown';
   switch (view.status) {
-    case 'pending':
-      return `⏳ **Pending**: waiting for approval (${approvals})`;
+    case 'pending': {
+      const reminded = view.reminders ? `; reminded ${view.reminders}×` : '';
+      const escalated = view.escalatedAt ? `; escalated <t:${unix(view.escalatedAt)}:R>` : '';
+      return `⏳ **Pending**: waiting for approval (${approvals})${reminded}${escalated}`;
+    }
     case 'approved':
       return hasFailed(view)
         ? `⚠️ **Execution failed**: ${codeSpan(view.error, 600)}\nStill approved; press Retry to run it again.`
@@ -115,6 +124,17 @@ function buttonsFor(view: ProposalMessageView): APIActionRowComponent<APICompone
         type: ComponentType.ActionRow,
         components: [
           { type: ComponentType.Button, style: ButtonStyle.Success, label: 'Approve', custom_id: customIdFor('approve', view.id) },
+          // Only where the operation allows grants (chat sync leaves the durations empty otherwise).
+          ...(view.grantDurationsMs && view.grantDurationsMs.length > 0
+            ? [
+                {
+                  type: ComponentType.Button as const,
+                  style: ButtonStyle.Primary as const,
+                  label: `Approve for ${durationLabel(view.grantDurationsMs[0] ?? 0)}…`,
+                  custom_id: customIdFor('grant', view.id),
+                },
+              ]
+            : []),
           { type: ComponentType.Button, style: ButtonStyle.Danger, label: 'Reject', custom_id: customIdFor('reject', view.id) },
         ],
       },
@@ -175,10 +195,56 @@ export interface DiscordMessageBody {
 
 /** The whole message body; the same for the first post and every edit, so an edit replaces everything. */
 export function renderMessage(view: ProposalMessageView): DiscordMessageBody {
+  if (view.decision && isAutomaticDecider(view.decision.by) && view.approvals.length === 0) return renderAutomaticDecision(view, view.decision);
   return {
     embeds: [renderEmbed(view)],
     components: buttonsFor(view),
     // Mentions in the embed render names; this makes sure nothing in the message ever pings anyone.
     allowed_mentions: { parse: [] },
   };
+}
+
+/** A decider or an id inside a code span, where Discord renders no markdown (a span cannot hold a backtick). */
+const codeText = (text: string): string => `\`${text.replace(/`/g, 'ˋ')}\``;
+
+/**
+ * A decision no human made (a policy rule or a grant): one compact line, never buttons, saying which
+ * rule or grant decided and why, then the outcome as it changes.
+ */
+function renderAutomaticDecision(view: ProposalMessageView, decision: NonNullable<ProposalMessageView['decision']>): DiscordMessageBody {
+  const denied = view.status === 'rejected';
+  const by = decision.by.startsWith('grant:') ? `grant ${codeText(decision.by.slice(6))}` : `rule ${codeText(decision.by)}`;
+  const why = decision.reason ? ` (${escapeDiscordMarkdown(truncate(oneLine(decision.reason), 300))})` : '';
+  const outcome = denied || (view.status === 'approved' && !hasFailed(view)) ? '' : `\n${statusLine(view)}`;
+  const line = `${denied ? '❌' : '✅'} ${codeText(view.id)} ${denied ? 'auto-denied' : 'auto-approved'} by ${by}${why} for ${escapeDiscordMarkdown(view.agent)}.`;
+  const description = truncate(`${line}${outcome}\n${escapeDiscordMarkdown(view.summary)}`, LIMIT.description);
+  const embed: APIEmbed = { title: truncate(view.operation, LIMIT.title), description, color: colourOf(view) };
+  if (view.consoleUrl) embed.url = view.consoleUrl;
+  return { embeds: [embed], components: [], allowed_mentions: { parse: [] } };
+}
+
+/** Discord's limit on a message's text. */
+const CONTENT_LIMIT = 2000;
+
+/** A reminder or an escalation: the text, and exactly the users and roles it may ping. */
+export interface FollowUpBody {
+  content: string;
+  allowed_mentions: APIAllowedMentions;
+}
+
+/**
+ * Who is asked, what waits, until when. Unlike the proposal message this one pings, but only the
+ * Discord users and roles named in the config: nothing the agent wrote can add a mention.
+ */
+export function renderFollowUp(view: ProposalMessageView, followUp: { kind: 'remind' | 'escalate'; mention: readonly string[] }): FollowUpBody {
+  const users = followUp.mention.flatMap((identity) => /^discord:user:(\d{17,20})$/.exec(identity)?.[1] ?? []);
+  const roles = followUp.mention.flatMap((identity) => /^discord:role:(\d{17,20})$/.exec(identity)?.[1] ?? []);
+  const who = followUp.mention.map(renderIdentity).join(' ') || 'the approvers';
+  const missing = Math.max(0, view.quorum - view.approvals.length);
+  const what = `**${escapeDiscordMarkdown(view.operation)}** (${codeText(view.id)}) by ${escapeDiscordMarkdown(view.agent)} still waits for ${missing} approval${missing === 1 ? '' : 's'}; it expires <t:${unix(view.expiresAt)}:R> and then does not run.`;
+  // Angle brackets: a link without a preview card.
+  const link = view.consoleUrl ? ` [Open it](<${view.consoleUrl}>)` : '';
+  const content = followUp.kind === 'remind' ? `🔔 Reminder ${who}: ${what}${link}` : `🚨 Escalated to ${who}, who may now decide: ${what}${link}`;
+  // Discord accepts at most 100 ids of each kind.
+  return { content: truncate(content, CONTENT_LIMIT), allowed_mentions: { parse: [], users: users.slice(0, 100), roles: roles.slice(0, 100) } };
 }

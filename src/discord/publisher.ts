@@ -1,6 +1,7 @@
+import { createHash } from 'node:crypto';
 import { Routes, type APIMessage, type REST, type RESTPostAPIChannelMessageJSONBody } from 'discord.js';
-import type { ChatMessageRef, ChatPublisher, ProposalMessageView } from '../chat/types.js';
-import { renderMessage } from './message.js';
+import type { ChatFollowUp, ChatMessageRef, ChatPublisher, ProposalMessageView } from '../chat/types.js';
+import { renderFollowUp, renderMessage } from './message.js';
 import { toDeliveryError, withDeadline } from './rest.js';
 
 export interface DiscordPublisherOptions {
@@ -39,5 +40,28 @@ export function createDiscordPublisher(options: DiscordPublisherOptions): ChatPu
     async update(ref: ChatMessageRef, view: ProposalMessageView): Promise<void> {
       await call((signal) => rest.patch(Routes.channelMessage(ref.channel, ref.messageId), { body: renderMessage(view), signal }));
     },
+
+    async postFollowUp(ref: ChatMessageRef, view: ProposalMessageView, followUp: ChatFollowUp): Promise<void> {
+      const { content, allowed_mentions } = renderFollowUp(view, followUp);
+      // An escalation channel gets a message of its own; otherwise the ping is a reply to the proposal's message.
+      const elsewhere = followUp.channel && followUp.channel !== ref.channel ? followUp.channel : null;
+      const body: RESTPostAPIChannelMessageJSONBody = {
+        content,
+        allowed_mentions: elsewhere ? allowed_mentions : { ...allowed_mentions, replied_user: false },
+        ...(elsewhere ? {} : { message_reference: { message_id: ref.messageId, channel_id: ref.channel, fail_if_not_exists: false } }),
+        // As for the proposal message: a retried post returns the first one. One nonce per reminder and per escalation.
+        nonce: followUpNonce(view, followUp.kind),
+        enforce_nonce: true,
+      };
+      await call((signal) => rest.post(Routes.channelMessages(elsewhere ?? ref.channel), { body, signal }));
+    },
   };
+}
+
+/** Discord's nonces are at most 25 characters: a digest of what makes this follow-up one of a kind. */
+function followUpNonce(view: ProposalMessageView, kind: ChatFollowUp['kind']): string {
+  return createHash('sha256')
+    .update(`${view.id}:${kind}:${view.reminders ?? 0}`)
+    .digest('base64url')
+    .slice(0, 25);
 }

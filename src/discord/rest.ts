@@ -1,6 +1,7 @@
 import { DiscordAPIError, HTTPError, RateLimitError, REST, RESTEvents } from 'discord.js';
 import type { FastifyBaseLogger } from 'fastify';
-import { DeliveryError } from '../chat/types.js';
+import { DeliveryError } from '../lib/delivery-error.js';
+import { withDeadline as deadline } from '../lib/timeouts.js';
 
 export interface DiscordRestOptions {
   apiUrl: string;
@@ -43,22 +44,12 @@ export function createDiscordRest(options: DiscordRestOptions): REST {
   return rest;
 }
 
-/** Runs one REST call with an overall deadline, bucket waits included, so a job never hangs. */
-export async function withDeadline<T>(ms: number, work: (signal: AbortSignal) => Promise<T>): Promise<T> {
-  const controller = new AbortController();
-  let timer: NodeJS.Timeout | undefined;
-  const deadline = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => {
-      // Aborting also drops the request from @discordjs/rest's queue, so it is never sent late.
-      controller.abort();
-      reject(new DeliveryError(`Discord did not answer within ${ms} ms`));
-    }, ms);
-  });
-  try {
-    return await Promise.race([work(controller.signal), deadline]);
-  } finally {
-    clearTimeout(timer);
-  }
+/**
+ * Runs one REST call with an overall deadline, bucket waits included, so a job never hangs. Aborting
+ * also drops the request from @discordjs/rest's queue, so it is never sent late.
+ */
+export function withDeadline<T>(ms: number, work: (signal: AbortSignal) => Promise<T>): Promise<T> {
+  return deadline(ms, work, () => new DeliveryError(`Discord did not answer within ${ms} ms`));
 }
 
 /** What a failed REST call means for the outbox. Messages carry no URL: webhook URLs hold tokens. */

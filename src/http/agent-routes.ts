@@ -1,157 +1,105 @@
-import type { FastifyInstance, FastifyRequest } from 'fastify';
-import type { AgentService } from '../core/agents.js';
-import type { ChangeFeed } from '../core/changes.js';
+import type { FastifyInstance } from 'fastify';
+import { serializerCompiler, validatorCompiler, type ZodTypeProvider } from 'fastify-type-provider-zod';
 import { TwokeyError } from '../core/errors.js';
-import type { AgentRecord, OperationSpec } from '../core/model.js';
-import type { ProposalService } from '../core/proposals.js';
+import { outcomeOf } from '../core/outcome.js';
+import type { AgentProposalView } from '../core/proposals.js';
 import { finalStatuses } from '../core/model.js';
+import type { FailedAuthLimiter, LongPollLimiter } from '../limits/index.js';
+import { agentOf, authenticateAgent, perAgentRateLimit } from './agent-auth.js';
+import type { AgentApiServices } from './ports.js';
+import {
+  commitAnswerSchema,
+  commitBodySchema,
+  commitHeadersSchema,
+  errorBodySchema,
+  idempotentHeadersSchema,
+  operationListSchema,
+  proposalCreatedSchema,
+  proposalIdParamsSchema,
+  proposalQuerySchema,
+  proposalViewSchema,
+  proposeBodySchema,
+  type ProposalView,
+} from './schemas.js';
 
-declare module 'fastify' {
-  interface FastifyRequest {
-    agent?: AgentRecord;
-  }
-}
-
-export interface AgentRouteDeps {
-  agents: AgentService;
-  proposals: ProposalService;
-  changes: ChangeFeed;
-  operations(): OperationSpec[];
+export interface AgentRouteDeps extends AgentApiServices {
   rateLimit: { max: number; timeWindowMs: number };
   longPollIntervalMs: number;
+  longPolls?: LongPollLimiter;
+  failedAuth?: FailedAuthLimiter;
 }
 
 const MAX_WAIT_SECONDS = 60;
 
-const errorResponse = {
-  type: 'object',
-  properties: {
-    error: {
-      type: 'object',
-      properties: {
-        code: { type: 'string' },
-        message: { type: 'string' },
-        requestId: { type: 'string' },
-        details: { type: 'array', items: { type: 'object', properties: { path: { type: 'string' }, message: { type: 'string' } } } },
-      },
-    },
-  },
-} as const;
+const agentKey = [{ agentKey: [] }];
+const errors = { '4xx': errorBodySchema, '5xx': errorBodySchema };
 
-const approvalList = {
-  type: 'array',
-  items: { type: 'object', properties: { approver: { type: 'string' }, at: { type: 'string' } } },
-} as const;
-
-const proposalView = {
-  type: 'object',
-  properties: {
-    id: { type: 'string' },
-    status: { type: 'string' },
-    operation: { type: 'string' },
-    params: { type: 'object', additionalProperties: true },
-    summary: { type: 'string' },
-    expiresAt: { type: 'string' },
-    quorum: { type: 'integer' },
-    approvals: approvalList,
-    decision: {
-      type: ['object', 'null'],
-      properties: { by: { type: 'string' }, at: { type: 'string' }, reason: { type: ['string', 'null'] } },
-    },
-    result: {},
-    error: { type: ['string', 'null'] },
-  },
-} as const;
-
-const proposalIdParams = {
-  type: 'object',
-  required: ['id'],
-  properties: { id: { type: 'string', minLength: 1, maxLength: 64 } },
-} as const;
-
-const operationAndParams = {
-  operation: { type: 'string', minLength: 1, maxLength: 64 },
-  params: { type: 'object' },
-} as const;
-
-function bearerKey(request: FastifyRequest): string {
-  const header = request.headers.authorization;
-  const match = header ? /^Bearer\s+(\S+)$/i.exec(header) : null;
-  if (!match?.[1]) throw new TwokeyError('unauthorized', 'missing "Authorization: Bearer tk_agent_…" header');
-  return match[1];
-}
-
-/** An onRequest hook for every agent-facing route (/v1, /agp): the caller's API key becomes `request.agent`. */
-export function authenticateAgent(agents: Pick<AgentService, 'authenticate'>) {
-  return async (request: FastifyRequest): Promise<void> => {
-    request.agent = await agents.authenticate(bearerKey(request));
-  };
-}
-
-export function agentOf(request: FastifyRequest): AgentRecord {
-  if (!request.agent) throw new TwokeyError('unauthorized', 'not authenticated');
-  return request.agent;
+/** The core's view, in the schema's words: a decision is only shown once both who and when are known. */
+function toProposalView(view: AgentProposalView): ProposalView {
+  const { decision, ...rest } = view;
+  return { ...rest, decision: decision?.by && decision.at ? { by: decision.by, at: decision.at, reason: decision.reason } : null };
 }
 
 export function registerAgentRoutes(app: FastifyInstance, deps: AgentRouteDeps): void {
-  app.register(async (v1) => {
-    v1.addHook('onRequest', authenticateAgent(deps.agents));
+  app.register(async (scope) => {
+    scope.setValidatorCompiler(validatorCompiler);
+    scope.setSerializerCompiler(serializerCompiler);
+    scope.addHook('onRequest', authenticateAgent(deps.agents, deps.failedAuth));
+    const v1 = scope.withTypeProvider<ZodTypeProvider>();
 
-    const limited = {
-      rateLimit: {
-        max: deps.rateLimit.max,
-        timeWindow: deps.rateLimit.timeWindowMs,
-        // Per agent: one noisy agent must not starve the others.
-        keyGenerator: (request: FastifyRequest) => request.agent?.id ?? request.ip,
+    const limited = perAgentRateLimit(deps.rateLimit);
+
+    v1.get(
+      '/v1/operations',
+      {
+        config: limited,
+        schema: {
+          tags: ['agent API'],
+          summary: 'The operations this agent may propose',
+          security: agentKey,
+          response: { 200: operationListSchema, ...errors },
+        },
       },
-    };
-
-    v1.get('/v1/operations', { config: limited }, async (request) => {
-      const agent = agentOf(request);
-      const operations = deps
-        .operations()
-        .filter((operation) => !agent.operations || agent.operations.includes(operation.name))
-        .map((operation) => ({
-          name: operation.name,
-          description: operation.description,
-          confirmationType: operation.confirmationType,
-          params: operation.paramsSchema,
-          quorum: operation.approval.quorum,
-          commit: operation.commit,
-          expiresInSeconds: Math.round(operation.expiresInMs / 1000),
-        }));
-      return { operations };
-    });
+      async (request) => {
+        const agent = agentOf(request);
+        const operations = deps
+          .operations()
+          .filter((operation) => !agent.operations || agent.operations.includes(operation.name))
+          .map((operation) => ({
+            name: operation.name,
+            description: operation.description,
+            confirmationType: operation.confirmationType,
+            params: operation.paramsSchema,
+            quorum: operation.approval.quorum,
+            commit: operation.commit,
+            expiresInSeconds: Math.round(operation.expiresInMs / 1000),
+          }));
+        return { operations };
+      },
+    );
 
     v1.post(
       '/v1/proposals',
       {
         config: limited,
         schema: {
-          body: {
-            type: 'object',
-            required: ['operation', 'params'],
-            additionalProperties: false,
-            properties: {
-              ...operationAndParams,
-              callbackUrl: { type: 'string', maxLength: 2048, pattern: '^https?://' },
-            },
-          },
-          response: {
-            201: {
-              type: 'object',
-              properties: {
-                ...proposalView.properties,
-                confirmToken: { type: 'string' },
-              },
-            },
-            '4xx': errorResponse,
-          },
+          tags: ['agent API'],
+          summary: 'Propose an operation',
+          description:
+            'twokey writes the summary, mints a single-use confirmation token bound to this agent, the operation and the canonical params, and asks the approvers.',
+          security: agentKey,
+          headers: idempotentHeadersSchema,
+          body: proposeBodySchema,
+          response: { 201: proposalCreatedSchema, ...errors },
         },
       },
       async (request, reply) => {
-        const body = request.body as { operation: string; params: Record<string, unknown>; callbackUrl?: string };
-        const { proposal, confirmToken } = await deps.proposals.propose(agentOf(request), body);
+        const { operation, params, callbackUrl } = request.body;
+        const { proposal, confirmToken } = await deps.proposals.propose(agentOf(request), {
+          operation,
+          params,
+          ...(callbackUrl === undefined ? {} : { callbackUrl }),
+        });
         return reply.status(201).send({
           id: proposal.id,
           status: proposal.status,
@@ -161,6 +109,7 @@ export function registerAgentRoutes(app: FastifyInstance, deps: AgentRouteDeps):
           confirmToken,
           quorum: proposal.quorum,
           approvals: [],
+          outcome: outcomeOf(proposal, []),
         });
       },
     );
@@ -170,34 +119,44 @@ export function registerAgentRoutes(app: FastifyInstance, deps: AgentRouteDeps):
       {
         config: limited,
         schema: {
-          params: proposalIdParams,
-          querystring: {
-            type: 'object',
-            additionalProperties: false,
-            // Query strings are text and types are never coerced: the number is checked by pattern.
-            properties: { wait: { type: 'string', pattern: '^(60|[1-5]?[0-9])(\\.[0-9]+)?$' } },
-          },
-          response: { 200: proposalView, '4xx': errorResponse },
+          tags: ['agent API'],
+          summary: 'A proposal, without its token',
+          description: "With `wait`, long-polls until the proposal changes. Another agent's proposal is 404.",
+          security: agentKey,
+          params: proposalIdParamsSchema,
+          querystring: proposalQuerySchema,
+          response: { 200: proposalViewSchema, ...errors },
         },
       },
       async (request) => {
         const agent = agentOf(request);
-        const { id } = request.params as { id: string };
-        const wait = Math.min(MAX_WAIT_SECONDS, Number((request.query as { wait?: string }).wait ?? 0));
+        const { id } = request.params;
+        const wait = Math.min(MAX_WAIT_SECONDS, Number(request.query.wait ?? 0));
         const first = await deps.proposals.viewForAgent(agent, id);
-        if (!wait || finalStatuses.includes(first.status)) return first;
+        // An approved `commit: agent` proposal changes only when its agent commits: holding the answer
+        // would only delay the agent (whose earlier read may have raced the approval).
+        const awaitsItsAgent = first.status === 'approved' && deps.operations().find((operation) => operation.name === first.operation)?.commit === 'agent';
+        if (!wait || finalStatuses.includes(first.status) || awaitsItsAgent) return toProposalView(first);
+        const leave = deps.longPolls?.enter(agent.id);
+        if (leave === null) throw deps.longPolls?.refusal();
         const aborted = new AbortController();
-        request.raw.once('close', () => aborted.abort());
-        const deadline = Date.now() + wait * 1000;
-        const fingerprint = (view: typeof first) => `${view.status}/${view.approvals.length}/${view.error ?? ''}`;
-        for (;;) {
-          // Subscribe before re-reading, so a change between the two is not missed. The feed wakes us
-          // at once for changes made here (and, on PostgreSQL, on any replica); the interval is the
-          // fallback that also covers the embedded database, which has no cross-process notifications.
-          const changed = deps.changes.next(id, Math.min(deps.longPollIntervalMs, Math.max(0, deadline - Date.now())), aborted.signal);
-          const latest = await deps.proposals.viewForAgent(agent, id);
-          if (fingerprint(latest) !== fingerprint(first) || Date.now() >= deadline || aborted.signal.aborted) return latest;
-          await changed;
+        try {
+          request.raw.once('close', () => aborted.abort());
+          const deadline = Date.now() + wait * 1000;
+          const fingerprint = (view: typeof first) => `${view.status}/${view.approvals.length}/${view.error ?? ''}`;
+          for (;;) {
+            // Subscribe before re-reading, so a change between the two is not missed. The feed wakes us
+            // at once for changes made here (and, on PostgreSQL, on any replica); the interval is the
+            // fallback that also covers the embedded database, which has no cross-process notifications.
+            const changed = deps.changes.next(id, Math.min(deps.longPollIntervalMs, Math.max(0, deadline - Date.now())), aborted.signal);
+            const latest = await deps.proposals.viewForAgent(agent, id);
+            if (fingerprint(latest) !== fingerprint(first) || Date.now() >= deadline || aborted.signal.aborted) return toProposalView(latest);
+            await changed;
+          }
+        } finally {
+          // Ends the subscription made for the next turn, so it holds no listener or timer once answered.
+          aborted.abort();
+          leave?.();
         }
       },
     );
@@ -207,17 +166,15 @@ export function registerAgentRoutes(app: FastifyInstance, deps: AgentRouteDeps):
       {
         config: limited,
         schema: {
-          params: proposalIdParams,
-          body: {
-            type: 'object',
-            required: ['operation', 'params'],
-            additionalProperties: false,
-            properties: operationAndParams,
-          },
-          response: {
-            200: { type: 'object', properties: { status: { type: 'string' }, result: {} } },
-            '4xx': errorResponse,
-          },
+          tags: ['agent API'],
+          summary: 'Commit an approved `commit: agent` proposal',
+          description:
+            'Checks, in order: invalid_token, consumed, expired, principal_mismatch, operation_mismatch, params_mismatch, rejected / not_approved. 502 execution_failed leaves the token valid: retry.',
+          security: agentKey,
+          headers: commitHeadersSchema,
+          params: proposalIdParamsSchema,
+          body: commitBodySchema,
+          response: { 200: commitAnswerSchema, ...errors },
         },
       },
       async (request) => {
@@ -225,10 +182,11 @@ export function registerAgentRoutes(app: FastifyInstance, deps: AgentRouteDeps):
         if (typeof token !== 'string' || token.length === 0) {
           throw new TwokeyError('invalid_token', 'missing X-Confirmation-Token header');
         }
-        const { id } = request.params as { id: string };
-        const claim = request.body as { operation: string; params: Record<string, unknown> };
-        const proposal = await deps.proposals.commit(agentOf(request), id, token, claim);
-        return { status: proposal.status, result: proposal.result ?? null };
+        const { id } = request.params;
+        const agent = agentOf(request);
+        // The answer comes from what the commit's transactions returned: no read after them.
+        const { proposal, approvals } = await deps.proposals.commitWithApprovals(agent, id, token, request.body);
+        return { status: proposal.status, result: proposal.result ?? null, outcome: outcomeOf(proposal, approvals) };
       },
     );
 
@@ -236,13 +194,20 @@ export function registerAgentRoutes(app: FastifyInstance, deps: AgentRouteDeps):
       '/v1/proposals/:id/cancel',
       {
         config: limited,
-        schema: { params: proposalIdParams, response: { 200: proposalView, '4xx': errorResponse } },
+        schema: {
+          tags: ['agent API'],
+          summary: 'Withdraw a pending proposal',
+          security: agentKey,
+          headers: idempotentHeadersSchema,
+          params: proposalIdParamsSchema,
+          response: { 200: proposalViewSchema, ...errors },
+        },
       },
       async (request) => {
         const agent = agentOf(request);
-        const { id } = request.params as { id: string };
+        const { id } = request.params;
         await deps.proposals.cancel(agent, id);
-        return deps.proposals.viewForAgent(agent, id);
+        return toProposalView(await deps.proposals.viewForAgent(agent, id));
       },
     );
   });

@@ -1,18 +1,26 @@
-import rateLimit from '@fastify/rate-limit';
-import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import rateLimit, { type RateLimitPluginOptions } from '@fastify/rate-limit';
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import { TwokeyError } from '../core/errors.js';
 import { randomBytes } from 'node:crypto';
 import { registerAgentRoutes, type AgentRouteDeps } from './agent-routes.js';
 import { answerFrameworkError, installErrorHandling } from './errors.js';
 import { registerHealthRoutes, type HealthRouteDeps } from './health-routes.js';
+import { refuseUnsafeNumbers } from './unsafe-numbers.js';
+import { registerOpenApi } from './openapi.js';
+import { withIncomingTrace } from '../tracing/index.js';
 
 export interface HttpAppDeps extends AgentRouteDeps, HealthRouteDeps {
   logger: FastifyBaseLogger;
   bodyLimitBytes?: number;
+  /** A @fastify/rate-limit store shared by every replica; the default keeps counters in this process. */
+  rateLimitStore?: NonNullable<RateLimitPluginOptions['store']>;
 }
 
 /** A secret in a URL ends up in proxy logs and browser history, whatever twokey does with it. */
 const SECRET_IN_URL = /tk_(?:conf|agent)_|whsec_/;
+
+/** Where agents call: their requests' `traceparent` is honoured (the other routes are people and chat platforms). */
+const AGENT_ROUTE = /^\/(?:v1|agp|mcp)(?:\/|$)/;
 
 /** Far deeper than any request needs, far shallower than what overflows the stack of recursive code (RFC 8785 hashing). */
 export const MAX_JSON_DEPTH = 64;
@@ -43,12 +51,25 @@ export function unstorableJson(value: unknown): string | null {
   return null;
 }
 
+/**
+ * Two info lines per request cost a quarter of a busy server's CPU: one line per request, at debug,
+ * and errors as before.
+ */
+class QuietRequestLog extends LogController {
+  override incomingRequest(): void {}
+  override requestCompleted(error: Error | null, request: FastifyRequest, reply: FastifyReply): void {
+    if (error) return super.requestCompleted(error, request, reply, {});
+    reply.log.debug({ req: request, res: reply, responseTime: reply.elapsedTime }, 'request completed');
+  }
+}
+
 export async function buildHttpApp(deps: HttpAppDeps): Promise<FastifyInstance> {
   const app = Fastify({
     loggerInstance: deps.logger,
     bodyLimit: deps.bodyLimitBytes ?? 256 * 1024,
     genReqId: () => `req_${randomBytes(9).toString('base64url')}`,
     requestTimeout: 90_000,
+    logController: new QuietRequestLog(),
     // Unknown body properties are refused, not silently dropped, and types are never coerced.
     ajv: { customOptions: { removeAdditional: false, coerceTypes: false, allErrors: true } },
     frameworkErrors: (error, request, reply) => answerFrameworkError(error, request, reply),
@@ -56,14 +77,31 @@ export async function buildHttpApp(deps: HttpAppDeps): Promise<FastifyInstance> 
 
   installErrorHandling(app);
 
+  // Before any route: each agent route's handler runs in the trace its request names, so the
+  // proposal it makes joins that trace (a no-op without an OpenTelemetry SDK).
+  app.addHook('onRoute', (route) => {
+    if (!AGENT_ROUTE.test(route.url)) return;
+    const handler = route.handler;
+    route.handler = function inRequestTrace(request, reply) {
+      return withIncomingTrace(request.headers, () => handler.call(this, request, reply));
+    };
+  });
+
   // fastify's own JSON parser (same prototype-poisoning refusals), then what twokey cannot store.
   const parseJson = app.getDefaultJsonParser('error', 'error');
   app.removeContentTypeParser('application/json');
   app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
-    parseJson(request, typeof body === 'string' ? body : body.toString('utf8'), (error, parsed) => {
+    // The default JSON parser answers through `done`; its type also admits an async parser, whose promise would carry nothing.
+    void parseJson(request, typeof body === 'string' ? body : body.toString('utf8'), (error, parsed) => {
       if (error) return done(error);
       const problem = unstorableJson(parsed);
-      return problem ? done(new TwokeyError('invalid_request', problem)) : done(null, parsed);
+      if (problem) return done(new TwokeyError('invalid_request', problem));
+      try {
+        refuseUnsafeNumbers(parsed);
+      } catch (refusal) {
+        return done(refusal as TwokeyError);
+      }
+      return done(null, parsed);
     });
   });
 
@@ -77,9 +115,12 @@ export async function buildHttpApp(deps: HttpAppDeps): Promise<FastifyInstance> 
 
   await app.register(rateLimit, {
     global: false,
+    ...(deps.rateLimitStore ? { store: deps.rateLimitStore } : {}),
     errorResponseBuilder: () => new TwokeyError('rate_limited', 'too many requests for this API key; slow down'),
   });
 
+  // First: the document describes the routes registered after it (here and in startTwokey).
+  await registerOpenApi(app);
   registerHealthRoutes(app, deps);
   registerAgentRoutes(app, deps);
   return app;

@@ -1,4 +1,4 @@
-import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest, FastifySchemaValidationError } from 'fastify';
 import { TwokeyError, type ErrorCode, type ErrorDetail } from '../core/errors.js';
 
 function send(reply: FastifyReply, request: FastifyRequest, code: ErrorCode, status: number, message: string, details?: ErrorDetail[]) {
@@ -7,16 +7,25 @@ function send(reply: FastifyReply, request: FastifyRequest, code: ErrorCode, sta
   });
 }
 
+/**
+ * One schema error as twokey details. Route schemas are zod (fastify-type-provider-zod: `keyword` is
+ * the zod issue code, `instancePath` a JSON pointer, "/" for the whole value); ajv's shape is kept
+ * for any JSON-schema route. An unknown property is named, one detail each.
+ */
+function detailsOf(issue: FastifySchemaValidationError): ErrorDetail[] {
+  const params = issue.params as { keys?: unknown; additionalProperty?: string; missingProperty?: string };
+  const path = issue.instancePath === '/' ? '' : issue.instancePath;
+  if (issue.keyword === 'unrecognized_keys' && Array.isArray(params.keys)) {
+    return params.keys.map((key) => ({ path, message: `unknown property "${String(key)}"` }));
+  }
+  if (issue.keyword === 'additionalProperties') return [{ path, message: `unknown property "${params.additionalProperty ?? ''}"` }];
+  return [{ path: path || params.missingProperty || '', message: issue.message ?? 'is invalid' }];
+}
+
 /** fastify's own failures (parsing, schema, limits), translated into twokey's closed set of codes. */
 function fromFastify(error: FastifyError): TwokeyError | null {
   if (error.validation) {
-    const details = error.validation.map((issue) => ({
-      path: issue.instancePath || (issue.params as { missingProperty?: string }).missingProperty || '',
-      message:
-        issue.keyword === 'additionalProperties'
-          ? `unknown property "${(issue.params as { additionalProperty?: string }).additionalProperty ?? ''}"`
-          : (issue.message ?? 'is invalid'),
-    }));
+    const details = error.validation.flatMap(detailsOf);
     const where = error.validationContext ?? 'request';
     return new TwokeyError('invalid_request', `${where} is invalid: ${details.map((d) => `${d.path || where} ${d.message}`).join('; ')}`, details);
   }
@@ -46,15 +55,18 @@ function fromFastify(error: FastifyError): TwokeyError | null {
  * valid percent-encoded UTF-8, an over-long path parameter. Said in twokey's shape; the path is not
  * quoted, as it may hold what a client should never have put in a URL.
  */
-export function answerFrameworkError(error: FastifyError, request: FastifyRequest, reply: FastifyReply) {
+/** fastify's `frameworkErrors`: the reply is sent here, nothing is returned for fastify to wait on. */
+export function answerFrameworkError(error: FastifyError, request: FastifyRequest, reply: FastifyReply): void {
   switch (error.code) {
     case 'FST_ERR_BAD_URL':
-      return send(reply, request, 'invalid_request', 400, 'the URL path is not valid percent-encoded UTF-8');
+      send(reply, request, 'invalid_request', 400, 'the URL path is not valid percent-encoded UTF-8');
+      return;
     case 'FST_ERR_MAX_PARAM_LENGTH':
-      return send(reply, request, 'invalid_request', 400, 'a URL path segment is too long');
+      send(reply, request, 'invalid_request', 400, 'a URL path segment is too long');
+      return;
     default:
       request.log.error({ err: error }, 'unhandled framework error');
-      return send(reply, request, 'internal', 500, 'internal error; see the server log for this requestId');
+      send(reply, request, 'internal', 500, 'internal error; see the server log for this requestId');
   }
 }
 
@@ -73,7 +85,5 @@ export function installErrorHandling(app: FastifyInstance): void {
     return send(reply, request, 'internal', 500, 'internal error; see the server log for this requestId');
   });
 
-  app.setNotFoundHandler((request, reply) =>
-    send(reply, request, 'not_found', 404, `no route ${request.method} ${request.url.split('?')[0] ?? ''}`),
-  );
+  app.setNotFoundHandler((request, reply) => send(reply, request, 'not_found', 404, `no route ${request.method} ${request.url.split('?')[0] ?? ''}`));
 }

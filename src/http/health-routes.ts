@@ -1,5 +1,9 @@
 import type { FastifyInstance } from 'fastify';
+import { serializerCompiler, validatorCompiler, type ZodTypeProvider } from 'fastify-type-provider-zod';
 import type { Registry } from 'prom-client';
+import { z } from 'zod';
+import { withDeadline } from '../lib/timeouts.js';
+import { healthSchema, notReadySchema, readySchema } from './schemas.js';
 
 export interface HealthRouteDeps {
   /** Resolves when the database answers. */
@@ -10,21 +14,49 @@ export interface HealthRouteDeps {
 const READINESS_TIMEOUT_MS = 2_000;
 
 export function registerHealthRoutes(app: FastifyInstance, deps: HealthRouteDeps): void {
-  app.get('/healthz', async () => ({ status: 'ok' }));
+  app.register(async (scope) => {
+    scope.setValidatorCompiler(validatorCompiler);
+    scope.setSerializerCompiler(serializerCompiler);
+    const health = scope.withTypeProvider<ZodTypeProvider>();
 
-  app.get('/readyz', async (_request, reply) => {
-    try {
-      await Promise.race([
-        deps.ping(),
-        new Promise((_, reject) => setTimeout(() => reject(new Error('database ping timed out')), READINESS_TIMEOUT_MS).unref()),
-      ]);
-      return { status: 'ready' };
-    } catch {
-      return reply.status(503).send({ status: 'not_ready', reason: 'database unreachable' });
-    }
-  });
+    health.get('/healthz', { schema: { tags: ['health'], summary: 'Liveness: the process answers', response: { 200: healthSchema } } }, async () => ({
+      status: 'ok' as const,
+    }));
 
-  app.get('/metrics', async (_request, reply) => {
-    return reply.type(deps.metrics.contentType).send(await deps.metrics.metrics());
+    health.get(
+      '/readyz',
+      {
+        schema: {
+          tags: ['health'],
+          summary: 'Readiness: the database answers within 2 s',
+          response: { 200: readySchema, 503: notReadySchema },
+        },
+      },
+      async (_request, reply) => {
+        try {
+          await withDeadline(
+            READINESS_TIMEOUT_MS,
+            () => deps.ping(),
+            () => new Error('database ping timed out'),
+            { unref: true },
+          );
+          return { status: 'ready' as const };
+        } catch {
+          return reply.status(503).send({ status: 'not_ready', reason: 'database unreachable' });
+        }
+      },
+    );
+
+    health.get(
+      '/metrics',
+      {
+        schema: {
+          tags: ['health'],
+          summary: 'Prometheus metrics',
+          response: { 200: { description: 'Prometheus text exposition format', content: { 'text/plain': { schema: z.string() } } } },
+        },
+      },
+      async (_request, reply) => reply.type(deps.metrics.contentType).send(await deps.metrics.metrics()),
+    );
   });
 }

@@ -1,5 +1,6 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { TwokeyError } from '../core/errors.js';
+import { bearerToken } from '../lib/bearer-auth.js';
 import type { Clock } from '../core/model.js';
 import { canonicalJson, sha256Hex } from '../core/secrets.js';
 import type { IdempotencyClaim, IdempotencyStore } from './ports.js';
@@ -31,19 +32,25 @@ export interface IdempotencyDeps {
   retentionMs?: number;
   /** An in-flight key older than this belongs to a process that died; the same request may take it over. */
   staleAfterMs?: number;
+  /**
+   * Responses larger than this are not kept: the key is then spent (409 on reuse, 422 with another
+   * request) rather than replayable, so one agent cannot fill the table with large bodies. 64 KiB.
+   */
+  maxStoredResponseBytes?: number;
   /** Who sent the request; default: the authenticated agent and the bearer key it authenticated with. */
   principal?(request: FastifyRequest): IdempotencyPrincipal | null;
 }
 
 export const IDEMPOTENCY_RETENTION_MS = 24 * 3_600_000;
 const DEFAULT_STALE_AFTER_MS = 2 * 60_000;
+export const DEFAULT_MAX_STORED_RESPONSE_BYTES = 64 * 1024;
 // Visible ASCII only: the key is echoed in logs and must not smuggle control characters.
 const VALID_KEY = /^[\x21-\x7e]{1,255}$/;
 const ATTEMPTS = 3;
 
 function bearerPrincipal(request: FastifyRequest): IdempotencyPrincipal | null {
-  const match = /^Bearer\s+(\S+)$/i.exec(request.headers.authorization ?? '');
-  return request.agent && match?.[1] ? { id: request.agent.id, secret: match[1] } : null;
+  const secret = bearerToken(request);
+  return request.agent && secret ? { id: request.agent.id, secret } : null;
 }
 
 /** What "the same request" means: method, path and the canonical body (RFC 8785), not header order or spacing. */
@@ -61,9 +68,9 @@ export function createIdempotency(deps: IdempotencyDeps) {
   const retentionMs = deps.retentionMs ?? IDEMPOTENCY_RETENTION_MS;
   const staleAfterMs = deps.staleAfterMs ?? DEFAULT_STALE_AFTER_MS;
   const principalOf = deps.principal ?? bearerPrincipal;
+  const maxStoredBytes = deps.maxStoredResponseBytes ?? DEFAULT_MAX_STORED_RESPONSE_BYTES;
   // Per-request state without decorating fastify's request type.
   const claims = new WeakMap<FastifyRequest, Claimed>();
-  const seen = new WeakSet<FastifyRequest>();
 
   const scopeOf = (claim: Pick<IdempotencyClaim, 'agentId' | 'key'>): string => `${claim.agentId}\u0000${claim.key}`;
 
@@ -78,9 +85,6 @@ export function createIdempotency(deps: IdempotencyDeps) {
   }
 
   async function preHandler(request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply | undefined> {
-    // Applied twice to one route (globally and by the route), it must still act once.
-    if (seen.has(request)) return undefined;
-    seen.add(request);
     const key = readKey(request);
     if (key === null) return undefined;
     const principal = principalOf(request);
@@ -110,14 +114,16 @@ export function createIdempotency(deps: IdempotencyDeps) {
         throw new TwokeyError('conflict', 'a request with this Idempotency-Key is still being processed; retry once it has finished');
       }
       const body = unseal(existing.responseBody, principal.secret, scopeOf(claim));
+      if (existing.responseStatus !== null && existing.responseBody === null) {
+        throw new TwokeyError(
+          'conflict',
+          `this Idempotency-Key was already used, and its response was larger than ${maxStoredBytes} bytes, so it was not kept to replay`,
+        );
+      }
       if (body === null || existing.responseStatus === null) {
         throw new TwokeyError('conflict', 'this Idempotency-Key was already used, and its response cannot be replayed with this API key');
       }
-      return reply
-        .status(existing.responseStatus)
-        .header('idempotent-replayed', 'true')
-        .type('application/json; charset=utf-8')
-        .send(body);
+      return reply.status(existing.responseStatus).header('idempotent-replayed', 'true').type('application/json; charset=utf-8').send(body);
     }
     throw new TwokeyError('conflict', 'this Idempotency-Key is contended; retry');
   }
@@ -131,7 +137,8 @@ export function createIdempotency(deps: IdempotencyDeps) {
     try {
       if (status >= 200 && status < 300 && typeof payload === 'string') {
         // Written before the response leaves: a client that saw the response will see it replayed.
-        await deps.store.complete(claim.agentId, claim.key, claim.createdAt, status, seal(payload, secret, scopeOf(claim)));
+        const tooLarge = Buffer.byteLength(payload, 'utf8') > maxStoredBytes;
+        await deps.store.complete(claim.agentId, claim.key, claim.createdAt, status, tooLarge ? null : seal(payload, secret, scopeOf(claim)));
       } else {
         await deps.store.release(claim.agentId, claim.key, claim.createdAt);
       }
@@ -160,7 +167,8 @@ export interface RouteIdentity {
 
 /**
  * Adds the Idempotency-Key hooks to every route of `app`, in any plugin, registered before or after
- * this call, for which `applies` is true. They are `preHandler` hooks: every plugin's `onRequest`
+ * this call, for which `applies` is true. The only way they are registered: a route that added them
+ * itself as well would claim its key twice. They are `preHandler` hooks: every plugin's `onRequest`
  * (authentication) has run by then, so the key is looked up for a known agent.
  */
 export function applyIdempotency(app: FastifyInstance, idempotency: Idempotency, applies: (route: RouteIdentity) => boolean): void {
@@ -172,7 +180,7 @@ export function applyIdempotency(app: FastifyInstance, idempotency: Idempotency,
   app.addHook('onSend', async (request, reply, payload) => idempotency.onSend(request, reply, payload));
 }
 
-/** The routes CONTRACT §4 and §5 give an Idempotency-Key: every POST of /v1, and /agp/execute. */
+/** The routes docs/api.md (Idempotency) gives an Idempotency-Key: every POST of /v1, and /agp/execute. */
 export function isIdempotentRoute(route: RouteIdentity): boolean {
   const methods = Array.isArray(route.method) ? route.method : [route.method];
   return methods.includes('POST') && (route.url.startsWith('/v1/') || route.url === '/agp/execute');

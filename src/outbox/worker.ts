@@ -1,9 +1,38 @@
+import { randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
-import { DeliveryError } from '../chat/types.js';
+import { DeliveryError } from '../lib/delivery-error.js';
 import type { JobRow, JobStore } from '../db/jobs-store.js';
-import { scrubSecrets } from '../runtime/logger.js';
+import { scrubSecrets } from '../lib/secrets.js';
+import { withDeadline } from '../lib/timeouts.js';
 
-export type JobHandler = (payload: Record<string, unknown>) => Promise<void>;
+export interface JobContext {
+  /** Aborted when the job's deadline passes: stop waiting on the outside world. */
+  signal: AbortSignal;
+}
+
+export type JobHandler = (payload: Record<string, unknown>, context: JobContext) => Promise<void>;
+
+/**
+ * A lane is a queue of its own with its own slots: a job kind that waits on slow outsiders (an
+ * agent's callback receiver) can fill its lane but never another's.
+ */
+export interface OutboxLane {
+  name: string;
+  /** The kinds this lane runs; a lane without `kinds` runs every kind no other lane names. */
+  kinds?: readonly string[];
+  concurrency: number;
+  /** At most this many jobs per destination (`payload.destination`) at once on this worker. */
+  perDestination?: number;
+}
+
+/** Chat posts and edits, agents' callbacks, and everything else never wait on each other. */
+export const DEFAULT_LANES: readonly OutboxLane[] = [
+  { name: 'chat', kinds: ['chat.sync'], concurrency: 8 },
+  { name: 'callbacks', kinds: ['callback.deliver'], concurrency: 8, perDestination: 2 },
+  { name: 'other', concurrency: 4 },
+];
+
+export type JobOutcome = 'done' | 'retry' | 'dead' | 'superseded';
 
 export interface OutboxWorkerOptions {
   jobs: JobStore;
@@ -11,12 +40,16 @@ export interface OutboxWorkerOptions {
   logger: Logger;
   clock?: () => Date;
   pollIntervalMs?: number;
-  batchSize?: number;
+  lanes?: readonly OutboxLane[];
   /** How long a claimed job is ours; a worker that dies frees its jobs when this runs out. */
   leaseMs?: number;
+  /** How long one run of a handler may take; well inside the lease, so a live job is never re-claimed. */
+  handlerDeadlineMs?: number;
   backoff?: { baseMs: number; maxMs: number };
   random?: () => number;
-  onSettled?(job: JobRow, outcome: 'done' | 'retry' | 'dead'): void;
+  /** Names this worker's claims; random per worker by default. */
+  workerId?: string;
+  onSettled?(job: JobRow, outcome: JobOutcome): void;
 }
 
 /** Exponential backoff with jitter: a fleet of retries spreads out instead of arriving together. */
@@ -25,93 +58,232 @@ export function backoffDelay(attempt: number, baseMs: number, maxMs: number, ran
   return Math.round(ceiling / 2 + random() * (ceiling / 2));
 }
 
+const DEFAULT_LEASE_MS = 60_000;
+const DEFAULT_DEADLINE_MS = 30_000;
+
+interface LaneState {
+  lane: OutboxLane;
+  claimFilter: { kinds?: readonly string[]; excludeKinds?: readonly string[] };
+  running: Set<Promise<void>>;
+  perDestination: Map<string, number>;
+  claiming: Promise<void> | null;
+  timer: NodeJS.Timeout | null;
+  wakeRequested: boolean;
+  /** The last claim filled every free slot: more jobs may be due than it could take. */
+  moreMayBeDue: boolean;
+}
+
 /**
  * Runs the outbox: claims due jobs, runs their handler, and records the outcome — done, retried
  * later (honouring a platform's Retry-After), or dead after its last attempt (kept for
  * `twokey jobs list|retry`). Every replica runs one; the claim keeps each job to one worker.
+ *
+ * Each lane refills a slot as soon as a job in it settles (no batch waits for its slowest job), and
+ * every outcome is fenced by the claim's stamp: a worker that outlived its lease changes nothing.
  */
 export function createOutboxWorker(options: OutboxWorkerOptions) {
   const clock = options.clock ?? (() => new Date());
   const pollIntervalMs = options.pollIntervalMs ?? 250;
-  // Longer than any handler's own timeout (callbacks 10 s, chat calls 15 s).
-  const leaseMs = options.leaseMs ?? 30_000;
+  const leaseMs = options.leaseMs ?? DEFAULT_LEASE_MS;
+  const handlerDeadlineMs = options.handlerDeadlineMs ?? Math.min(DEFAULT_DEADLINE_MS, Math.floor(leaseMs / 2));
+  if (handlerDeadlineMs >= leaseMs) {
+    throw new Error(`the outbox lease (${leaseMs} ms) must be longer than the handler deadline (${handlerDeadlineMs} ms)`);
+  }
   const backoff = options.backoff ?? { baseMs: 1_000, maxMs: 5 * 60_000 };
   const random = options.random ?? Math.random;
+  const workerId = options.workerId ?? `w_${randomBytes(6).toString('hex')}`;
+  const lanes = options.lanes ?? DEFAULT_LANES;
+  const namedKinds = lanes.flatMap((lane) => lane.kinds ?? []);
+  const states: LaneState[] = lanes.map((lane) => ({
+    lane,
+    claimFilter: lane.kinds ? { kinds: lane.kinds } : { excludeKinds: namedKinds },
+    running: new Set(),
+    perDestination: new Map(),
+    claiming: null,
+    timer: null,
+    wakeRequested: false,
+    moreMayBeDue: true,
+  }));
+  const runsKind = (state: LaneState, kind: string) => (state.lane.kinds ? state.lane.kinds.includes(kind) : !namedKinds.includes(kind));
   let running = false;
-  let timer: NodeJS.Timeout | null = null;
-  let wakeRequested = false;
-  let inFlight: Promise<number> | null = null;
+
+  /**
+   * Completions go out together: while one statement is on its way, the jobs that finish meanwhile
+   * wait and go in the next, each still fenced by its own claim stamp.
+   */
+  const completions = (() => {
+    let waiting: Array<{ job: JobRow; settle: (held: boolean) => void; fail: (error: unknown) => void }> = [];
+    let sending = false;
+    async function send(): Promise<void> {
+      sending = true;
+      while (waiting.length > 0) {
+        const batch = waiting;
+        waiting = [];
+        try {
+          const held = await options.jobs.completeAll(
+            batch.map((entry) => entry.job),
+            clock(),
+          );
+          for (const entry of batch) entry.settle(held.has(entry.job.id));
+        } catch (error) {
+          for (const entry of batch) entry.fail(error);
+        }
+      }
+      sending = false;
+    }
+    return {
+      complete(job: JobRow): Promise<boolean> {
+        return new Promise((settle, fail) => {
+          waiting.push({ job, settle, fail });
+          if (!sending) void send();
+        });
+      },
+    };
+  })();
+
+  const destinationOf = (job: JobRow): string | null => (typeof job.payload.destination === 'string' ? job.payload.destination : null);
+
+  function runWithDeadline(handler: JobHandler, job: JobRow): Promise<void> {
+    return withDeadline(
+      handlerDeadlineMs,
+      (signal) => handler(job.payload, { signal }),
+      () => new DeliveryError(`no answer within ${handlerDeadlineMs} ms`),
+    );
+  }
+
+  function superseded(job: JobRow) {
+    options.logger.warn(
+      { jobId: job.id, kind: job.kind, attempts: job.attempts },
+      'outbox job was re-claimed by another worker after its lease ran out; this outcome is dropped',
+    );
+    options.onSettled?.(job, 'superseded');
+  }
 
   async function runJob(job: JobRow): Promise<void> {
     const handler = options.handlers[job.kind];
     try {
       if (!handler) throw new DeliveryError(`no handler for job kind "${job.kind}"`, { permanent: true });
-      await handler(job.payload);
-      await options.jobs.complete(job.id, clock());
+      await runWithDeadline(handler, job);
+      if (!(await completions.complete(job))) return superseded(job);
       options.onSettled?.(job, 'done');
     } catch (error) {
       const message = scrubSecrets(error instanceof Error ? error.message : String(error)).slice(0, 1000);
       const delivery = error instanceof DeliveryError ? error.options : {};
       if (delivery.permanent || job.attempts >= job.maxAttempts) {
-        await options.jobs.bury(job.id, message, clock());
+        if (!(await options.jobs.bury(job, message, clock()))) return superseded(job);
         options.logger.error({ jobId: job.id, kind: job.kind, attempts: job.attempts, error: message }, 'outbox job is dead');
         options.onSettled?.(job, 'dead');
         return;
       }
       // Retry-After is the least we wait; our own backoff still applies, so "0" cannot make us hammer.
       const delay = Math.max(delivery.retryAfterMs ?? 0, backoffDelay(job.attempts, backoff.baseMs, backoff.maxMs, random));
-      await options.jobs.reschedule(job.id, new Date(clock().getTime() + delay), message, clock());
+      const now = clock();
+      if (!(await options.jobs.reschedule(job, new Date(now.getTime() + delay), message, now))) return superseded(job);
       options.logger.warn({ jobId: job.id, kind: job.kind, attempts: job.attempts, retryInMs: delay, error: message }, 'outbox job failed; will retry');
       options.onSettled?.(job, 'retry');
     }
   }
 
-  /** Claims and runs one batch; resolves with how many jobs ran. */
-  async function runOnce(): Promise<number> {
-    const claimed = await options.jobs.claimDue(clock(), options.batchSize ?? 10, leaseMs);
-    await Promise.all(claimed.map(runJob));
-    return claimed.length;
+  /** Starts a claimed job in its lane's slot; when it settles the slot is refilled at once. */
+  function launch(state: LaneState, job: JobRow, refill: boolean): Promise<void> {
+    const destination = destinationOf(job);
+    if (destination) state.perDestination.set(destination, (state.perDestination.get(destination) ?? 0) + 1);
+    const run = runJob(job)
+      .catch((error: unknown) => {
+        // The outcome could not be written (database down): the lease runs out and the job runs again.
+        options.logger.warn({ err: error, jobId: job.id, kind: job.kind }, 'outbox job outcome not recorded');
+      })
+      .finally(() => {
+        state.running.delete(run);
+        if (destination) {
+          const left = (state.perDestination.get(destination) ?? 1) - 1;
+          if (left > 0) state.perDestination.set(destination, left);
+          else state.perDestination.delete(destination);
+        }
+        // A settled job frees a slot, but claiming for it is worth a statement only when jobs may be
+        // waiting: the last claim was full, something was queued since, or a destination cap held
+        // some back. Otherwise the next wake or poll finds new work.
+        if (refill && (state.moreMayBeDue || state.wakeRequested || (destination && state.lane.perDestination))) pump(state);
+      });
+    state.running.add(run);
+    return run;
   }
 
-  function schedule(delayMs: number) {
+  async function claimFor(state: LaneState): Promise<JobRow[]> {
+    const free = state.lane.concurrency - state.running.size;
+    return options.jobs.claimDue(clock(), free, leaseMs, {
+      workerId,
+      ...state.claimFilter,
+      perDestination: state.lane.perDestination,
+      running: state.perDestination,
+    });
+  }
+
+  function schedule(state: LaneState, delayMs: number) {
     if (!running) return;
-    if (timer) clearTimeout(timer);
-    timer = setTimeout(tick, delayMs);
+    if (state.timer) clearTimeout(state.timer);
+    state.timer = setTimeout(() => {
+      state.timer = null;
+      pump(state);
+    }, delayMs);
   }
 
-  function tick() {
-    timer = null;
-    if (!running || inFlight) return;
-    wakeRequested = false;
-    inFlight = runOnce().catch((error: unknown) => {
-      // The database may be down for a while; keep polling, the jobs are safe in it.
-      options.logger.warn({ err: error }, 'outbox poll failed');
-      return 0;
-    });
-    void inFlight.then((ran) => {
-      inFlight = null;
-      // A full batch or a wake-up during the run means there may be more right now.
-      schedule(ran > 0 || wakeRequested ? 0 : pollIntervalMs);
-    });
+  /** Fills the lane's free slots; one claim per lane at a time. */
+  function pump(state: LaneState) {
+    if (!running || state.claiming) return;
+    const free = state.lane.concurrency - state.running.size;
+    if (free <= 0) return; // a settling job calls pump again
+    state.wakeRequested = false;
+    state.claiming = claimFor(state)
+      .then((claimed) => {
+        state.moreMayBeDue = claimed.length === free;
+        for (const job of claimed) void launch(state, job, true);
+        return state.moreMayBeDue || state.wakeRequested ? 0 : pollIntervalMs;
+      })
+      .catch((error: unknown) => {
+        // The database may be down for a while; keep polling, the jobs are safe in it.
+        options.logger.warn({ err: error, lane: state.lane.name }, 'outbox poll failed');
+        return pollIntervalMs;
+      })
+      .then((next) => {
+        state.claiming = null;
+        schedule(state, next);
+      });
   }
 
   return {
-    runOnce,
+    workerId,
+    /** Claims what each lane has room for and waits for those jobs (tests, one-shot runs); how many ran. */
+    async runOnce(): Promise<number> {
+      let ran = 0;
+      for (const state of states) {
+        const claimed = await claimFor(state);
+        ran += claimed.length;
+        await Promise.all(claimed.map((job) => launch(state, job, false)));
+      }
+      return ran;
+    },
     start() {
       running = true;
-      schedule(0);
+      for (const state of states) schedule(state, 0);
     },
-    /** Something was just queued: look now instead of at the next poll. */
-    wake() {
-      wakeRequested = true;
-      if (running && !inFlight) schedule(0);
+    /** Something was just queued (of these kinds, when known): look now instead of at the next poll. */
+    wake(kinds?: readonly string[]) {
+      for (const state of states) {
+        if (kinds && !kinds.some((kind) => runsKind(state, kind))) continue;
+        state.wakeRequested = true;
+        if (running && !state.claiming) schedule(state, 0);
+      }
     },
     /** Stops claiming and waits for the jobs in hand to finish (graceful shutdown). */
     async stop() {
       running = false;
-      if (timer) clearTimeout(timer);
-      timer = null;
-      await inFlight;
+      for (const state of states) {
+        if (state.timer) clearTimeout(state.timer);
+        state.timer = null;
+      }
+      await Promise.all(states.map((state) => state.claiming));
+      await Promise.all(states.flatMap((state) => [...state.running]));
     },
   };
 }

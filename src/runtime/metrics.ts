@@ -1,5 +1,8 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 
+/** A policy or a grant decides in milliseconds, a person in seconds to hours. */
+const DECISION_BUCKETS = [0.1, 1, 5, 15, 30, 60, 120, 300, 900, 3600, 14_400, 86_400];
+
 export interface MetricSources {
   proposalsByStatus(): Promise<Record<string, number>>;
   jobsByStatus(): Promise<Record<string, number>>;
@@ -40,11 +43,19 @@ export function createMetrics(sources: MetricSources) {
       labelNames: ['status'],
       registers: [registry],
     }),
+    timeToDecisionSeconds: new Histogram({
+      name: 'twokey_time_to_decision_seconds',
+      help: 'Time from propose to the decision (approved, rejected, expired, cancelled), per operation; once per proposal, whoever decided (a person, a policy rule, a grant)',
+      labelNames: ['operation', 'decision'],
+      buckets: DECISION_BUCKETS,
+      registers: [registry],
+    }),
+    /** The same observations under the first name it had; kept for existing dashboards. */
     decisionSeconds: new Histogram({
       name: 'twokey_decision_seconds',
-      help: 'Time from propose to the decision (approved, rejected, expired, cancelled)',
-      labelNames: ['decision'],
-      buckets: [1, 5, 15, 30, 60, 120, 300, 900, 3600],
+      help: 'Deprecated: the same as twokey_time_to_decision_seconds',
+      labelNames: ['decision', 'operation'],
+      buckets: DECISION_BUCKETS,
       registers: [registry],
     }),
     executorSeconds: new Histogram({

@@ -2,29 +2,50 @@ import type { Server } from 'node:http';
 import type { FastifyInstance } from 'fastify';
 import { pino, type DestinationStream, type Logger } from 'pino';
 import { startAdminSocket } from '../admin/socket.js';
+import { createFailedAuthLimiter, createLongPollLimiter } from '../limits/index.js';
 import { createAgpService, registerAgpRoutes } from '../agp/index.js';
 import { createChatSync, type ChatSync } from '../chat/sync.js';
-import { createWebConsole, type WebConsole } from '../console/index.js';
+import { createWebConsole, publicBaseUrl, type WebConsole } from '../console/index.js';
 import { createDiscordIntegration } from '../discord/index.js';
 import { createSlackIntegration, isSlackConfigured } from '../slack/index.js';
 import { createIdempotencyStore } from '../db/agp-store.js';
 import { applyIdempotency, createIdempotency, isIdempotentRoute, type Idempotency } from '../idempotency/index.js';
 import type { ChatIntegration } from '../chat/types.js';
 import { createChatMessageStore } from '../db/chat-store.js';
-import { PROPOSAL_CHANNEL } from '../db/store.js';
+import { JOBS_CHANNEL, parseJobsNotice, PROPOSAL_CHANNEL } from '../db/store.js';
 import { createCallbackDelivery } from '../outbox/callbacks.js';
-import { createOutboxWorker, type OutboxWorker } from '../outbox/worker.js';
+import { createOutboxWorker, type OutboxLane, type OutboxWorker } from '../outbox/worker.js';
+import { createCallbackStore } from '../db/callback-store.js';
+import { pruneExpired } from '../db/retention.js';
+import { createGuardedAgent } from '../executors/address-guard.js';
+import { createSweeper, type Sweeper } from './sweeper.js';
 import { loadConfigFile, resolveConfigPath, type TwokeyConfig } from '../config/config-file.js';
 import type { Env } from '../config/env.js';
 import type { Executor } from '../core/executor.js';
 import type { Clock } from '../core/model.js';
 import { openDatabase, type Database } from '../db/database.js';
 import { buildHttpApp } from '../http/app.js';
+import { registerResumeStateRoutes } from '../http/resume-state-routes.js';
+import { createResumeStateStore } from '../db/resume-state-store.js';
 import { loggerOptions } from './logger.js';
+import { chatConcurrencyFor, type ChatConcurrency } from './concurrency.js';
 import { createServices, type Services } from './services.js';
+import { ESCALATE_JOB, REMIND_JOB } from '../core/automatic-decisions.js';
+import { CHAT_FOLLOW_UP_JOB } from '../core/follow-ups.js';
 import { createLeaderElection } from '../db/leader-election.js';
+import { createAuditLog } from '../db/audit-log.js';
+import { createSharedRateLimitStore } from '../db/rate-limit-store.js';
+import { createAuditIntegrator, type AuditIntegrator } from '../audit/integrator.js';
+import { signerFromEnvironment } from '../audit/key.js';
+import { defaultCheckpointDir, directorySink, webhookSink, type CheckpointSink } from '../audit/sinks.js';
+import { createUpstreamClients, withUpstreamOperations } from '../mcp/upstreams.js';
+import { registerMcpRoutes } from '../mcp/http-route.js';
+import type { McpCalls } from '../mcp/calls.js';
+import { createMcpStore } from '../db/mcp-store.js';
 
 const SWEEPER_LOCK_KEY = 0x73776570; // "swep"
+const PRUNE_BATCH_SIZE = 500;
+const AUDIT_LEADER_LOCK_KEY = 0x6175646c; // "audl"
 const DAY_MS = 24 * 3_600_000;
 
 export interface StartOptions {
@@ -40,13 +61,25 @@ export interface StartOptions {
   listen?: boolean;
   rateLimit?: { max: number; timeWindowMs: number };
   sweepIntervalMs?: number;
+  /** How often a long-poll re-reads its proposal when no change wakes it (default 2 s on PostgreSQL, 250 ms embedded). */
+  longPollIntervalMs?: number;
   outboxPollMs?: number;
   outboxLeaseMs?: number;
   outboxBackoff?: { baseMs: number; maxMs: number };
+  outboxLanes?: readonly OutboxLane[];
+  /** How long one outbox job may run (default 30 s, or half a shorter lease). */
+  outboxHandlerDeadlineMs?: number;
+  /** How long a callback waits for its receiver's answer (default 10 s). */
+  callbackTimeoutMs?: number;
+  /** How often the sweeper prunes expired rows, by the clock (default 10 minutes). */
+  pruneIntervalMs?: number;
+  /** How often the elected replica places committed audit rows in the chain (250 ms). */
+  auditIntervalMs?: number;
+  auditLeaderRetryMs?: number;
   /** Receives the console URL and a sign-in link for web:operator when no chat is configured (`serve`). */
   announceConsole?: (text: string) => void;
   /** Chat platforms to wire in; by default those the environment configures. */
-  integrations?: (services: Services) => ChatIntegration[];
+  integrations?: (services: Services, wiring: ChatWiring) => ChatIntegration[];
 }
 
 export interface RunningTwokey {
@@ -55,39 +88,81 @@ export interface RunningTwokey {
   idempotency: Idempotency;
   chatSync: ChatSync;
   outbox: OutboxWorker;
+  sweeper: Sweeper;
+  audit: AuditIntegrator;
   services: Services;
+  /** The MCP server's tool calls (POST /mcp). */
+  mcp: McpCalls;
   logger: Logger;
   url: string | null;
   close(): Promise<void>;
 }
 
-/** The chat platforms the environment configures (CONTRACT §2). */
-function chatFromEnvironment(env: Env, services: Services, logger: Logger): ChatIntegration[] {
+/** What the runtime decides for the chat platforms rather than each platform reading the database. */
+export interface ChatWiring {
+  concurrency: ChatConcurrency;
+  /** PostgreSQL's URL (Discord's gateway elects one replica with it); absent on the embedded database. */
+  databaseUrl?: string;
+}
+
+/** The chat platforms the environment configures (see .env.example). */
+function chatFromEnvironment(env: Env, services: Services, wiring: ChatWiring, logger: Logger): ChatIntegration[] {
   const integrations: ChatIntegration[] = [];
-  if (isSlackConfigured(env)) integrations.push(createSlackIntegration({ env, services, logger }));
-  if (env.DISCORD_BOT_TOKEN) integrations.push(createDiscordIntegration({ env, services, logger }));
+  if (isSlackConfigured(env)) {
+    integrations.push(createSlackIntegration({ env, services, logger, clickConcurrency: wiring.concurrency.slackClicks }));
+  }
+  if (env.DISCORD_BOT_TOKEN) {
+    integrations.push(
+      createDiscordIntegration({ env, services, logger, databaseUrl: wiring.databaseUrl, tuning: { workConcurrency: wiring.concurrency.discordDecisions } }),
+    );
+  }
   return integrations;
 }
 
 export function createLogger(level: string, stream?: DestinationStream): Logger {
-  return stream ? pino(loggerOptions(level), stream) : pino(loggerOptions(level));
+  // stdout written asynchronously (pino flushes it at exit): a log line never blocks the event loop.
+  return pino(loggerOptions(level), stream ?? pino.destination({ dest: 1, sync: false }));
 }
 
 export async function startTwokey(options: StartOptions): Promise<RunningTwokey> {
   const { env } = options;
   const logger = createLogger(env.LOG_LEVEL, options.logStream);
-  const config = options.config ?? loadConfigFile(resolveConfigPath(env), process.env);
+  const upstreamClients = createUpstreamClients();
+  // MCP upstreams' tools become operations before anything else reads the configuration.
+  const config = await withUpstreamOperations(options.config ?? loadConfigFile(resolveConfigPath(env), process.env), upstreamClients).catch(
+    async (error: unknown) => {
+      await upstreamClients.closeAll();
+      throw error;
+    },
+  );
   const ownsDatabase = !options.database;
   const database = options.database ?? (await openDatabase({ databaseUrl: env.DATABASE_URL, dataDir: env.TWOKEY_DATA_DIR }));
-  const services = createServices({ database, config, clock: options.clock, executorFor: options.executorFor });
+  const services = createServices({
+    database,
+    config,
+    clock: options.clock,
+    executorFor: options.executorFor,
+    callbackAllow: env.TWOKEY_CALLBACK_ALLOW,
+    upstreamClients,
+    maxPendingPerAgent: env.TWOKEY_MAX_PENDING_PER_AGENT,
+  });
+  const failedAuth = createFailedAuthLimiter({ max: env.TWOKEY_MAX_FAILED_AUTH_PER_MINUTE, windowMs: 60_000, clock: services.clock });
+  // Agents choose callback URLs: every connection they cause goes through the address guard.
+  const callbackAgent = createGuardedAgent(services.callbackPolicy);
 
-  const integrations = options.integrations?.(services) ?? chatFromEnvironment(env, services, logger);
+  const chatWiring: ChatWiring = { concurrency: chatConcurrencyFor(database.kind), ...(database.kind === 'postgres' ? { databaseUrl: database.url } : {}) };
+  const integrations = options.integrations?.(services, chatWiring) ?? chatFromEnvironment(env, services, chatWiring, logger);
   const chatSync = createChatSync({
     store: services.store,
     messages: createChatMessageStore(database.db),
     publishers: integrations.map((integration) => integration.publisher),
     channelFor: (operation, platform) => services.operation(operation)?.approval[platform]?.channel,
     describe: (operation) => services.operation(operation)?.description ?? operation,
+    grantDurations: (operation) => {
+      const grants = services.operation(operation)?.grants;
+      return grants?.allow ? grants.durationsMs : [];
+    },
+    resultTemplate: (operation) => services.operation(operation)?.renderResult,
     publicUrl: env.TWOKEY_PUBLIC_URL,
     clock: services.clock,
   });
@@ -100,25 +175,45 @@ export async function startTwokey(options: StartOptions): Promise<RunningTwokey>
     pollIntervalMs: options.outboxPollMs,
     leaseMs: options.outboxLeaseMs,
     backoff: options.outboxBackoff,
+    lanes: options.outboxLanes,
+    handlerDeadlineMs: options.outboxHandlerDeadlineMs,
     handlers: {
       'chat.sync': (payload) => chatSync.sync(String(payload.proposalId), payload.platform === 'discord' ? 'discord' : 'slack'),
-      'callback.deliver': createCallbackDelivery({ store: services.store, clock: services.clock }),
+      'callback.deliver': createCallbackDelivery({
+        store: services.store,
+        callbacks: createCallbackStore(database.db),
+        dispatcher: callbackAgent,
+        clock: services.clock,
+        timeoutMs: options.callbackTimeoutMs,
+      }),
+      [REMIND_JOB]: async (payload) => void (await services.followUps.remind(String(payload.proposalId), Number(payload.index ?? 0))),
+      [ESCALATE_JOB]: async (payload) => void (await services.followUps.escalate(String(payload.proposalId))),
+      [CHAT_FOLLOW_UP_JOB]: (payload) => chatSync.followUp(payload),
     },
     onSettled: (job, outcome) => services.metrics.jobOutcomes.inc({ kind: job.kind, outcome }),
   });
-  // A change made here has just queued jobs: run them now rather than at the next poll.
-  const unsubscribeOutbox = services.changes.onEvery(() => outbox.wake());
+  // A change made here has just queued jobs: run them now rather than at the next poll, and only
+  // in the lanes that have something new.
+  const unsubscribeOutbox = services.onJobsQueued((kinds) => outbox.wake(kinds));
 
-  // On PostgreSQL a change made by any replica wakes this replica's long-polls and outbox.
-  const listener = database.client
-    ? await database.client.listen(PROPOSAL_CHANNEL, (proposalId) => {
-        services.changes.notify(proposalId);
-        outbox.wake();
+  // On PostgreSQL a change made by any replica wakes this replica's long-polls, and jobs queued by
+  // another replica wake this one's outbox too (its own it has woken already).
+  const listener = database.client ? await database.client.listen(PROPOSAL_CHANNEL, (proposalId) => services.changes.notify(proposalId)) : null;
+  const jobsListener = database.client
+    ? await database.client.listen(JOBS_CHANNEL, (payload) => {
+        const notice = parseJobsNotice(payload);
+        if (notice.replica !== services.replica) outbox.wake(notice.kinds);
       })
     : null;
 
+  // On PostgreSQL every replica counts against one limit per key (leased in blocks, so most requests cost no round trip).
+  const sharedRateLimits = database.kind === 'postgres' ? createSharedRateLimitStore({ db: database.db, now: () => services.clock().getTime() }) : null;
+  // Long-polls wake on the change feed; the interval is the fallback re-read (on PostgreSQL it covers
+  // a lost NOTIFY; on the embedded database, a second service instance on the same database).
+  const longPollIntervalMs = options.longPollIntervalMs ?? (database.kind === 'postgres' ? 2_000 : 250);
   const app = await buildHttpApp({
     logger,
+    rateLimitStore: sharedRateLimits?.Store,
     agents: services.agents,
     proposals: services.proposals,
     changes: services.changes,
@@ -126,12 +221,19 @@ export async function startTwokey(options: StartOptions): Promise<RunningTwokey>
     ping: () => services.store.ping(),
     metrics: services.metrics.registry,
     rateLimit: options.rateLimit ?? { max: 600, timeWindowMs: 60_000 },
-    longPollIntervalMs: database.kind === 'postgres' ? 2_000 : 250,
+    longPollIntervalMs,
+    longPolls: createLongPollLimiter(env.TWOKEY_MAX_LONG_POLLS_PER_AGENT),
+    failedAuth,
   });
 
   const rateLimit = options.rateLimit ?? { max: 600, timeWindowMs: 60_000 };
-  // Idempotency-Key on every POST of /v1 and on /agp/execute (root hooks: they reach every route).
-  const idempotency = createIdempotency({ store: createIdempotencyStore(database.db), clock: services.clock });
+  // Idempotency-Key on every POST of /v1 and on /agp/execute, registered here only: root hooks reach
+  // every route, in any plugin, whenever it is added.
+  const idempotency = createIdempotency({
+    store: createIdempotencyStore(database.db),
+    clock: services.clock,
+    maxStoredResponseBytes: env.TWOKEY_IDEMPOTENCY_MAX_RESPONSE_BYTES,
+  });
   applyIdempotency(app, idempotency, isIdempotentRoute);
   registerAgpRoutes(app, {
     agp: createAgpService({
@@ -142,11 +244,31 @@ export async function startTwokey(options: StartOptions): Promise<RunningTwokey>
     }),
     agents: services.agents,
     rateLimit,
-    idempotency,
+    failedAuth,
+  });
+  registerResumeStateRoutes(app, {
+    agents: services.agents,
+    proposals: services.proposals,
+    resumeStates: createResumeStateStore(database.db),
+    clock: services.clock,
   });
 
   const webConsole = createWebConsole({ env, services });
   await webConsole.registerRoutes(app);
+
+  const mcp = registerMcpRoutes(app, {
+    agents: services.agents,
+    proposals: services.proposals,
+    changes: services.changes,
+    store: createMcpStore(database.db),
+    operations: services.operations,
+    operation: services.operation,
+    clock: services.clock,
+    waitMs: env.TWOKEY_MCP_WAIT * 1000,
+    longPollIntervalMs,
+    consoleBase: () => publicBaseUrl(env, url),
+    rateLimit,
+  });
 
   for (const integration of integrations) await integration.registerRoutes?.(app);
   for (const integration of integrations) await integration.start?.();
@@ -166,37 +288,69 @@ export async function startTwokey(options: StartOptions): Promise<RunningTwokey>
   // sweeps correct anyway; the election only saves the others the work.
   const sweeperLeader = createLeaderElection({ databaseUrl: database.url, key: SWEEPER_LOCK_KEY, log: () => logger, name: 'sweeper' });
   sweeperLeader.start();
-  let sweeping: Promise<unknown> | null = null;
-  const sweeper = setInterval(() => {
-    if (sweeping || !sweeperLeader.isLeader()) return;
-    sweeping = Promise.all([
-      services.proposals.expireDue().catch((error: unknown) => logger.warn({ err: error }, 'expiry sweep failed')),
-      services.proposals.resumeStaleExecutions().catch((error: unknown) => logger.warn({ err: error }, 'execution recovery failed')),
-      services.jobs.pruneDone(new Date(services.clock().getTime() - DAY_MS)).catch(() => undefined),
-      idempotency.sweep().catch(() => undefined),
-      services.agp.tokens.deleteExpired(new Date(services.clock().getTime() - DAY_MS)).catch(() => undefined),
-    ]).finally(() => (sweeping = null));
-  }, options.sweepIntervalMs ?? 1_000);
-  sweeper.unref();
+  const sweeper = createSweeper({
+    clock: services.clock,
+    logger,
+    isLeader: () => sweeperLeader.isLeader(),
+    tasks: {
+      expiry: () => services.proposals.expireDue(),
+      'execution recovery': () => services.proposals.resumeStaleExecutions(),
+      ...(sharedRateLimits ? { 'rate-limit window pruning': () => sharedRateLimits.prune(services.clock().getTime() - DAY_MS) } : {}),
+    },
+    prune: (now) => pruneExpired(database.db, now, PRUNE_BATCH_SIZE),
+    pruneBatchSize: PRUNE_BATCH_SIZE,
+    pruneEveryMs: options.pruneIntervalMs ?? 10 * 60_000,
+  });
+  const sweepTimer = setInterval(() => void sweeper.tick(), options.sweepIntervalMs ?? 1_000);
+  sweepTimer.unref();
+
+  // Audit rows are placed in the chain off the hot path, by one replica at a time (docs/audit.md).
+  const auditSinks: CheckpointSink[] = [directorySink(env.TWOKEY_AUDIT_CHECKPOINTS ?? defaultCheckpointDir(env.TWOKEY_DATA_DIR))];
+  if (env.TWOKEY_AUDIT_WEBHOOK_URL) auditSinks.push(webhookSink(env.TWOKEY_AUDIT_WEBHOOK_URL));
+  const auditLeader = createLeaderElection({
+    databaseUrl: database.url,
+    key: AUDIT_LEADER_LOCK_KEY,
+    log: () => logger,
+    name: 'audit integrator',
+    retryMs: options.auditLeaderRetryMs,
+  });
+  const audit = createAuditIntegrator({
+    log: createAuditLog(database.db),
+    signer: signerFromEnvironment(env),
+    sinks: auditSinks,
+    logger: () => logger,
+    clock: services.clock,
+    isLeader: () => auditLeader.isLeader(),
+    intervalMs: options.auditIntervalMs,
+  });
+  auditLeader.start();
+  audit.start();
 
   let closing: Promise<void> | null = null;
   const close = () => {
     closing ??= (async () => {
-      clearInterval(sweeper);
+      clearInterval(sweepTimer);
       unsubscribeOutbox();
       for (const integration of integrations) await integration.stop?.();
       // fastify's close waits for in-flight requests, so a commit under way finishes before the database closes.
       await app.close();
       await new Promise<void>((done) => (adminSocket ? adminSocket.close(() => done()) : done()));
       await outbox.stop();
-      await sweeping;
+      await sweeper.idle();
       await sweeperLeader.stop();
+      await callbackAgent.close();
+      // The leader places what is committed before it goes; a replica that dies leaves it to the next.
+      await audit.stop();
+      if (auditLeader.isLeader()) await audit.flush().catch((error: unknown) => logger.warn({ err: error }, 'audit integration failed at shutdown'));
+      await auditLeader.stop();
       await listener?.unlisten().catch(() => undefined);
+      await jobsListener?.unlisten().catch(() => undefined);
+      await upstreamClients.closeAll();
       if (ownsDatabase) await database.close();
     })();
     return closing;
   };
 
   logger.info({ url, database: database.kind, config: config.source, operations: config.operations.length }, 'twokey started');
-  return { app, webConsole, chatSync, outbox, idempotency, services, logger, url, close };
+  return { app, webConsole, chatSync, outbox, sweeper, audit, idempotency, services, mcp, logger, url, close };
 }

@@ -1,19 +1,28 @@
+import { randomBytes } from 'node:crypto';
 import type { OperationDefinition, TwokeyConfig } from '../config/config-file.js';
 import { createAgentService } from '../core/agents.js';
 import { createAuditService } from '../core/audit.js';
 import { createChangeFeed } from '../core/changes.js';
 import type { Executor } from '../core/executor.js';
-import { finalStatuses, type Clock, type ProposalRecord } from '../core/model.js';
+import { finalStatuses, isAutomaticDecider, type Clock, type ProposalRecord } from '../core/model.js';
+import { createPeople } from '../core/people.js';
 import type { OutboxJobSpec } from '../core/ports.js';
 import { createProposalService } from '../core/proposals.js';
+import { createGrantService } from '../core/grant-service.js';
+import { createFollowUpService } from '../core/follow-ups.js';
+import { createGrantReader } from '../db/grants-store.js';
 import type { Database } from '../db/database.js';
 import { createAgpRuntime, parseBusinesses, type AgpRuntime } from '../agp/index.js';
 import { createAgpTokenStore } from '../db/agp-store.js';
 import { createJobStore } from '../db/jobs-store.js';
 import { createStore } from '../db/store.js';
+import { createAuditLog } from '../db/audit-log.js';
 import { echoExecutor } from '../executors/echo.js';
+import { createAddressPolicy, staticUrlRefusal, type AddressPolicy } from '../executors/address-guard.js';
 import { createHttpExecutor } from '../executors/http.js';
+import { callbackDestination } from '../outbox/callbacks.js';
 import { createMetrics, type Metrics } from './metrics.js';
+import { createMcpExecutor, createUpstreamClients, type UpstreamClients } from '../mcp/upstreams.js';
 
 export type ChatPlatform = 'slack' | 'discord';
 
@@ -25,10 +34,16 @@ export interface ServicesOptions {
   clock?: Clock;
   /** Replaces the configured executors (tests inject failing or slow ones). */
   executorFor?: (operation: string) => Executor;
+  /** Pending proposals per agent (TWOKEY_MAX_PENDING_PER_AGENT); unlimited when absent (the CLI). */
+  maxPendingPerAgent?: number;
 
+  /** Where agents' callbacks may go besides public addresses (`TWOKEY_CALLBACK_ALLOW`). */
+  callbackAllow?: string;
+  /** Clients of MCP servers (executor `mcp`, `upstreams:`); the runtime shares the one that imported the tools. */
+  upstreamClients?: UpstreamClients;
 }
 
-function executorOf(operation: OperationDefinition, clock: Clock, agp: AgpRuntime): Executor {
+function executorOf(operation: OperationDefinition, clock: Clock, agp: AgpRuntime, upstreams: UpstreamClients): Executor {
   switch (operation.executor.type) {
     case 'echo':
       return echoExecutor;
@@ -36,6 +51,8 @@ function executorOf(operation: OperationDefinition, clock: Clock, agp: AgpRuntim
       return agp.executor;
     case 'http':
       return createHttpExecutor({ ...operation.executor, clock });
+    case 'mcp':
+      return createMcpExecutor(upstreams.get(operation.executor.connection), operation.executor.tool);
   }
 }
 
@@ -60,9 +77,18 @@ function timed(executor: Executor, operation: string, metrics: Metrics): Executo
 /** Wires the core to storage and executors: everything a transport (HTTP, CLI, chat) needs. */
 export function createServices(options: ServicesOptions) {
   const clock = options.clock ?? (() => new Date());
-  const store = createStore(options.database.db);
+  const replica = `r_${randomBytes(6).toString('hex')}`;
+  const jobsQueued = new Set<(kinds: readonly string[]) => void>();
+  const store = createStore(options.database.db, {
+    replica,
+    onJobsQueued: (kinds) => {
+      for (const listener of jobsQueued) listener(kinds);
+    },
+  });
   const jobs = createJobStore(options.database.db);
+  const callbackPolicy: AddressPolicy = createAddressPolicy(options.callbackAllow);
   const operations = new Map(options.config.operations.map((operation) => [operation.name, operation]));
+  const people = createPeople(options.config.people);
   const metrics = createMetrics({ proposalsByStatus: () => store.countProposalsByStatus(), jobsByStatus: () => jobs.countByStatus() });
   const agp = createAgpRuntime({
     businesses: parseBusinesses(options.config.businesses, options.config.operations, options.config.source),
@@ -70,7 +96,10 @@ export function createServices(options: ServicesOptions) {
     findAgentByName: (name) => store.findAgentByName(name),
     clock,
   });
-  const executors = new Map([...operations.values()].map((operation) => [operation.name, timed(executorOf(operation, clock, agp), operation.name, metrics)]));
+  const upstreamClients = options.upstreamClients ?? createUpstreamClients();
+  const executors = new Map(
+    [...operations.values()].map((operation) => [operation.name, timed(executorOf(operation, clock, agp, upstreamClients), operation.name, metrics)]),
+  );
   const executorFor =
     options.executorFor ??
     ((name: string) => {
@@ -84,12 +113,24 @@ export function createServices(options: ServicesOptions) {
 
   /** What must reach the outside after a proposal changes, queued in the same transaction. */
   function effects(proposal: ProposalRecord): OutboxJobSpec[] {
-    const approval = operations.get(proposal.operation)?.approval;
+    const operation = operations.get(proposal.operation);
+    const approval = operation?.approval;
+    // A rule or grant decided it and the operation wants no chat message for that: none at all.
+    const silent = operation?.automaticDecisions === 'silent' && isAutomaticDecider(proposal.decidedBy);
     const jobsToQueue: OutboxJobSpec[] = [...chatPlatforms]
-      .filter((platform) => approval?.[platform]?.channel)
-      .map((platform) => ({ kind: 'chat.sync', payload: { proposalId: proposal.id, platform }, orderingKey: `chat:${platform}:${proposal.id}`, coalesce: true }));
+      .filter((platform) => !silent && approval?.[platform]?.channel)
+      .map((platform) => ({
+        kind: 'chat.sync',
+        payload: { proposalId: proposal.id, platform },
+        orderingKey: `chat:${platform}:${proposal.id}`,
+        coalesce: true,
+      }));
     if (proposal.callbackUrl && finalStatuses.includes(proposal.status)) {
-      jobsToQueue.push({ kind: 'callback.deliver', payload: { proposalId: proposal.id, status: proposal.status }, orderingKey: `callback:${proposal.id}` });
+      jobsToQueue.push({
+        kind: 'callback.deliver',
+        payload: { proposalId: proposal.id, status: proposal.status, destination: callbackDestination(proposal.callbackUrl) },
+        orderingKey: `callback:${proposal.id}`,
+      });
     }
     return jobsToQueue;
   }
@@ -97,14 +138,52 @@ export function createServices(options: ServicesOptions) {
   const changes = createChangeFeed();
   const onChange = (proposal: ProposalRecord) => {
     metrics.transitions.inc({ status: proposal.status });
-    if (proposal.decidedAt && ['approved', 'rejected', 'expired', 'cancelled'].includes(proposal.status)) {
-      metrics.decisionSeconds.observe({ decision: proposal.status }, (proposal.decidedAt.getTime() - proposal.createdAt.getTime()) / 1000);
-    }
     changes.publish(proposal);
   };
+  // Once per decision: a failed execution that returns the proposal to `approved` is not a second one.
+  const onDecided = (proposal: ProposalRecord) => {
+    if (!proposal.decidedAt) return;
+    const seconds = Math.max(0, proposal.decidedAt.getTime() - proposal.createdAt.getTime()) / 1000;
+    metrics.timeToDecisionSeconds.observe({ operation: proposal.operation, decision: proposal.status }, seconds);
+    metrics.decisionSeconds.observe({ decision: proposal.status, operation: proposal.operation }, seconds);
+  };
+
+  const proposals = createProposalService({
+    store,
+    clock,
+    people,
+    executorFor,
+    onChange,
+    onDecided,
+    effects,
+    callbackUrlProblem: (url) => staticUrlRefusal(url, callbackPolicy),
+    maxPendingPerAgent: options.maxPendingPerAgent,
+    operation: (name) => operations.get(name),
+    // The executor's timeout ends every live call before its claim runs out.
+    executionLeaseMs: (name) => {
+      const executor = operations.get(name)?.executor;
+      const timeoutMs =
+        executor?.type === 'http'
+          ? executor.timeoutMs
+          : executor?.type === 'mcp'
+            ? executor.connection.timeoutMs
+            : executor?.type === 'agp'
+              ? agp.executionTimeoutMs(name)
+              : 10_000;
+      return timeoutMs + EXECUTION_LEASE_MARGIN_MS;
+    },
+  });
 
   return {
     database: options.database,
+    /** Names this process in the notices it sends other replicas. */
+    replica,
+    /** Jobs due now were committed by this process (the kinds); returns the unsubscribe function. */
+    onJobsQueued(listener: (kinds: readonly string[]) => void): () => void {
+      jobsQueued.add(listener);
+      return () => jobsQueued.delete(listener);
+    },
+    upstreamClients,
     agp,
     store,
     jobs,
@@ -112,24 +191,16 @@ export function createServices(options: ServicesOptions) {
     changes,
     metrics,
     chatPlatforms,
+    callbackPolicy,
     operations: () => [...operations.values()],
     operation: (name: string) => operations.get(name),
-    proposals: createProposalService({
-      store,
-      clock,
-      executorFor,
-      onChange,
-      effects,
-      operation: (name) => operations.get(name),
-      // The executor's timeout ends every live call before its claim runs out.
-      executionLeaseMs: (name) => {
-        const executor = operations.get(name)?.executor;
-        const timeoutMs = executor?.type === 'http' ? executor.timeoutMs : executor?.type === 'agp' ? agp.executionTimeoutMs(name) : 10_000;
-        return timeoutMs + EXECUTION_LEASE_MARGIN_MS;
-      },
-    }),
-    agents: createAgentService({ store, clock, knownOperations: () => [...operations.keys()] }),
+    people,
+    proposals,
+    followUps: createFollowUpService({ store, clock, operation: (name) => operations.get(name), effects, onChange }),
+    grants: createGrantService({ store, clock, operation: (name) => operations.get(name), proposals, grants: createGrantReader(options.database.db) }),
+    agents: createAgentService({ store, clock, knownOperations: () => [...operations.keys()], operations: () => [...operations.values()] }),
     audit: createAuditService(store, clock),
+    auditLog: createAuditLog(options.database.db),
   };
 }
 

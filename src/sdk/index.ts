@@ -4,8 +4,14 @@
  * two-key API (`propose`, `get`, `wait`, `commit`, `cancel`).
  *
  * Self-contained on purpose: no dependency but the platform's `fetch`, and nothing imported from the
- * server, so it can be copied or published on its own.
+ * server, so it can be copied or published on its own. The request and answer types come from
+ * `api-types.ts`, generated from docs/openapi.json (`npm run openapi`); it holds types only.
  */
+
+import type { components, paths } from './api-types.js';
+
+type Schemas = components['schemas'];
+type JsonBody<T> = T extends { requestBody: { content: { 'application/json': infer B } } } ? B : never;
 
 export interface TwokeyOptions {
   /** Where twokey listens, e.g. `http://127.0.0.1:8080`. */
@@ -16,10 +22,7 @@ export interface TwokeyOptions {
   fetch?: typeof fetch;
 }
 
-export interface ErrorDetail {
-  path: string;
-  message: string;
-}
+export type ErrorDetail = Schemas['ErrorDetail'];
 
 /** Any answer that is not 2xx, with the server's code (`expired`, `not_approved`, …) and request id. */
 export class TwokeyApiError extends Error {
@@ -43,24 +46,13 @@ export class TwokeyApiError extends Error {
 
 export type AgpRequest = Record<string, unknown>;
 
-export interface AgpEnvelope<T = unknown> {
-  transactionId: string;
-  operation: 'discover' | 'query' | 'execute';
-  businessId: string;
-  status: 'succeeded';
+export interface AgpEnvelope<T = unknown> extends Omit<Schemas['AgpEnvelope'], 'data'> {
   /** What the business answered; for execute, `{ status: 'succeeded' | 'pending_confirmation' | 'completed' | 'error' | 'failed', … }`. */
   data: T;
 }
 
-export interface PrepareResponse {
-  confirmationToken: string;
-  expiresAt: string;
-  summary: string;
-  businessId: string;
-  /** Set when a human must approve first: follow it with `wait(proposalId)`. */
-  proposalId?: string;
-  approval?: { status: 'pending'; quorum: number };
-}
+/** With `proposalId` when a human must approve first: follow it with `wait(proposalId)`. */
+export type PrepareResponse = Schemas['AgpPrepareAnswer'];
 
 export interface ExecuteOptions {
   /** Sent as `X-Confirmation-Token`. */
@@ -71,60 +63,32 @@ export interface ExecuteOptions {
 
 // --- native API ------------------------------------------------------------------------------------
 
-export type ProposalStatus = 'pending' | 'approved' | 'executing' | 'committed' | 'rejected' | 'expired' | 'cancelled';
+/** The one answer about a decision: read `outcome`, `userConsent` and `retryable`, not the status. */
+export type Outcome = Schemas['Outcome'];
 
-export interface ProposalView {
-  id: string;
-  status: ProposalStatus;
-  operation: string;
-  params: Record<string, unknown>;
-  summary: string;
-  expiresAt: string;
-  quorum: number;
-  approvals: Array<{ approver: string; at: string }>;
-  decision: { by: string; at: string; reason: string | null } | null;
-  result: unknown;
-  error: string | null;
-}
+/** A proposal as its agent sees it (never the token), with its `outcome`. */
+export type ProposalView = Schemas['ProposalView'];
 
-export interface ProposalCreated {
-  id: string;
-  status: 'pending';
-  operation: string;
-  summary: string;
-  expiresAt: string;
-  /** Returned once; needed to commit `commit: agent` operations. */
-  confirmToken: string;
-  quorum: number;
-  approvals: [];
-}
+export type ProposalStatus = ProposalView['status'];
 
-export interface OperationInfo {
-  name: string;
-  description: string;
-  confirmationType: 'payment' | 'approval' | 'verification';
-  params: Record<string, unknown>;
-  quorum: number;
-  commit: 'on_approve' | 'agent';
-  expiresInSeconds: number;
-}
+/** The 201 of `propose`: `confirmToken` is returned this once; needed to commit `commit: agent` operations. */
+export type ProposalCreated = Schemas['ProposalCreated'];
 
-export interface ProposeInput {
-  operation: string;
-  params: Record<string, unknown>;
-  callbackUrl?: string;
-}
+export type CommitAnswer = Schemas['CommitAnswer'];
 
-export interface CommitClaim {
-  operation: string;
-  params: Record<string, unknown>;
-}
+export type OperationInfo = Schemas['OperationInfo'];
+
+export type ProposeInput = JsonBody<paths['/v1/proposals']['post']>;
+
+export type CommitClaim = JsonBody<paths['/v1/proposals/{id}/commit']['post']>;
 
 export interface WaitOptions {
   /** Give up after this long and return the latest view; default 5 minutes. */
   timeoutMs?: number;
   /** What to wait for; default: a decision (the status is no longer `pending`). */
   until?: (view: ProposalView) => boolean;
+  /** Stops waiting (the proposal stays as it is). */
+  signal?: AbortSignal;
 }
 
 const MAX_WAIT_SECONDS = 60;
@@ -209,38 +173,55 @@ export class Twokey {
   }
 
   /** The proposal now; with `waitSeconds` (at most 60), the server holds the answer until it changes. */
-  get(id: string, options: { waitSeconds?: number } = {}): Promise<ProposalView> {
+  get(id: string, options: { waitSeconds?: number; signal?: AbortSignal } = {}): Promise<ProposalView> {
     // Tenths of a second, so a short remaining wait is not rounded up to a whole one.
     const seconds = options.waitSeconds ? Math.max(0.1, Math.min(MAX_WAIT_SECONDS, Math.ceil(options.waitSeconds * 10) / 10)) : 0;
     const wait = seconds ? `?wait=${seconds}` : '';
-    return this.call('GET', `/v1/proposals/${encodeURIComponent(id)}${wait}`);
+    return this.call('GET', `/v1/proposals/${encodeURIComponent(id)}${wait}`, undefined, {}, options.signal);
   }
 
   /** Long-polls until `until` holds (by default: a human decided) or the timeout; returns the latest view. */
   async wait(id: string, options: WaitOptions = {}): Promise<ProposalView> {
     const until = options.until ?? ((view: ProposalView) => view.status !== 'pending');
     const deadline = Date.now() + (options.timeoutMs ?? 5 * 60_000);
-    let view = await this.get(id);
+    const signal = options.signal;
+    let view = await this.get(id, signal ? { signal } : {});
     while (!until(view) && !FINAL.includes(view.status)) {
       const remaining = deadline - Date.now();
-      if (remaining <= 0) break;
-      view = await this.get(id, { waitSeconds: Math.min(MAX_WAIT_SECONDS, remaining / 1000) });
+      if (remaining <= 0 || signal?.aborted) break;
+      view = await this.get(id, { waitSeconds: Math.min(MAX_WAIT_SECONDS, remaining / 1000), ...(signal ? { signal } : {}) });
     }
     return view;
   }
 
   /** Runs an approved `commit: agent` proposal; the token goes in `X-Confirmation-Token`. */
-  commit(id: string, claim: CommitClaim, options: { confirmToken: string; idempotencyKey?: string }): Promise<{ status: 'committed'; result: unknown }> {
+  commit(id: string, claim: CommitClaim, options: { confirmToken: string; idempotencyKey?: string }): Promise<CommitAnswer> {
     const headers: Record<string, string> = { 'x-confirmation-token': options.confirmToken };
     if (options.idempotencyKey) headers['idempotency-key'] = options.idempotencyKey;
     return this.call('POST', `/v1/proposals/${encodeURIComponent(id)}/commit`, claim, headers);
   }
 
   cancel(id: string, options: { idempotencyKey?: string } = {}): Promise<ProposalView> {
-    return this.call('POST', `/v1/proposals/${encodeURIComponent(id)}/cancel`, undefined, options.idempotencyKey ? { 'idempotency-key': options.idempotencyKey } : {});
+    return this.call(
+      'POST',
+      `/v1/proposals/${encodeURIComponent(id)}/cancel`,
+      undefined,
+      options.idempotencyKey ? { 'idempotency-key': options.idempotencyKey } : {},
+    );
   }
 
-  private async call<T>(method: 'GET' | 'POST', path: string, body?: unknown, headers: Record<string, string> = {}): Promise<T> {
+  /** Parks what the agent needs to resume a paused run beside its proposal (sealed under this API key). */
+  async putResumeState(id: string, state: string): Promise<void> {
+    await this.call('PUT', `/v1/proposals/${encodeURIComponent(id)}/resume-state`, { state });
+  }
+
+  /** Reads back what `putResumeState` parked, from any process holding the same API key. */
+  async getResumeState(id: string): Promise<string> {
+    const answer = await this.call<Schemas['ResumeState']>('GET', `/v1/proposals/${encodeURIComponent(id)}/resume-state`);
+    return answer.state;
+  }
+
+  private async call<T>(method: 'GET' | 'POST' | 'PUT', path: string, body?: unknown, headers: Record<string, string> = {}, signal?: AbortSignal): Promise<T> {
     let response: Response;
     try {
       response = await this.fetchImpl(`${this.baseUrl}${path}`, {
@@ -252,9 +233,15 @@ export class Twokey {
           ...headers,
         },
         ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+        ...(signal ? { signal } : {}),
       });
     } catch (error) {
-      throw new TwokeyApiError(0, 'network_error', `could not reach twokey at ${this.baseUrl}: ${error instanceof Error ? error.message : String(error)}`, null);
+      throw new TwokeyApiError(
+        0,
+        'network_error',
+        `could not reach twokey at ${this.baseUrl}: ${error instanceof Error ? error.message : String(error)}`,
+        null,
+      );
     }
     const text = await response.text();
     let parsed: unknown = null;

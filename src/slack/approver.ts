@@ -1,20 +1,37 @@
-import { webApi, type App, type BlockAction, type ButtonAction, type ViewSubmitAction } from '@slack/bolt';
+import { webApi, type AckFn, type App, type BlockAction, type ButtonAction, type ViewResponseAction, type ViewSubmitAction } from '@slack/bolt';
+import { explainDecisionError, failedExecutionWords, NOTHING_CHANGED, type DecisionAction, type DecisionPreview } from '../core/decision-preview.js';
 import { TwokeyError } from '../core/errors.js';
+import { SLACK_USER_ID, slackGroupIdentity, slackUserIdentity } from '../core/identity.js';
 import type { Decider, ProposalRecord } from '../core/model.js';
-import type { Store } from '../core/ports.js';
-import { deciderRefusal, type ProposalService } from '../core/proposals.js';
-import { APPROVE_ACTION, REASON_BLOCK, REASON_INPUT, REJECT_ACTION, REJECT_MODAL, RETRY_ACTION, rejectModal } from './blocks.js';
+import { isFailedExecution } from '../core/outcome.js';
+import { approversOf } from '../core/model.js';
+import {
+  APPROVE_ACTION,
+  GRANT_ACTION,
+  GRANT_BOUNDED_BLOCK,
+  GRANT_DURATION_BLOCK,
+  GRANT_INPUT,
+  GRANT_MODAL,
+  GRANT_USES_BLOCK,
+  REASON_BLOCK,
+  REASON_INPUT,
+  REJECT_ACTION,
+  REJECT_MODAL,
+  RETRY_ACTION,
+  grantModal,
+  rejectModal,
+} from './blocks.js';
 import type { SlackLog } from './log.js';
+import type { SlackServices } from './ports.js';
+import { settleWithin } from '../lib/timeouts.js';
 import { toDeliveryError } from './publisher.js';
 import type { UsergroupDirectory } from './usergroups.js';
 
 type WebClient = InstanceType<typeof webApi.WebClient>;
 
-export interface SlackApproverDeps {
-  proposals: Pick<ProposalService, 'approve' | 'reject' | 'retry'>;
-  store: Pick<Store, 'getProposal' | 'getAgent'>;
-  operation(name: string): { name: string; approval: { approvers: string[] } } | undefined;
-  clock: () => Date;
+export interface SlackApproverDeps extends Pick<SlackServices, 'proposals' | 'store' | 'operation'> {
+  /** "Approve for…": approve and grant (absent: the button is refused). */
+  grants?: SlackServices['grants'];
   client: WebClient;
   usergroups: UsergroupDirectory;
   log: () => SlackLog;
@@ -25,44 +42,16 @@ export interface SlackApproverDeps {
 }
 
 const GROUP_PREFIX = 'slack:group:';
-/** A Slack user id, as the config file's `slack:U…` entries name them. */
-const SLACK_USER_ID = /^[UW][A-Z0-9]{1,31}$/;
 
-type Verb = 'approve' | 'reject' | 'retry';
+type Verb = DecisionAction;
 
-/** What a person who clicked is told when the click changed nothing (always privately). */
+/**
+ * What a person who clicked is told when the click changed nothing (always privately): the core's
+ * words, with the proposal id in a code span.
+ */
 export function explainRefusal(error: unknown, verb: Verb, proposalId: string): string {
-  if (!(error instanceof TwokeyError)) {
-    return `twokey could not complete your ${verb} of \`${proposalId}\` because of an internal error. The message shows the proposal's current state; try again if it did not change.`;
-  }
-  switch (error.code) {
-    case 'not_an_approver':
-      return `You are not an approver of this operation, so your ${verb} changed nothing. Approvers are listed in twokey's configuration.`;
-    case 'owner_cannot_approve':
-      return `You own the agent that proposed this, so you cannot ${verb} it: two keys means two different people. Nothing was changed.`;
-    case 'not_pending':
-      return `Nothing was changed: ${error.message}.`;
-    case 'expired':
-      return 'This proposal has expired, so nothing was changed. The agent has to propose it again.';
-    case 'not_found':
-      return `twokey has no proposal \`${proposalId}\`.`;
-    case 'operation_removed':
-      return 'The operation of this proposal is no longer in twokey\'s configuration, so it cannot be decided any more.';
-    case 'execution_failed':
-      return `${verb === 'retry' ? 'The operation failed again' : 'Approved, but the operation failed'}: ${error.message.replace(/^execution failed: /, '')}. The approval stands; press Retry on the message to run it again.`;
-    case 'unavailable':
-      return `${error.message} Nothing was changed; try again in a moment.`;
-    default:
-      return `Nothing was changed: ${error.message}.`;
-  }
-}
-
-function within<T>(work: Promise<T>, ms: number): Promise<T | 'late'> {
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<'late'>((resolve) => {
-    timer = setTimeout(() => resolve('late'), ms);
-  });
-  return Promise.race([work, late]).finally(() => clearTimeout(timer));
+  const words = explainDecisionError(error, verb);
+  return proposalId ? words.replace(proposalId, `\`${proposalId}\``) : words;
 }
 
 /**
@@ -77,14 +66,15 @@ export function registerSlackApprover(bolt: App, deps: SlackApproverDeps): void 
   async function deciderFor(userId: string, proposal: ProposalRecord | null): Promise<Decider> {
     // Checked before the id becomes an identity: `group:S0OPS` would otherwise read as `slack:group:S0OPS`.
     if (typeof userId !== 'string' || !SLACK_USER_ID.test(userId)) throw new TwokeyError('not_an_approver', 'not a Slack user id');
-    const identity = `slack:${userId}`;
-    const approvers = proposal ? (deps.operation(proposal.operation)?.approval.approvers ?? []) : [];
+    const identity = slackUserIdentity(userId);
+    const configured = proposal ? deps.operation(proposal.operation) : undefined;
+    const approvers = proposal && configured ? approversOf(proposal, configured) : [];
     const groups = approvers.filter((a) => a.startsWith(GROUP_PREFIX)).map((a) => a.slice(GROUP_PREFIX.length));
     // A named approver needs no lookup; the owner rule is the core's and does not depend on groups.
     if (approvers.includes(identity) || groups.length === 0) return { identity, via: 'slack' };
     try {
       const memberOf = await deps.usergroups.groupsOf(userId, groups);
-      return { identity, memberOf: memberOf.map((id) => `${GROUP_PREFIX}${id}`), via: 'slack' };
+      return { identity, memberOf: memberOf.map(slackGroupIdentity), via: 'slack' };
     } catch (error) {
       deps.log().warn({ error: toDeliveryError('usergroups.users.list', error).message }, 'Slack user group lookup failed');
       throw new TwokeyError('unavailable', 'twokey could not check your Slack user groups right now.');
@@ -107,8 +97,8 @@ export function registerSlackApprover(bolt: App, deps: SlackApproverDeps): void 
       const { outcome, proposal } = await deps.proposals.approve(proposalId, decider);
       deps.log().info({ proposalId, approver: decider.identity, outcome, status: proposal.status }, 'Slack approval');
       // The message shows every other outcome; a failed execution deserves a word to the one who caused it.
-      if (outcome === 'quorum_reached' && proposal.status === 'approved' && proposal.error) {
-        await tell(userId, channel, explainRefusal(new TwokeyError('execution_failed', proposal.error), 'approve', proposalId));
+      if (outcome === 'quorum_reached' && isFailedExecution(proposal)) {
+        await tell(userId, channel, failedExecutionWords('approve', proposal.error ?? ''));
       }
     } catch (error) {
       await refuse(error, 'approve', userId, channel, proposalId);
@@ -134,29 +124,23 @@ export function registerSlackApprover(bolt: App, deps: SlackApproverDeps): void 
     await tell(userId, channel, explainRefusal(error, verb, proposalId));
   }
 
-  /**
-   * The same rules as the core's, read without a lock, so that someone who may not decide is told
-   * at once instead of filling in a modal for nothing. The core checks again on submission.
-   */
-  async function mayReject(proposalId: string, proposal: ProposalRecord | null, decider: Decider): Promise<ProposalRecord> {
-    if (!proposal) throw new TwokeyError('not_found', `no proposal ${proposalId}`);
-    const operation = deps.operation(proposal.operation);
-    if (!operation) throw new TwokeyError('operation_removed', `operation "${proposal.operation}" is no longer configured`);
-    const agent = await deps.store.getAgent(proposal.agentId);
-    const refusal = deciderRefusal(operation, agent ?? { name: proposal.agentId, owners: [] }, decider);
-    if (refusal) throw refusal;
-    if (proposal.status !== 'pending') throw new TwokeyError('not_pending', `proposal ${proposal.id} is ${proposal.status}`);
-    if (deps.clock().getTime() >= proposal.expiresAt.getTime()) throw new TwokeyError('expired', 'expired');
-    return proposal;
-  }
-
   async function rejectClick(userId: string, channel: string | undefined, proposalId: string, triggerId: string): Promise<void> {
-    let proposal: ProposalRecord;
+    // The core's preview, read without a lock, so that someone who may not decide is told at once
+    // instead of filling in a modal for nothing. The core decides again on submission.
+    let proposal: ProposalRecord | null;
+    let preview: DecisionPreview;
     try {
-      const current = await deps.store.getProposal(proposalId);
-      proposal = await mayReject(proposalId, current, await deciderFor(userId, current));
+      proposal = await deps.store.getProposal(proposalId);
+      preview = await deps.proposals.preview(proposalId, 'reject', await deciderFor(userId, proposal));
     } catch (error) {
       await refuse(error, 'reject', userId, channel, proposalId);
+      return;
+    }
+    if (!preview.allowed || !proposal) {
+      deps
+        .log()
+        .info({ proposalId, user: `slack:${userId}`, code: preview.allowed ? 'not_found' : preview.code, verb: 'reject' }, 'Slack click changed nothing');
+      await tell(userId, channel, `${preview.allowed ? '' : preview.message} ${NOTHING_CHANGED}`.trim());
       return;
     }
     try {
@@ -204,23 +188,92 @@ export function registerSlackApprover(bolt: App, deps: SlackApproverDeps): void 
     if (action.value) await deps.afterAck(() => rejectClick(body.user.id, body.channel?.id, action.value ?? '', body.trigger_id));
   });
 
+  async function grantClick(userId: string, channel: string | undefined, proposalId: string, triggerId: string): Promise<void> {
+    let proposal: ProposalRecord;
+    let durations: number[];
+    try {
+      const current = await deps.store.getProposal(proposalId);
+      // The core's preview of an approval, read without a lock; the core checks again under the lock.
+      const preview = await deps.proposals.preview(proposalId, 'approve', await deciderFor(userId, current));
+      if (!preview.allowed || !current) {
+        await tell(userId, channel, `${preview.allowed ? '' : preview.message} ${NOTHING_CHANGED}`.trim());
+        return;
+      }
+      proposal = current;
+      const settings = deps.operation(proposal.operation)?.grants;
+      if (!deps.grants || !settings?.allow) throw new TwokeyError('invalid_request', 'this operation does not allow approving for a while');
+      durations = settings.durationsMs;
+    } catch (error) {
+      await refuse(error, 'approve', userId, channel, proposalId);
+      return;
+    }
+    try {
+      await client.views.open({ trigger_id: triggerId, view: grantModal(proposal, durations) });
+    } catch (error) {
+      if (error instanceof webApi.WebAPIPlatformError && error.data.error === 'trigger_exchanged') return;
+      const reason = toDeliveryError('views.open', error).message;
+      deps.log().warn({ proposalId, error: reason }, 'could not open the Slack grant modal');
+      await tell(userId, channel, `Slack did not let twokey open the dialog (${reason}). Nothing was changed; click again.`);
+    }
+  }
+
+  async function grantSubmission(
+    userId: string,
+    proposalId: string,
+    request: { durationMs: number; maxUses: number | null; bounded: boolean },
+  ): Promise<string | null> {
+    try {
+      if (!deps.grants) throw new TwokeyError('invalid_request', 'grants are not available');
+      const decider = await deciderFor(userId, await deps.store.getProposal(proposalId));
+      const { grant } = await deps.grants.approveAndGrant(proposalId, decider, request);
+      deps.log().info({ proposalId, approver: decider.identity, grantId: grant.id }, 'Slack approval with a grant');
+      return null;
+    } catch (error) {
+      if (!(error instanceof TwokeyError)) deps.log().error({ proposalId, err: error }, 'Slack grant failed');
+      return explainRefusal(error, 'approve', proposalId);
+    }
+  }
+
+  bolt.action<BlockAction<ButtonAction>>(GRANT_ACTION, async ({ ack, body, action }) => {
+    await ack();
+    if (action.value) await deps.afterAck(() => grantClick(body.user.id, body.channel?.id, action.value ?? '', body.trigger_id));
+  });
+
+  /**
+   * Answers a modal's submission with its outcome (null, or the refusal to show under `block`). A
+   * grant or a rejection is one short transaction: waiting for it lets a refusal show inside the
+   * modal. If it is slow, the modal closes within Slack's 3 s and the outcome is said afterwards.
+   */
+  async function closeModal(ack: AckFn<ViewResponseAction>, userId: string, outcome: Promise<string | null>, block: string): Promise<void> {
+    const early = await settleWithin(outcome, deps.modalBudgetMs ?? 2000);
+    if (!early.settled) {
+      await ack();
+      const refusal = await outcome;
+      if (refusal) await tell(userId, undefined, refusal);
+      return;
+    }
+    if (early.value === null) await ack();
+    else await ack({ response_action: 'errors', errors: { [block]: early.value.replace(/[*`]/g, '') } });
+  }
+
+  bolt.view<ViewSubmitAction>(GRANT_MODAL, async ({ ack, body, view }) => {
+    const values = view.state.values;
+    const durationMs = Number(values[GRANT_DURATION_BLOCK]?.[GRANT_INPUT]?.selected_option?.value ?? Number.NaN);
+    const usesText = values[GRANT_USES_BLOCK]?.[GRANT_INPUT]?.value;
+    const maxUses = usesText ? Number(usesText) : null;
+    const bounded = (values[GRANT_BOUNDED_BLOCK]?.[GRANT_INPUT]?.selected_options ?? []).some((option) => option.value === 'bounded');
+    const outcome = deps.afterAck(() => grantSubmission(body.user.id, view.private_metadata, { durationMs, maxUses, bounded }));
+    await closeModal(ack, body.user.id, outcome, GRANT_DURATION_BLOCK);
+  });
+
   bolt.view<ViewSubmitAction>(REJECT_MODAL, async ({ ack, body, view }) => {
     const proposalId = view.private_metadata;
     const reason = view.state.values[REASON_BLOCK]?.[REASON_INPUT]?.value ?? null;
-    const outcome = deps.afterAck(() => rejectSubmission(body.user.id, proposalId, reason));
-    // A rejection is one short transaction: waiting for it lets a refusal show inside the modal.
-    // If it is slow, close the modal within Slack's 3 s and say the outcome afterwards.
-    const early = await within(outcome, deps.modalBudgetMs ?? 2000);
-    if (early === 'late') {
-      await ack();
-      const refusal = await outcome;
-      if (refusal) await tell(body.user.id, undefined, refusal);
-      return;
-    }
-    if (early === null) {
-      await ack();
-    } else {
-      await ack({ response_action: 'errors', errors: { [REASON_BLOCK]: early.replace(/[*`]/g, '') } });
-    }
+    await closeModal(
+      ack,
+      body.user.id,
+      deps.afterAck(() => rejectSubmission(body.user.id, proposalId, reason)),
+      REASON_BLOCK,
+    );
   });
 }

@@ -1,13 +1,21 @@
 import type { types } from '@slack/bolt';
 import type { ProposalMessageView } from '../chat/types.js';
+import { isFailedExecution } from '../core/outcome.js';
+import { durationLabel } from '../config/duration.js';
 
-/** The action and callback ids Slack sends back; CONTRACT §6 fixes the first two. */
+/** The action and callback ids Slack sends back; docs/api.md (Chat endpoints) fixes the first two. */
 export const APPROVE_ACTION = 'twokey_approve';
 export const REJECT_ACTION = 'twokey_reject';
 export const RETRY_ACTION = 'twokey_retry';
 export const REJECT_MODAL = 'twokey_reject_modal';
 export const REASON_BLOCK = 'twokey_reason';
 export const REASON_INPUT = 'twokey_reason_input';
+export const GRANT_ACTION = 'twokey_grant';
+export const GRANT_MODAL = 'twokey_grant_modal';
+export const GRANT_DURATION_BLOCK = 'twokey_grant_duration';
+export const GRANT_USES_BLOCK = 'twokey_grant_uses';
+export const GRANT_BOUNDED_BLOCK = 'twokey_grant_bounded';
+export const GRANT_INPUT = 'twokey_grant_input';
 
 /** Block Kit's own limits; past them Slack refuses the whole message (`invalid_blocks`). */
 const LIMITS = { header: 150, sectionText: 3000, field: 2000, confirmText: 300, buttonValue: 2000, reason: 500 } as const;
@@ -61,7 +69,7 @@ function oneLine(value: unknown): string {
   return truncate(text.replace(/\s+/g, ' '), 300);
 }
 
-const failedExecution = (view: ProposalMessageView) => view.status === 'approved' && view.error !== null;
+const failedExecution = (view: ProposalMessageView) => isFailedExecution(view);
 
 function headline(view: ProposalMessageView): string {
   if (failedExecution(view)) return 'execution failed';
@@ -102,7 +110,9 @@ function statusLine(view: ProposalMessageView): string {
   switch (view.status) {
     case 'pending': {
       const missing = Math.max(0, view.quorum - view.approvals.length);
-      return `${STATUS_EMOJI.pending} Waiting for ${missing} more approval${missing === 1 ? '' : 's'}.`;
+      const reminded = view.reminders ? ` Reminded ${view.reminders}×.` : '';
+      const escalated = view.escalatedAt ? ` Escalated ${slackDate(view.escalatedAt)}.` : '';
+      return `${STATUS_EMOJI.pending} Waiting for ${missing} more approval${missing === 1 ? '' : 's'}.${reminded}${escalated}`;
     }
     case 'approved':
       return `${STATUS_EMOJI.approved} *Approved* by ${by}.`;
@@ -132,7 +142,8 @@ function approveButton(view: ProposalMessageView, actionId: string, label: strin
   if (view.confirmationType === 'payment') {
     button.confirm = {
       title: plain(actionId === RETRY_ACTION ? 'Retry this payment?' : 'Approve this payment?'),
-      text: mrkdwn(escapeMrkdwn(truncate(view.summary, LIMITS.confirmText))),
+      // plain_text like the summary section: nothing the agent chose may format the last look before a payment.
+      text: { type: 'plain_text', text: truncate(view.summary, LIMITS.confirmText), emoji: false },
       confirm: plain(label),
       deny: plain('Cancel'),
       style: 'primary',
@@ -148,6 +159,9 @@ function actions(view: ProposalMessageView): types.ActionsBlock | null {
       block_id: 'twokey_decision',
       elements: [
         approveButton(view, APPROVE_ACTION, 'Approve'),
+        ...(view.grantDurationsMs && view.grantDurationsMs.length > 0
+          ? [{ type: 'button' as const, action_id: GRANT_ACTION, text: plain(`Approve for ${durationLabel(view.grantDurationsMs[0] ?? 0)}…`), value: view.id }]
+          : []),
         { type: 'button', action_id: REJECT_ACTION, text: plain('Reject'), style: 'danger', value: view.id },
       ],
     };
@@ -160,10 +174,11 @@ function actions(view: ProposalMessageView): types.ActionsBlock | null {
 }
 
 /**
- * The proposal message (CONTRACT §6). Renders only what twokey wrote: the summary comes from the
+ * The proposal message (docs/slack.md). Renders only what twokey wrote: the summary comes from the
  * operation's template, the button values are the proposal id, and the token is never in the view.
  */
 export function renderProposalMessage(view: ProposalMessageView): SlackMessage {
+  if (view.decision && /^(policy|grant):/.test(view.decision.by) && view.approvals.length === 0) return renderAutomaticDecision(view, view.decision);
   const fields: types.MrkdwnElement[] = [
     mrkdwn(`*Agent*\n${escapeMrkdwn(view.agent)}`),
     mrkdwn(`*Confirmation type*\n${view.confirmationType}`),
@@ -173,9 +188,7 @@ export function renderProposalMessage(view: ProposalMessageView): SlackMessage {
     mrkdwn(`*Proposal*\n\`${escapeMrkdwn(view.id)}\``),
   ].map((field) => ({ ...field, text: truncate(field.text, LIMITS.field) }));
 
-  const blocks: types.KnownBlock[] = [
-    { type: 'header', text: plain(truncate(`${view.operation}: ${headline(view)}`, LIMITS.header)) },
-  ];
+  const blocks: types.KnownBlock[] = [{ type: 'header', text: plain(truncate(`${view.operation}: ${headline(view)}`, LIMITS.header)) }];
   if (view.description) blocks.push({ type: 'context', elements: [plain(truncate(view.description, LIMITS.field))] });
   // plain_text: the summary embeds agent-chosen params, so nothing in it may format, link or mention.
   blocks.push({ type: 'section', text: { type: 'plain_text', text: truncate(view.summary, LIMITS.sectionText), emoji: false } });
@@ -192,6 +205,33 @@ export function renderProposalMessage(view: ProposalMessageView): SlackMessage {
   };
 }
 
+/**
+ * A decision no human made (a policy rule or a grant): one compact message, never buttons, saying
+ * which rule or grant decided and why, then the outcome as it changes.
+ */
+function renderAutomaticDecision(view: ProposalMessageView, decision: NonNullable<ProposalMessageView['decision']>): SlackMessage {
+  const denied = view.status === 'rejected';
+  const verb = denied ? 'auto-denied' : 'auto-approved';
+  const by = decision.by.startsWith('grant:') ? `grant \`${escapeMrkdwn(decision.by.slice(6))}\`` : `rule \`${escapeMrkdwn(decision.by)}\``;
+  const why = decision.reason ? ` (${escapeMrkdwn(truncate(decision.reason, 300))})` : '';
+  const outcome = denied || (view.status === 'approved' && !failedExecution(view)) ? '' : `\n${statusLine(view)}`;
+  const head = `${denied ? STATUS_EMOJI.rejected : STATUS_EMOJI.committed} *${escapeMrkdwn(view.operation)}* (\`${escapeMrkdwn(view.id)}\`) ${verb} by ${by}${why} for ${escapeMrkdwn(view.agent)}.`;
+  const blocks: types.KnownBlock[] = [
+    { type: 'section', text: mrkdwn(truncate(`${head}${outcome}`, LIMITS.sectionText)) },
+    { type: 'context', elements: [{ type: 'plain_text', text: truncate(view.summary, LIMITS.field), emoji: false }] },
+  ];
+  return { text: truncate(`${view.operation} ${verb}: ${escapeMrkdwn(view.summary)}`, LIMITS.sectionText), blocks };
+}
+
+/** A reminder or an escalation: who is asked, what waits, until when. */
+export function renderFollowUp(view: ProposalMessageView, followUp: { kind: 'remind' | 'escalate'; mention: string[] }): string {
+  const who = followUp.mention.map(formatIdentity).join(' ');
+  const missing = Math.max(0, view.quorum - view.approvals.length);
+  const what = `*${escapeMrkdwn(view.operation)}* (\`${escapeMrkdwn(view.id)}\`) by ${escapeMrkdwn(view.agent)} still waits for ${missing} approval${missing === 1 ? '' : 's'}; it expires ${slackDate(view.expiresAt)} and then does not run.`;
+  const link = view.consoleUrl ? ` <${view.consoleUrl}|Open it>` : '';
+  return followUp.kind === 'remind' ? `:bell: Reminder ${who}: ${what}${link}` : `:rotating_light: Escalated to ${who}, who may now decide: ${what}${link}`;
+}
+
 /** The decision trail, posted once as a thread reply when the proposal is final. */
 export function renderTrail(view: ProposalMessageView): string {
   const header = `*Decision trail* of \`${escapeMrkdwn(view.id)}\``;
@@ -205,6 +245,49 @@ export function renderTrail(view: ProposalMessageView): string {
     length += escaped.length + 1;
   }
   return `${header}\n\`\`\`${lines.join('\n') || 'no events'}\`\`\``;
+}
+
+/**
+ * The modal "Approve for…" opens: this proposal is approved, and the same operation of the same
+ * agent for the chosen time, optionally for a number of uses and only up to this proposal's params.
+ */
+export function grantModal(proposal: { id: string; operation: string; summary: string }, durationsMs: readonly number[]): types.ModalView {
+  const options = durationsMs.map((ms) => ({ text: plain(durationLabel(ms)), value: String(ms) }));
+  return {
+    type: 'modal',
+    callback_id: GRANT_MODAL,
+    private_metadata: proposal.id,
+    title: plain('Approve for a while'),
+    submit: plain('Approve'),
+    close: plain('Cancel'),
+    blocks: [
+      { type: 'section', text: { type: 'plain_text', text: truncate(`${proposal.operation}: ${proposal.summary}`, LIMITS.sectionText), emoji: false } },
+      {
+        type: 'input',
+        block_id: GRANT_DURATION_BLOCK,
+        label: plain('Approve this, and the same operation of this agent, for'),
+        element: { type: 'static_select', action_id: GRANT_INPUT, options, ...(options[0] ? { initial_option: options[0] } : {}) },
+      },
+      {
+        type: 'input',
+        block_id: GRANT_USES_BLOCK,
+        optional: true,
+        label: plain('At most this many proposals (empty: no limit)'),
+        element: { type: 'number_input', action_id: GRANT_INPUT, is_decimal_allowed: false, min_value: '1', max_value: '10000' },
+      },
+      {
+        type: 'input',
+        block_id: GRANT_BOUNDED_BLOCK,
+        optional: true,
+        label: plain('Bounds'),
+        element: {
+          type: 'checkboxes',
+          action_id: GRANT_INPUT,
+          options: [{ text: plain("Only amounts up to this proposal's, other params equal"), value: 'bounded' }],
+        },
+      },
+    ],
+  };
 }
 
 /** The modal a Reject click opens. `private_metadata` carries the proposal id back on submission. */

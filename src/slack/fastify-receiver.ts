@@ -1,6 +1,8 @@
 import { ReceiverMultipleAckError, type App, type Receiver, type ReceiverEvent } from '@slack/bolt';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { APPROVE_ACTION, REJECT_ACTION, RETRY_ACTION } from './blocks.js';
+import { serializerCompiler, validatorCompiler } from 'fastify-type-provider-zod';
+import { slackEventsSchema } from '../http/chat-schemas.js';
+import { APPROVE_ACTION, GRANT_ACTION, REJECT_ACTION, RETRY_ACTION } from './blocks.js';
 import type { SlackLog } from './log.js';
 import { verifySlackSignature } from './signature.js';
 
@@ -41,7 +43,7 @@ export function parseSlackBody(raw: Buffer, contentType: string): Record<string,
   return Object.fromEntries(form);
 }
 
-const BUTTONS = new Set([APPROVE_ACTION, REJECT_ACTION, RETRY_ACTION]);
+const BUTTONS = new Set([APPROVE_ACTION, GRANT_ACTION, REJECT_ACTION, RETRY_ACTION]);
 
 /**
  * A press of one of twokey's own buttons, well formed. Its listener acknowledges with an empty
@@ -99,7 +101,10 @@ export class FastifySlackReceiver implements Receiver {
         { parseAs: 'buffer', bodyLimit: BODY_LIMIT_BYTES },
         (_request, body, done) => done(null, body),
       );
-      scope.post(path, (request, reply) => this.handle(request, reply));
+      // Zod only to document the route: headers all optional, the body let through as raw bytes.
+      scope.setValidatorCompiler(validatorCompiler);
+      scope.setSerializerCompiler(serializerCompiler);
+      scope.post(path, { schema: slackEventsSchema }, (request, reply) => this.handle(request, reply));
     });
   }
 

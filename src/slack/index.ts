@@ -2,22 +2,25 @@ import { App, SocketModeReceiver, webApi, type Receiver } from '@slack/bolt';
 import type { FastifyInstance } from 'fastify';
 import type { ChatIntegration } from '../chat/types.js';
 import type { Env } from '../config/env.js';
-import type { Services } from '../runtime/services.js';
 import { registerSlackApprover } from './approver.js';
 import { FastifySlackReceiver } from './fastify-receiver.js';
 import { boltLogger, type SlackLog } from './log.js';
 import { createSlackPublisher } from './publisher.js';
 import { createUsergroupDirectory } from './usergroups.js';
-import { createWorkQueue } from './work-queue.js';
+import { createWorkQueue } from '../lib/work-queue.js';
+import { settleWithin } from '../lib/timeouts.js';
+import type { SlackServices } from './ports.js';
 
 export { renderProposalMessage } from './blocks.js';
 export { verifySlackSignature } from './signature.js';
 
 export type SlackEnv = Pick<Env, 'SLACK_BOT_TOKEN' | 'SLACK_SIGNING_SECRET' | 'SLACK_APP_TOKEN' | 'SLACK_API_URL'>;
 
+export type { SlackServices } from './ports.js';
+
 export interface SlackIntegrationOptions {
   env: SlackEnv;
-  services: Pick<Services, 'proposals' | 'store' | 'operation' | 'clock' | 'database'>;
+  services: SlackServices;
   /** twokey's logger; when absent, the fastify server's logger is adopted in `registerRoutes`. */
   logger?: SlackLog;
   /** Socket Mode tuning (tests shorten the reconnect delay, which Slack's client ties to the ping timeout). */
@@ -26,7 +29,10 @@ export interface SlackIntegrationOptions {
   connectTimeoutMs?: number;
   /** How long `stop()` waits for clicks still being processed. */
   drainTimeoutMs?: number;
-  /** How many acknowledged clicks are decided at once (default: 4 on the embedded database, 16 on PostgreSQL). */
+  /**
+   * How many acknowledged clicks are decided at once (default 4). The runtime sets it from the
+   * database: decisions on the embedded one are CPU work on this event loop.
+   */
   clickConcurrency?: number;
 }
 
@@ -39,7 +45,7 @@ export function isSlackConfigured(env: SlackEnv): boolean {
 const silent: SlackLog = { debug: () => {}, info: () => {}, warn: () => {}, error: () => {} };
 
 /**
- * Slack as a twokey chat platform (CONTRACT §6): posts and edits the proposal messages, and receives
+ * Slack as a twokey chat platform (docs/slack.md): posts and edits the proposal messages, and receives
  * Approve / Reject / Retry clicks, over HTTP at `POST /slack/events` or, with SLACK_APP_TOKEN, over
  * Socket Mode. Bolt runs with an `authorize` that hands it the bot token, so it calls no `auth.test`
  * at construction and twokey starts even while Slack is unreachable.
@@ -66,9 +72,8 @@ export function createSlackIntegration(options: SlackIntegrationOptions): ChatIn
   });
   const client = new webApi.WebClient(botToken, clientOptions());
 
-  // The embedded database runs on this event loop, so fewer decisions at once keep acks prompt;
-  // PostgreSQL works in its own process and takes more (measured with `npm run bench`).
-  const afterAck = createWorkQueue(options.clickConcurrency ?? (services.database.kind === 'postgres' ? 16 : 4));
+  // Acks go out before the decisions they start: see createWorkQueue.
+  const afterAck = createWorkQueue({ concurrency: options.clickConcurrency ?? 4 });
 
   let httpReceiver: FastifySlackReceiver | null = null;
   let receiver: Receiver;
@@ -106,9 +111,9 @@ export function createSlackIntegration(options: SlackIntegrationOptions): ChatIn
 
   registerSlackApprover(bolt, {
     proposals: services.proposals,
+    ...(services.grants ? { grants: services.grants } : {}),
     store: services.store,
     operation: (name) => services.operation(name),
-    clock: services.clock,
     client,
     usergroups: createUsergroupDirectory({ client }),
     log: currentLog,
@@ -128,11 +133,8 @@ export function createSlackIntegration(options: SlackIntegrationOptions): ChatIn
     async start() {
       if (!socketMode) return;
       started = bolt.start();
-      const outcome = await Promise.race([
-        started.then(() => 'connected' as const),
-        new Promise<'waiting'>((resolve) => setTimeout(() => resolve('waiting'), options.connectTimeoutMs ?? 10_000).unref()),
-      ]);
-      if (outcome === 'connected') {
+      const connected = await settleWithin(started, options.connectTimeoutMs ?? 10_000, { unref: true });
+      if (connected.settled) {
         log.info('Slack Socket Mode connected');
       } else {
         // Slack unreachable at start: serve the rest of twokey and keep connecting in the background.

@@ -1,6 +1,7 @@
 import { webApi } from '@slack/bolt';
-import { DeliveryError, type ChatMessageRef, type ChatPublisher, type ProposalMessageView } from '../chat/types.js';
-import { renderProposalMessage, renderTrail } from './blocks.js';
+import type { ChatMessageRef, ChatPublisher, ProposalMessageView } from '../chat/types.js';
+import { DeliveryError } from '../lib/delivery-error.js';
+import { renderFollowUp, renderProposalMessage, renderTrail } from './blocks.js';
 
 type WebClient = InstanceType<typeof webApi.WebClient>;
 
@@ -82,9 +83,7 @@ export function createSlackPublisher(client: WebClient): ChatPublisher {
     platform: 'slack',
     async post(channel: string, view: ProposalMessageView): Promise<ChatMessageRef> {
       const message = renderProposalMessage(view);
-      const response = await call('chat.postMessage', () =>
-        client.chat.postMessage({ channel, ...message, unfurl_links: false, unfurl_media: false }),
-      );
+      const response = await call('chat.postMessage', () => client.chat.postMessage({ channel, ...message, unfurl_links: false, unfurl_media: false }));
       if (!response.ts) throw new DeliveryError('Slack chat.postMessage: no message ts in the answer');
       // Slack answers with the channel id even when the config names the channel.
       return { channel: response.channel ?? channel, messageId: response.ts };
@@ -92,6 +91,12 @@ export function createSlackPublisher(client: WebClient): ChatPublisher {
     async update(ref: ChatMessageRef, view: ProposalMessageView): Promise<void> {
       const message = renderProposalMessage(view);
       await call('chat.update', () => client.chat.update({ channel: ref.channel, ts: ref.messageId, ...message }));
+    },
+    async postFollowUp(ref, view, followUp): Promise<void> {
+      const text = renderFollowUp(view, followUp);
+      // An escalation channel gets a message of its own; otherwise the ping is a reply in the thread.
+      const where = followUp.channel && followUp.channel !== ref.channel ? { channel: followUp.channel } : { channel: ref.channel, thread_ts: ref.messageId };
+      await call('chat.postMessage', () => client.chat.postMessage({ ...where, text, unfurl_links: false, unfurl_media: false }));
     },
     async postTrail(ref: ChatMessageRef, view: ProposalMessageView): Promise<void> {
       await call('chat.postMessage', () =>

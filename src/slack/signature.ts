@@ -25,10 +25,7 @@ export function verifySlackSignature(request: SignedRequest): SignatureVerdict {
   if (!/^\d{1,12}$/.test(timestamp) || !/^v0=[0-9a-f]{64}$/.test(signature)) return 'malformed';
   const skew = Math.abs(Math.floor(request.now.getTime() / 1000) - Number(timestamp));
   if (skew > SIGNATURE_TOLERANCE_SECONDS) return 'stale';
-  const expected = createHmac('sha256', request.signingSecret)
-    .update(`v0:${timestamp}:`)
-    .update(request.rawBody)
-    .digest();
+  const expected = createHmac('sha256', request.signingSecret).update(`v0:${timestamp}:`).update(request.rawBody).digest();
   const given = Buffer.from(signature.slice(3), 'hex');
   // Constant-time: a byte-by-byte compare would let a caller find the signature one byte at a time.
   return timingSafeEqual(expected, given) ? 'valid' : 'mismatch';

@@ -15,7 +15,8 @@ describe.each(drivers)('agent API under fuzzing (%s)', (driver) => {
   let pendingToken: string;
 
   beforeAll(async () => {
-    twokey = await startTestTwokey({ driver, rateLimit: { max: 1_000_000, timeWindowMs: 60_000 } });
+    // Hundreds of valid proposals stay pending here: above the per-agent cap of 100, which has its own test.
+    twokey = await startTestTwokey({ driver, rateLimit: { max: 1_000_000, timeWindowMs: 60_000 }, env: { TWOKEY_MAX_PENDING_PER_AGENT: '100000' } });
     ({ apiKey } = await twokey.createAgent('fuzzed', { owners: ['web:owner'] }));
     const proposed = await twokey.request('POST', '/v1/proposals', { apiKey, body: { operation: 'upgrade_plan', params: { org: 'acme', plan: 'pro' } } });
     pendingId = proposed.body.id;
@@ -48,7 +49,9 @@ describe.each(drivers)('agent API under fuzzing (%s)', (driver) => {
   const bodies = () =>
     fc.oneof(
       fc.jsonValue().map((value) => JSON.stringify(value)),
-      fc.record({ operation: fc.oneof(fc.string(), fc.constant('upgrade_plan')), params: fc.jsonValue() }, { requiredKeys: [] }).map((value) => JSON.stringify(value)),
+      fc
+        .record({ operation: fc.oneof(fc.string(), fc.constant('upgrade_plan')), params: fc.jsonValue() }, { requiredKeys: [] })
+        .map((value) => JSON.stringify(value)),
       fc.string({ maxLength: 200 }),
       fc.constant('{"operation":"upgrade_plan","params":{"org":"acme","plan":"pro"},"__proto__":{"admin":true}}'),
       fc.constant('{"operation":"upgrade_plan","params":{"constructor":{"prototype":{"x":1}}}}'),
@@ -95,7 +98,9 @@ describe.each(drivers)('agent API under fuzzing (%s)', (driver) => {
       fc.asyncProperty(fc.dictionary(fc.string({ maxLength: 10 }), fc.jsonValue(), { maxKeys: 5 }), async (params) => {
         const before = await snapshot();
         const response = await twokey.request('POST', '/v1/proposals', { apiKey, body: { operation: 'upgrade_plan', params } });
-        const valid = typeof params.org === 'string' && ['pro', 'scale', 'enterprise'].includes(params.plan as string) &&
+        const valid =
+          typeof params.org === 'string' &&
+          ['pro', 'scale', 'enterprise'].includes(params.plan as string) &&
           Object.keys(params).every((key) => ['org', 'plan', 'amount_cents'].includes(key)) &&
           (params.amount_cents === undefined || Number.isInteger(params.amount_cents));
         expect(response.status).toBe(valid ? 201 : 400);

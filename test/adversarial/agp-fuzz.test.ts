@@ -41,7 +41,7 @@ describe.each(drivers)('AGP under fuzzing (%s)', (driver) => {
       ({ apiKey: otherKey } = await twokey.createAgent('mallory'));
       for (const key of [apiKey, apiKey, otherKey]) {
         for (const [businessId, request] of Object.entries(ORDERS)) {
-          const answer = await twokey.request('/agp/execute/prepare', { apiKey: key, body: { businessId, request } });
+          const answer = await twokey.agpRequest('/agp/execute/prepare', { apiKey: key, body: { businessId, request } });
           expect(answer.status, JSON.stringify(answer.body)).toBe(200);
           tokens.push(answer.body.confirmationToken);
           prepared.push({ key, businessId, request, token: answer.body.confirmationToken });
@@ -73,7 +73,21 @@ describe.each(drivers)('AGP under fuzzing (%s)', (driver) => {
     const paths = () =>
       fc.oneof(
         { arbitrary: fc.constantFrom(...ROUTES), weight: 8 },
-        fc.constantFrom('/agp', '/agp/', '/agp/execute/', '/agp/EXECUTE', '/agp/execute?x=1', '/agp/execute/prepare/..', '/agp//execute', '/agp/execute%2Fprepare', '/agp/%zz', '/agp/execute%', '/agp/%ED%A0%80', '/agp/execute%00', '/agp/execute?%00'),
+        fc.constantFrom(
+          '/agp',
+          '/agp/',
+          '/agp/execute/',
+          '/agp/EXECUTE',
+          '/agp/execute?x=1',
+          '/agp/execute/prepare/..',
+          '/agp//execute',
+          '/agp/execute%2Fprepare',
+          '/agp/%zz',
+          '/agp/execute%',
+          '/agp/%ED%A0%80',
+          '/agp/execute%00',
+          '/agp/execute?%00',
+        ),
         text(20).map((rest) => `/agp/${encodeURIComponent(rest.replace(/[\ud800-\udfff]/g, ''))}`),
       );
 
@@ -85,7 +99,10 @@ describe.each(drivers)('AGP under fuzzing (%s)', (driver) => {
           {
             serviceId: fc.oneof(fc.constantFrom('order', 'catalog', 'ping', 'menu'), text(10)),
             action: fc.oneof(fc.constantFrom('order', 'close'), text(10)),
-            items: fc.oneof(fc.array(fc.record({ productId: fc.oneof(fc.constantFrom('echo-widget-1', 'pepperoni'), text()), quantity: json() }), { maxLength: 3 }), json()),
+            items: fc.oneof(
+              fc.array(fc.record({ productId: fc.oneof(fc.constantFrom('echo-widget-1', 'pepperoni'), text()), quantity: json() }), { maxLength: 3 }),
+              json(),
+            ),
             amount_cents: amounts(),
             amount: amounts(),
             simulate: fc.constantFrom('failure', 'expired'),
@@ -97,7 +114,11 @@ describe.each(drivers)('AGP under fuzzing (%s)', (driver) => {
       );
 
     const businessIds = () =>
-      fc.oneof({ arbitrary: fc.constantFrom(...BUSINESSES), weight: 4 }, text(70), fc.constantFrom('', 'ECHO', 'echo ', 'echo\u0000', '__proto__', 'constructor'));
+      fc.oneof(
+        { arbitrary: fc.constantFrom(...BUSINESSES), weight: 4 },
+        text(70),
+        fc.constantFrom('', 'ECHO', 'echo ', 'echo\u0000', '__proto__', 'constructor'),
+      );
 
     const bodies = () =>
       fc.oneof(
@@ -121,7 +142,17 @@ describe.each(drivers)('AGP under fuzzing (%s)', (driver) => {
     const authorizations = () =>
       fc.oneof(
         { arbitrary: fc.constantFrom(`Bearer ${apiKey}`, `Bearer ${otherKey}`), weight: 6 },
-        fc.constantFrom(undefined, '', 'Bearer', `bearer ${apiKey}`, `Bearer  ${apiKey}`, `Basic ${apiKey}`, `Bearer ${apiKey}x`, `Bearer ${apiKey.slice(0, -1)}`, `Bearer tk_agent_${'A'.repeat(43)}`),
+        fc.constantFrom(
+          undefined,
+          '',
+          'Bearer',
+          `bearer ${apiKey}`,
+          `Bearer  ${apiKey}`,
+          `Basic ${apiKey}`,
+          `Bearer ${apiKey}x`,
+          `Bearer ${apiKey.slice(0, -1)}`,
+          `Bearer tk_agent_${'A'.repeat(43)}`,
+        ),
         headerText(80),
       );
 
@@ -132,7 +163,9 @@ describe.each(drivers)('AGP under fuzzing (%s)', (driver) => {
         fc.constantFrom(...tokens).map((token) => ` ${token} `),
         fc.constantFrom(...tokens).map((token) => token.slice(0, -1)),
         fc.constantFrom(...tokens).map((token) => [token, token]),
-        fc.string({ unit: fc.constantFrom(...'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_'), minLength: 43, maxLength: 43 }).map((rest) => `tk_conf_${rest}`),
+        fc
+          .string({ unit: fc.constantFrom(...'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_'), minLength: 43, maxLength: 43 })
+          .map((rest) => `tk_conf_${rest}`),
         headerText(80),
       );
 
@@ -159,7 +192,10 @@ describe.each(drivers)('AGP under fuzzing (%s)', (driver) => {
         method: fc.oneof({ arbitrary: fc.constant('POST'), weight: 8 }, fc.constantFrom('GET', 'PUT', 'DELETE', 'PATCH')),
         url: paths(),
         payload: bodies(),
-        contentType: fc.oneof({ arbitrary: fc.constant('application/json'), weight: 8 }, fc.constantFrom('text/plain', 'application/x-www-form-urlencoded', 'application/json; charset=latin1', '')),
+        contentType: fc.oneof(
+          { arbitrary: fc.constant('application/json'), weight: 8 },
+          fc.constantFrom('text/plain', 'application/x-www-form-urlencoded', 'application/json; charset=latin1', ''),
+        ),
         authorization: authorizations(),
         token: confirmationTokens(),
         idempotencyKey: idempotencyKeys(),
@@ -221,7 +257,7 @@ describe.each(drivers)('AGP under fuzzing (%s)', (driver) => {
         ),
         { numRuns: 300 },
       );
-      expect((await twokey.request('/healthz', { method: 'GET' })).status).toBe(200);
+      expect((await twokey.agpRequest('/healthz', { method: 'GET' })).status).toBe(200);
       expect(({} as Record<string, unknown>).admin).toBeUndefined();
       expect(({} as Record<string, unknown>).polluted).toBeUndefined();
     }, 120_000);
@@ -259,13 +295,13 @@ describe.each(drivers)('AGP under fuzzing (%s)', (driver) => {
 
       it('still takes deep nesting up to the limit, and emoji (surrogate pairs)', async () => {
         const request = { a: JSON.parse(`${'['.repeat(60)}${']'.repeat(60)}`) as unknown, note: '\ud83d\ude00' };
-        const response = await twokey.request('/agp/execute/prepare', { apiKey, body: { businessId: 'echo', request } });
+        const response = await twokey.agpRequest('/agp/execute/prepare', { apiKey, body: { businessId: 'echo', request } });
         expect(response.status).toBe(200);
       });
     });
 
     it('refuses an execute with any token but the one prepared for that agent, business and request, and spends nothing', async () => {
-      const fresh = await twokey.request('/agp/execute/prepare', { apiKey, body: { businessId: 'echo', request: ORDERS.echo } });
+      const fresh = await twokey.agpRequest('/agp/execute/prepare', { apiKey, body: { businessId: 'echo', request: ORDERS.echo } });
       const token = fresh.body.confirmationToken as string;
       await fc.assert(
         fc.asyncProperty(
@@ -277,7 +313,7 @@ describe.each(drivers)('AGP under fuzzing (%s)', (driver) => {
             // The one combination that executes (and spends the token) is left to the final check.
             fc.pre(!(key === apiKey && businessId === 'echo' && JSON.stringify(request) === JSON.stringify(ORDERS.echo) && presented === token));
             const before = await snapshot();
-            const response = await twokey.request('/agp/execute', {
+            const response = await twokey.agpRequest('/agp/execute', {
               apiKey: key,
               headers: presented === undefined ? {} : { 'x-confirmation-token': presented as string },
               body: { businessId, request },
@@ -293,7 +329,11 @@ describe.each(drivers)('AGP under fuzzing (%s)', (driver) => {
         ),
         { numRuns: 200 },
       );
-      const executed = await twokey.request('/agp/execute', { apiKey, headers: { 'x-confirmation-token': token }, body: { businessId: 'echo', request: ORDERS.echo } });
+      const executed = await twokey.agpRequest('/agp/execute', {
+        apiKey,
+        headers: { 'x-confirmation-token': token },
+        body: { businessId: 'echo', request: ORDERS.echo },
+      });
       expect(executed).toMatchObject({ status: 200, body: { operation: 'execute', businessId: 'echo', status: 'succeeded' } });
     }, 120_000);
   });

@@ -12,13 +12,17 @@ operations:
     approval: { approvers: [${approvers}], quorum: 1 }
     commit: agent
     executor: { type: echo }
-${extraOperation ? `  - name: delete_workspace
+${
+  extraOperation
+    ? `  - name: delete_workspace
     description: Delete a workspace
     params: { type: object, required: [workspace], properties: { workspace: { type: string } } }
     summary: "{{agent}} deletes {{params.workspace}}"
     approval: { approvers: [web:alice], quorum: 1 }
     executor: { type: echo }
-` : ''}`;
+`
+    : ''
+}`;
 
 /** The config changes between propose and decision (a restart with a new file, a reload): the rules of now apply, and the human's summary does not move. */
 describe.each(drivers)('config changes while proposals are pending (%s)', (driver) => {
@@ -49,7 +53,9 @@ describe.each(drivers)('config changes while proposals are pending (%s)', (drive
   });
 
   it('an approver removed from the list after the proposal was made cannot approve it', async () => {
-    await expect(after.services.proposals.approve(ids.pendingForAlice!.id, { identity: 'web:alice', via: 'test' })).rejects.toMatchObject({ code: 'not_an_approver' });
+    await expect(after.services.proposals.approve(ids.pendingForAlice!.id, { identity: 'web:alice', via: 'test' })).rejects.toMatchObject({
+      code: 'not_an_approver',
+    });
     expect((await after.services.proposals.get(ids.pendingForAlice!.id)).status).toBe('pending');
   });
 

@@ -3,7 +3,22 @@ import { sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { manualClock } from '../support/clock.js';
 import { drivers } from '../support/database.js';
-import { ALICE, APPLICATION_ID, CAROL, GUILD, MALLORY, OPS_ROLE, OTHER_ROLE, OWNER, buttonPress, makeSigner, modalSubmit, startDiscordTwokey, type Clicker, type DiscordTwokey } from '../discord/helpers.js';
+import {
+  ALICE,
+  APPLICATION_ID,
+  CAROL,
+  GUILD,
+  MALLORY,
+  OPS_ROLE,
+  OTHER_ROLE,
+  OWNER,
+  buttonPress,
+  makeSigner,
+  modalSubmit,
+  startDiscordTwokey,
+  type Clicker,
+  type DiscordTwokey,
+} from '../discord/helpers.js';
 
 /**
  * Property-based fuzzing of `POST /discord/interactions`: whatever arrives, signed or not, the answer
@@ -69,11 +84,14 @@ describe.each(drivers)('Discord interactions under fuzzing (%s)', (driver) => {
   }
 
   /** Any string, NUL and lone surrogates included (what PostgreSQL refuses to store). */
-  const text = (maxLength: number) => fc.oneof(fc.string({ maxLength }), fc.string({ unit: 'binary', maxLength }), fc.constantFrom('\u0000', 'a\u0000b', '\ud800', 'x\udfff'));
+  const text = (maxLength: number) =>
+    fc.oneof(fc.string({ maxLength }), fc.string({ unit: 'binary', maxLength }), fc.constantFrom('\u0000', 'a\u0000b', '\ud800', 'x\udfff'));
   /** Anything in a field that is usually an object (member, user, data…). */
-  const oddValue = () => fc.oneof(fc.constant(undefined), fc.constant(null), fc.jsonValue({ maxDepth: 2 }), fc.jsonValue({ maxDepth: 2, stringUnit: 'binary' }));
+  const oddValue = () =>
+    fc.oneof(fc.constant(undefined), fc.constant(null), fc.jsonValue({ maxDepth: 2 }), fc.jsonValue({ maxDepth: 2, stringUnit: 'binary' }));
   /** Mostly the real thing, sometimes not. */
-  const usually = <T, U>(real: fc.Arbitrary<T>, other: fc.Arbitrary<U>): fc.Arbitrary<T | U> => fc.oneof({ arbitrary: real, weight: 4 }, { arbitrary: other, weight: 1 });
+  const usually = <T, U>(real: fc.Arbitrary<T>, other: fc.Arbitrary<U>): fc.Arbitrary<T | U> =>
+    fc.oneof({ arbitrary: real, weight: 4 }, { arbitrary: other, weight: 1 });
   /** Half the time, up to `max` fields of `record` replaced by odd values (undefined drops the field from the JSON). */
   const mutated = <T extends Record<string, unknown>>(record: T, keys: string[], max = 2) =>
     fc
@@ -111,38 +129,36 @@ describe.each(drivers)('Discord interactions under fuzzing (%s)', (driver) => {
   const interactionKeys = ['id', 'application_id', 'type', 'token', 'version', 'guild_id', 'channel_id', 'member', 'user', 'message', 'data', 'locale'];
 
   const presses = () =>
-    fc
-      .tuple(customIds(), clickers())
-      .chain(([customId, clicker]) => {
-        const press = buttonPress(customId, clicker);
-        return usually(fc.constant(press.data), oddValue()).chain((data) => mutated({ ...press, data }, interactionKeys));
-      });
+    fc.tuple(customIds(), clickers()).chain(([customId, clicker]) => {
+      const press = buttonPress(customId, clicker);
+      return usually(fc.constant(press.data), oddValue()).chain((data) => mutated({ ...press, data }, interactionKeys));
+    });
 
   const modals = () =>
-    fc
-      .tuple(customIds(), clickers(), usually(text(600), text(5000)))
-      .chain(([customId, clicker, reason]) => {
-        const submit = modalSubmit(customId, clicker, reason);
-        return mutated(submit, interactionKeys, 1).chain((body) =>
-          usually(fc.constant(body), oddValue().map((components) => ({ ...body, data: { custom_id: customId, components } }))),
-        );
-      });
+    fc.tuple(customIds(), clickers(), usually(text(600), text(5000))).chain(([customId, clicker, reason]) => {
+      const submit = modalSubmit(customId, clicker, reason);
+      return mutated(submit, interactionKeys, 1).chain((body) =>
+        usually(
+          fc.constant(body),
+          oddValue().map((components) => ({ ...body, data: { custom_id: customId, components } })),
+        ),
+      );
+    });
 
   /** Anything with an interaction's outline: a type number, maybe the ids, random data. */
   const outlines = () =>
-    fc
-      .record(
-        {
-          type: fc.oneof(fc.integer({ min: -2, max: 12 }), fc.double(), oddValue()),
-          id: fc.oneof(snowflakes(), oddValue()),
-          token: fc.oneof(text(40), oddValue()),
-          application_id: fc.oneof(fc.constant(APPLICATION_ID), oddValue()),
-          data: oddValue(),
-          member: oddValue(),
-          user: oddValue(),
-        },
-        { requiredKeys: ['type'] },
-      );
+    fc.record(
+      {
+        type: fc.oneof(fc.integer({ min: -2, max: 12 }), fc.double(), oddValue()),
+        id: fc.oneof(snowflakes(), oddValue()),
+        token: fc.oneof(text(40), oddValue()),
+        application_id: fc.oneof(fc.constant(APPLICATION_ID), oddValue()),
+        data: oddValue(),
+        member: oddValue(),
+        user: oddValue(),
+      },
+      { requiredKeys: ['type'] },
+    );
 
   const signedBodies = () =>
     fc.oneof(
@@ -187,7 +203,9 @@ describe.each(drivers)('Discord interactions under fuzzing (%s)', (driver) => {
     await fc.assert(
       fc.asyncProperty(approvers, inert, text(100), async (clicker, [action, id], reason) => {
         const before = await snapshot();
-        const payload = JSON.stringify(action === 'modal' ? modalSubmit(`twokey:reject:${id}`, clicker, reason) : buttonPress(`twokey:${action}:${id}`, clicker));
+        const payload = JSON.stringify(
+          action === 'modal' ? modalSubmit(`twokey:reject:${id}`, clicker, reason) : buttonPress(`twokey:${action}:${id}`, clicker),
+        );
         const response = await post(payload, t.signer.headers(payload, nowSeconds()));
         expect(response.statusCode).toBe(200);
         // The reject button opens the form (9) for one who may decide that pending proposal; anything else is a private refusal (4).
@@ -213,7 +231,9 @@ describe.each(drivers)('Discord interactions under fuzzing (%s)', (driver) => {
       fc.string({ maxLength: 20 }).map((timestamp) => (body: string) => ({ ...t.signer.headers(body, nowSeconds()), 'x-signature-timestamp': timestamp })),
       fc.constant((body: string) => impostor.headers(body, nowSeconds())),
       fc.string({ minLength: 1, maxLength: 40 }).map((extra) => (body: string) => t.signer.headers(`${body}${extra}`, nowSeconds())),
-      fc.integer({ min: 1, max: 1000 }).map((delta) => (body: string) => ({ ...t.signer.headers(body, nowSeconds() - delta), 'x-signature-timestamp': String(nowSeconds()) })),
+      fc
+        .integer({ min: 1, max: 1000 })
+        .map((delta) => (body: string) => ({ ...t.signer.headers(body, nowSeconds() - delta), 'x-signature-timestamp': String(nowSeconds()) })),
       // Replays and pre-signed requests: a valid signature, more than 5 minutes off.
       fc.integer({ min: 301, max: 10_000_000 }).map((age) => (body: string) => t.signer.headers(body, nowSeconds() - age)),
       fc.integer({ min: 301, max: 10_000_000 }).map((ahead) => (body: string) => t.signer.headers(body, nowSeconds() + ahead)),
@@ -229,14 +249,18 @@ describe.each(drivers)('Discord interactions under fuzzing (%s)', (driver) => {
     await fc.assert(
       fc.asyncProperty(
         // The genuine approver's press on the pending proposal is in the mix: unsigned, it must not count.
-        fc.oneof(fc.constant(null).map(() => genuinePress()), signedBodies()),
+        fc.oneof(
+          fc.constant(null).map(() => genuinePress()),
+          signedBodies(),
+        ),
         fc.constantFrom('application/json', 'text/plain'),
         badSignatures(),
         async (payload, contentType, headersFor) => {
           const before = await snapshot();
           const response = await post(payload, { 'content-type': contentType, ...headersFor(payload) });
           expect(response.statusCode, payload.slice(0, 2000)).toBe(401);
-          expect(response.json()).toMatchObject({ error: { code: 'unauthorized', requestId: expect.any(String) } });
+          // 401 and nothing else, as Discord's own verification probes expect (and Slack answers).
+          expect(response.body).toBe('');
           await settled();
           expect(await snapshot()).toBe(before);
         },

@@ -49,16 +49,18 @@ describe.each(drivers)('Slack events under fuzzing (%s)', (driver) => {
     fake.usergroups.set('S0OPS', ['U0OPSPERSON']);
     twokey = await startTestTwokey({
       driver,
+      chatPayloads: () => [...fake.calls.map((call) => call.args), ...fake.socketMessages],
       clock,
       configYaml: CONFIG,
       env: { SLACK_BOT_TOKEN: BOT_TOKEN, SLACK_SIGNING_SECRET: SIGNING_SECRET, SLACK_API_URL: fake.url },
-      integrations: (services, env) => {
-        slack = createSlackIntegration({ env, services });
+      integrations: (services, env, wiring) => {
+        slack = createSlackIntegration({ env, services, clickConcurrency: wiring.concurrency.slackClicks });
         return [slack];
       },
     });
     const { apiKey } = await twokey.createAgent('billing-bot', { owners: ['slack:U0OWNER'] });
-    const propose = async (org: string) => (await twokey.request('POST', '/v1/proposals', { apiKey, body: { operation: 'upgrade_plan', params: { org, plan: 'pro' } } })).body.id as string;
+    const propose = async (org: string) =>
+      (await twokey.request('POST', '/v1/proposals', { apiKey, body: { operation: 'upgrade_plan', params: { org, plan: 'pro' } } })).body.id as string;
     pendingId = await propose('acme');
     rejectedId = await propose('initech');
     await twokey.services.proposals.reject(rejectedId, { identity: 'slack:U0ALICE', via: 'slack' }, 'no');
@@ -98,14 +100,15 @@ describe.each(drivers)('Slack events under fuzzing (%s)', (driver) => {
     await slack.stop();
   }
 
-  const post = (payload: string, headers: Record<string, string>) =>
-    twokey.app.inject({ method: 'POST', url: '/slack/events', headers, payload });
+  const post = (payload: string, headers: Record<string, string>) => twokey.app.inject({ method: 'POST', url: '/slack/events', headers, payload });
   const nowSeconds = () => Math.floor(clock().getTime() / 1000);
 
   /** Any string, NUL and lone surrogates included (what PostgreSQL refuses to store). */
-  const text = (maxLength: number) => fc.oneof(fc.string({ maxLength }), fc.string({ unit: 'binary', maxLength }), fc.constantFrom('\u0000', 'a\u0000b', '\ud800', 'x\udfff'));
+  const text = (maxLength: number) =>
+    fc.oneof(fc.string({ maxLength }), fc.string({ unit: 'binary', maxLength }), fc.constantFrom('\u0000', 'a\u0000b', '\ud800', 'x\udfff'));
   /** Anything in a field that is usually an object (user, channel, view…). */
-  const oddValue = () => fc.oneof(fc.constant(undefined), fc.constant(null), fc.jsonValue({ maxDepth: 2 }), fc.jsonValue({ maxDepth: 2, stringUnit: 'binary' }));
+  const oddValue = () =>
+    fc.oneof(fc.constant(undefined), fc.constant(null), fc.jsonValue({ maxDepth: 2 }), fc.jsonValue({ maxDepth: 2, stringUnit: 'binary' }));
 
   const proposalIds = () =>
     fc.oneof(
@@ -130,7 +133,8 @@ describe.each(drivers)('Slack events under fuzzing (%s)', (driver) => {
       .map((changes) => ({ ...record, ...Object.fromEntries(changes) }));
 
   /** Mostly the real thing, sometimes not. */
-  const usually = <T, U>(real: fc.Arbitrary<T>, other: fc.Arbitrary<U>): fc.Arbitrary<T | U> => fc.oneof({ arbitrary: real, weight: 4 }, { arbitrary: other, weight: 1 });
+  const usually = <T, U>(real: fc.Arbitrary<T>, other: fc.Arbitrary<U>): fc.Arbitrary<T | U> =>
+    fc.oneof({ arbitrary: real, weight: 4 }, { arbitrary: other, weight: 1 });
 
   const blockActions = () =>
     fc
@@ -158,16 +162,27 @@ describe.each(drivers)('Slack events under fuzzing (%s)', (driver) => {
       .chain(({ metadata, userId, reason }) => {
         const submission = rejectSubmission({ proposalId: '', userId });
         const values = { twokey_reason: { twokey_reason_input: { type: 'plain_text_input', value: reason } } };
-        return mutated({ ...submission.view, private_metadata: metadata, state: { values } }, ['callback_id', 'state', 'private_metadata', 'type', 'id'], 1).chain((view) =>
-          mutated({ ...submission, view }, Object.keys(submission), 1),
-        );
+        return mutated(
+          { ...submission.view, private_metadata: metadata, state: { values } },
+          ['callback_id', 'state', 'private_metadata', 'type', 'id'],
+          1,
+        ).chain((view) => mutated({ ...submission, view }, Object.keys(submission), 1));
       });
 
   const randomlyTyped = () =>
     fc
       .tuple(
         fc.oneof(
-          fc.constantFrom('block_actions', 'view_submission', 'view_closed', 'shortcut', 'message_action', 'event_callback', 'url_verification', 'app_rate_limited'),
+          fc.constantFrom(
+            'block_actions',
+            'view_submission',
+            'view_closed',
+            'shortcut',
+            'message_action',
+            'event_callback',
+            'url_verification',
+            'app_rate_limited',
+          ),
           text(20),
           oddValue(),
         ),
@@ -185,7 +200,9 @@ describe.each(drivers)('Slack events under fuzzing (%s)', (driver) => {
       randomlyTyped().map((payload) => [interactionBody(payload), form] as const),
       fc.string({ maxLength: 200 }).map((text) => [`payload=${encodeURIComponent(text)}`, form] as const),
       text(200).map((raw) => [raw, form] as const),
-      fc.constantFrom('payload=%00', 'payload=%ED%A0%80', 'payload=%7B%22type%22%3A%22block_actions%22%2C%22actions%22%3A%5B%5D%7D%zz').map((raw) => [raw, form] as const),
+      fc
+        .constantFrom('payload=%00', 'payload=%ED%A0%80', 'payload=%7B%22type%22%3A%22block_actions%22%2C%22actions%22%3A%5B%5D%7D%zz')
+        .map((raw) => [raw, form] as const),
       fc.dictionary(text(10), text(40)).map((fields) => [new URLSearchParams(fields).toString(), form] as const),
       fc
         .oneof(
@@ -273,7 +290,11 @@ describe.each(drivers)('Slack events under fuzzing (%s)', (driver) => {
     await fc.assert(
       fc.asyncProperty(
         // The genuine approver's click on the pending proposal is in the mix: unsigned, it must not count.
-        fc.oneof(fc.constant(genuineClick()), text(300), signedBodies().map(([body]) => body)),
+        fc.oneof(
+          fc.constant(genuineClick()),
+          text(300),
+          signedBodies().map(([body]) => body),
+        ),
         fc.constantFrom('application/x-www-form-urlencoded', 'application/json', 'application/x-www-form-urlencoded; charset=utf-8'),
         badSignatures(),
         async (payload, contentType, headersFor) => {
@@ -298,7 +319,10 @@ describe.each(drivers)('Slack events under fuzzing (%s)', (driver) => {
         async (contentType, payload, signed) => {
           fc.pre(!/^application\/(json|x-www-form-urlencoded)\b/i.test(contentType.trim()));
           const before = await snapshot();
-          const response = await post(payload, { ...(contentType ? { 'content-type': contentType } : {}), ...(signed ? slackHeaders(payload, nowSeconds()) : {}) });
+          const response = await post(payload, {
+            ...(contentType ? { 'content-type': contentType } : {}),
+            ...(signed ? slackHeaders(payload, nowSeconds()) : {}),
+          });
           expect(response.statusCode, `${contentType} ${payload}`).toBeGreaterThanOrEqual(400);
           expect(response.statusCode, `${contentType} ${payload}`).toBeLessThan(500);
           await settled();

@@ -27,9 +27,9 @@ describe.each(drivers)('chat approval for AGP (%s)', (driver) => {
   });
 
   const prepare = (request: Record<string, unknown> = order, businessId = 'joes-pizza-approved') =>
-    twokey.request('/agp/execute/prepare', { apiKey, body: { businessId, request } });
+    twokey.agpRequest('/agp/execute/prepare', { apiKey, body: { businessId, request } });
   const execute = (token: string | undefined, request: Record<string, unknown> = order, businessId = 'joes-pizza-approved') =>
-    twokey.request('/agp/execute', { apiKey, headers: token ? { 'x-confirmation-token': token } : {}, body: { businessId, request } });
+    twokey.agpRequest('/agp/execute', { apiKey, headers: token ? { 'x-confirmation-token': token } : {}, body: { businessId, request } });
 
   it('prepare opens a proposal with the summary twokey writes', async () => {
     const prepared = await prepare();
@@ -42,7 +42,7 @@ describe.each(drivers)('chat approval for AGP (%s)', (driver) => {
       },
     });
     expect(prepared.body.proposalId).toMatch(/^prp_/);
-    const view = await twokey.request(`/v1/proposals/${prepared.body.proposalId}`, { apiKey, method: 'GET' });
+    const view = await twokey.agpRequest(`/v1/proposals/${prepared.body.proposalId}`, { apiKey, method: 'GET' });
     expect(view.body).toMatchObject({ status: 'pending', operation: 'agp_order', params: { businessId: 'joes-pizza-approved', request: order } });
   });
 
@@ -100,7 +100,7 @@ describe.each(drivers)('chat approval for AGP (%s)', (driver) => {
     });
     await twokey.services.proposals.approve(prepared.body.proposalId, operator);
     const { apiKey: otherKey } = await twokey.createAgent('mallory');
-    const stolen = await twokey.request('/agp/execute', {
+    const stolen = await twokey.agpRequest('/agp/execute', {
       apiKey: otherKey,
       headers: { 'x-confirmation-token': prepared.body.confirmationToken },
       body: { businessId: 'joes-pizza-approved', request: order },
@@ -131,7 +131,7 @@ describe.each(drivers)('chat approval for AGP (%s)', (driver) => {
 
   it('says a cancelled confirmation is cancelled', async () => {
     const prepared = await prepare();
-    await twokey.request(`/v1/proposals/${prepared.body.proposalId}/cancel`, { apiKey });
+    await twokey.agpRequest(`/v1/proposals/${prepared.body.proposalId}/cancel`, { apiKey });
     expect(await execute(prepared.body.confirmationToken)).toMatchObject({
       status: 403,
       body: { error: { message: 'Confirmation was cancelled. Prepare a new token.' } },
@@ -152,7 +152,7 @@ describe.each(drivers)('chat approval for AGP (%s)', (driver) => {
     expect(completed.body.data).toMatchObject({ status: 'completed', receipt: { total: 21.63 } });
   });
 
-  it('refuses a request the operation\'s params schema refuses, and asks no one', async () => {
+  it("refuses a request the operation's params schema refuses, and asks no one", async () => {
     const before = (await twokey.services.store.listProposals({ limit: 1000 })).length;
     const refused = await prepare({ action: 7 });
     expect(refused).toMatchObject({ status: 400, body: { error: { code: 'invalid_params' } } });

@@ -94,9 +94,7 @@ describe('businesses config', () => {
     expect(issuesOf({ x: { adapter: 'echo', approval: { operation: 'nope' } } })).toEqual([
       'businesses.x.approval.operation: no operation named "nope" under operations',
     ]);
-    expect(issuesOf({ x: { adapter: 'echo', approval: { operation: 'clicky' } } })).toEqual([
-      expect.stringContaining('must have commit: agent'),
-    ]);
+    expect(issuesOf({ x: { adapter: 'echo', approval: { operation: 'clicky' } } })).toEqual([expect.stringContaining('must have commit: agent')]);
     const narrowYaml = `
 operations:
   - name: narrow
@@ -111,5 +109,18 @@ operations:
     expect(() => parseBusinesses({ x: { adapter: 'echo', approval: { operation: 'narrow' } } }, narrow)).toThrow(/must declare businessId and request/);
     const plain = parseConfig(operationsYaml.replaceAll('type: agp', 'type: echo'), {}, 'ops.yaml').operations;
     expect(() => parseBusinesses({ x: { adapter: 'echo', approval: { operation: 'agp_order' } } }, plain)).toThrow(/must have executor: \{ type: agp \}/);
+  });
+
+  it('takes the JSON pointers where a business reads its amount, and refuses what is not one', () => {
+    const directory = parseBusinesses(
+      { shop: { adapter: 'http', url: 'https://shop.example/agp', amounts: ['/order/total_cents', '/tip~1extra'] } },
+      operations,
+    );
+    expect(directory.get('shop')?.amounts).toEqual(['/order/total_cents', '/tip~1extra']);
+    expect(parseBusinesses({}, operations).get('echo')?.amounts).toBeNull();
+    expect(issuesOf({ shop: { adapter: 'http', url: 'https://shop.example/agp', amounts: ['order.total'] } })).toEqual([
+      'businesses.shop.amounts[0]: expected a JSON pointer, such as /order/amount_cents',
+    ]);
+    expect(issuesOf({ shop: { adapter: 'echo', amounts: [] } })).toEqual(['businesses.shop.amounts: expected at least one JSON pointer']);
   });
 });

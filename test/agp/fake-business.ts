@@ -25,6 +25,8 @@ export async function startFakePizzeria() {
   const held: Array<() => void> = [];
   let holdExecutes = false;
   let failExecutes = false;
+  /** The order is placed, then the answer is lost: a 5xx, or none at all (twokey times out). */
+  let afterActing: { kind: 'status'; status: number } | { kind: 'hang' } | null = null;
   let onExecute: (() => void) | null = null;
 
   const server: Server = createServer((req, res) => {
@@ -38,7 +40,12 @@ export async function startFakePizzeria() {
       if (req.headers.authorization !== `Bearer ${JOES_PIZZA_TOKEN}`) return send(401, { error: 'bad credentials' });
       switch (call.path) {
         case '/agp/discover':
-          return send(200, { business: { name: "Joe's Pizza" }, services: [{ id: 'menu' }, { id: 'order', requiresConfirmation: true }], hours: '11:00-23:00', delivery: { fee: 3.99 } });
+          return send(200, {
+            business: { name: "Joe's Pizza" },
+            services: [{ id: 'menu' }, { id: 'order', requiresConfirmation: true }],
+            hours: '11:00-23:00',
+            delivery: { fee: 3.99 },
+          });
         case '/agp/query':
           return send(200, { results: (call.body.request as { serviceId?: string }).serviceId === 'menu' ? menu : [] });
         case '/agp/execute':
@@ -61,6 +68,8 @@ export async function startFakePizzeria() {
       const total = (request.items ?? []).reduce((sum, item) => sum + (menu.find((m) => m.id === item.productId)?.price ?? 0) * item.quantity, 0);
       const order = { status: 'completed', orderId: `joes-${orders.size + 1}`, receipt: { total: Math.round(total * 100) / 100 } };
       orders.set(key, order);
+      if (afterActing?.kind === 'status') return send(afterActing.status, { error: 'gateway hiccup after the order was placed' });
+      if (afterActing?.kind === 'hang') return undefined;
       return send(200, order);
     };
     if (holdExecutes) held.push(answer);
@@ -90,7 +99,15 @@ export async function startFakePizzeria() {
     failExecutes(fail: boolean) {
       failExecutes = fail;
     },
-    close: () => new Promise<void>((done) => server.close(() => done())),
+    /** Places each order, then answers `status` (a 502) or, with 'hang', never answers. */
+    actThenLoseAnswer(mode: number | 'hang' | null) {
+      afterActing = mode === null ? null : mode === 'hang' ? { kind: 'hang' } : { kind: 'status', status: mode };
+    },
+    close: () =>
+      new Promise<void>((done) => {
+        server.close(() => done());
+        server.closeAllConnections();
+      }),
   };
 }
 

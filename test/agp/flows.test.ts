@@ -13,7 +13,7 @@ describe.each(drivers)('the specification flows (%s)', (driver) => {
   });
   afterAll(() => pizzeria.close());
 
-  describe('Joe\'s Pizza under AGENR_EXECUTE_POLICY=confirm', () => {
+  describe("Joe's Pizza under AGENR_EXECUTE_POLICY=confirm", () => {
     let twokey: AgpTwokey;
     let apiKey: string;
 
@@ -24,20 +24,20 @@ describe.each(drivers)('the specification flows (%s)', (driver) => {
     afterAll(() => twokey.close());
 
     it('discovers, queries the menu, prepares and executes with the token', async () => {
-      const discovered = await twokey.request('/agp/discover', { apiKey, body: { businessId: 'joes-pizza' } });
+      const discovered = await twokey.agpRequest('/agp/discover', { apiKey, body: { businessId: 'joes-pizza' } });
       expect(discovered).toMatchObject({
         status: 200,
         body: { operation: 'discover', businessId: 'joes-pizza', status: 'succeeded', data: { business: { name: "Joe's Pizza" }, hours: '11:00-23:00' } },
       });
       expect(discovered.body.transactionId).toMatch(/^txn_/);
 
-      const menu = await twokey.request('/agp/query', { apiKey, body: { businessId: 'joes-pizza', request: { serviceId: 'menu' } } });
+      const menu = await twokey.agpRequest('/agp/query', { apiKey, body: { businessId: 'joes-pizza', request: { serviceId: 'menu' } } });
       expect(menu.body.data.results).toEqual([
         { id: 'pepperoni', name: 'Pepperoni Pizza', price: 14.99, currency: 'USD' },
         { id: 'margherita', name: 'Margherita', price: 12.99, currency: 'USD' },
       ]);
 
-      const prepared = await twokey.request('/agp/execute/prepare', { apiKey, body: { businessId: 'joes-pizza', request: order } });
+      const prepared = await twokey.agpRequest('/agp/execute/prepare', { apiKey, body: { businessId: 'joes-pizza', request: order } });
       expect(prepared.status).toBe(200);
       expect(prepared.body).toEqual({
         confirmationToken: expect.stringMatching(/^tk_conf_[A-Za-z0-9_-]{43}$/),
@@ -48,7 +48,7 @@ describe.each(drivers)('the specification flows (%s)', (driver) => {
       expect(Date.parse(prepared.body.expiresAt) - Date.now()).toBeGreaterThan(4 * 60_000);
 
       const before = pizzeria.executes().length;
-      const executed = await twokey.request('/agp/execute', {
+      const executed = await twokey.agpRequest('/agp/execute', {
         apiKey,
         headers: { 'x-confirmation-token': prepared.body.confirmationToken },
         body: { businessId: 'joes-pizza', request: order },
@@ -61,8 +61,8 @@ describe.each(drivers)('the specification flows (%s)', (driver) => {
     });
 
     it("injects the business's credentials, which no agent ever sees", async () => {
-      const prepared = await twokey.request('/agp/execute/prepare', { apiKey, body: { businessId: 'joes-pizza', request: order } });
-      const executed = await twokey.request('/agp/execute', {
+      const prepared = await twokey.agpRequest('/agp/execute/prepare', { apiKey, body: { businessId: 'joes-pizza', request: order } });
+      const executed = await twokey.agpRequest('/agp/execute', {
         apiKey,
         headers: { 'x-confirmation-token': prepared.body.confirmationToken },
         body: { businessId: 'joes-pizza', request: order },
@@ -78,8 +78,8 @@ describe.each(drivers)('the specification flows (%s)', (driver) => {
 
     it('answers a refusal by the business as an AGP error result', async () => {
       const closed = { action: 'close' };
-      const prepared = await twokey.request('/agp/execute/prepare', { apiKey, body: { businessId: 'joes-pizza', request: closed } });
-      const executed = await twokey.request('/agp/execute', {
+      const prepared = await twokey.agpRequest('/agp/execute/prepare', { apiKey, body: { businessId: 'joes-pizza', request: closed } });
+      const executed = await twokey.agpRequest('/agp/execute', {
         apiKey,
         headers: { 'x-confirmation-token': prepared.body.confirmationToken },
         body: { businessId: 'joes-pizza', request: closed },
@@ -88,9 +88,9 @@ describe.each(drivers)('the specification flows (%s)', (driver) => {
     });
 
     it('releases the token when the business fails, so a retry places exactly one order', async () => {
-      const prepared = await twokey.request('/agp/execute/prepare', { apiKey, body: { businessId: 'joes-pizza', request: order } });
+      const prepared = await twokey.agpRequest('/agp/execute/prepare', { apiKey, body: { businessId: 'joes-pizza', request: order } });
       const send = () =>
-        twokey.request('/agp/execute', {
+        twokey.agpRequest('/agp/execute', {
           apiKey,
           headers: { 'x-confirmation-token': prepared.body.confirmationToken },
           body: { businessId: 'joes-pizza', request: order },
@@ -99,7 +99,10 @@ describe.each(drivers)('the specification flows (%s)', (driver) => {
       pizzeria.failExecutes(true);
       const failed = await send();
       pizzeria.failExecutes(false);
-      expect(failed).toMatchObject({ status: 502, body: { error: { code: 'execution_failed', message: "business 'joes-pizza' answered HTTP 500 to execute" } } });
+      expect(failed).toMatchObject({
+        status: 502,
+        body: { error: { code: 'execution_failed', message: "business 'joes-pizza' answered HTTP 500 to execute" } },
+      });
       expect(JSON.stringify(failed.body)).not.toContain(JOES_PIZZA_TOKEN);
 
       const retried = await send();
@@ -122,17 +125,23 @@ describe.each(drivers)('the specification flows (%s)', (driver) => {
     });
 
     it('refuses an unknown business and an unauthenticated caller', async () => {
-      expect(await twokey.request('/agp/discover', { apiKey, body: { businessId: 'nowhere' } })).toMatchObject({
+      expect(await twokey.agpRequest('/agp/discover', { apiKey, body: { businessId: 'nowhere' } })).toMatchObject({
         status: 404,
         body: { error: { code: 'not_found', message: "No business registered with ID 'nowhere'." } },
       });
-      expect(await twokey.request('/agp/discover', { body: { businessId: 'echo' } })).toMatchObject({ status: 401, body: { error: { code: 'unauthorized' } } });
-      expect(await twokey.request('/agp/discover', { apiKey: 'tk_agent_nope', body: { businessId: 'echo' } })).toMatchObject({ status: 401 });
-      expect(await twokey.request('/agp/query', { apiKey, body: { businessId: 'echo' } })).toMatchObject({ status: 400, body: { error: { code: 'invalid_request' } } });
+      expect(await twokey.agpRequest('/agp/discover', { body: { businessId: 'echo' } })).toMatchObject({
+        status: 401,
+        body: { error: { code: 'unauthorized' } },
+      });
+      expect(await twokey.agpRequest('/agp/discover', { apiKey: 'tk_agent_nope', body: { businessId: 'echo' } })).toMatchObject({ status: 401 });
+      expect(await twokey.agpRequest('/agp/query', { apiKey, body: { businessId: 'echo' } })).toMatchObject({
+        status: 400,
+        body: { error: { code: 'invalid_request' } },
+      });
     });
 
     it('answers an unknown /agp path with a 404 that AGP clients can read (top-level message)', async () => {
-      const unknown = await twokey.request('/agp/execute/confirm', { apiKey, body: { businessId: 'echo' } });
+      const unknown = await twokey.agpRequest('/agp/execute/confirm', { apiKey, body: { businessId: 'echo' } });
       expect(unknown).toMatchObject({
         status: 404,
         body: { error: { code: 'not_found', message: 'no route POST /agp/execute/confirm' }, message: 'no route POST /agp/execute/confirm' },
@@ -151,7 +160,8 @@ describe.each(drivers)('the specification flows (%s)', (driver) => {
     });
     afterAll(() => twokey.close());
 
-    const execute = (request: Record<string, unknown>, key = apiKey) => twokey.request('/agp/execute', { apiKey: key, body: { businessId: 'echo', request } });
+    const execute = (request: Record<string, unknown>, key = apiKey) =>
+      twokey.agpRequest('/agp/execute', { apiKey: key, body: { businessId: 'echo', request } });
 
     it('answers pending_confirmation, then completed with the adapter token', async () => {
       const pending = await execute({ serviceId: 'order', items });
@@ -195,7 +205,7 @@ describe.each(drivers)('the specification flows (%s)', (driver) => {
       expect((await execute({ serviceId: 'order', confirmationToken: token, items })).body.data.status).toBe('completed');
     });
 
-    it('refuses the specification\'s timestamp tokens', async () => {
+    it("refuses the specification's timestamp tokens", async () => {
       const forged = await execute({ serviceId: 'order', confirmationToken: 'echo-confirm-1707836400000', items });
       expect(forged.body.data).toEqual({ status: 'failed', error: 'Invalid confirmation token' });
     });
@@ -209,7 +219,7 @@ describe.each(drivers)('the specification flows (%s)', (driver) => {
     });
 
     it('serves its catalog', async () => {
-      const catalog = await twokey.request('/agp/query', { apiKey, body: { businessId: 'echo', request: { serviceId: 'catalog' } } });
+      const catalog = await twokey.agpRequest('/agp/query', { apiKey, body: { businessId: 'echo', request: { serviceId: 'catalog' } } });
       expect(catalog.body.data.results[0]).toEqual({ id: 'echo-widget-1', name: 'Widget', price: 9.99, currency: 'USD' });
     });
   });

@@ -23,9 +23,9 @@ describe.each(drivers)('gateway policies (%s)', (driver) => {
   function client(twokey: AgpTwokey, apiKey: string) {
     return {
       prepare: (request: Record<string, unknown>, businessId = 'joes-pizza') =>
-        twokey.request('/agp/execute/prepare', { apiKey, body: { businessId, request } }),
+        twokey.agpRequest('/agp/execute/prepare', { apiKey, body: { businessId, request } }),
       execute: (request: Record<string, unknown>, token?: string, businessId = 'joes-pizza') =>
-        twokey.request('/agp/execute', { apiKey, headers: token === undefined ? {} : { 'x-confirmation-token': token }, body: { businessId, request } }),
+        twokey.agpRequest('/agp/execute', { apiKey, headers: token === undefined ? {} : { 'x-confirmation-token': token }, body: { businessId, request } }),
     };
   }
 
@@ -94,7 +94,10 @@ describe.each(drivers)('gateway policies (%s)', (driver) => {
     it('refuses another businessId and another request, word for word, without spending the token', async () => {
       const prepared = await agent.prepare(order);
       const token = prepared.body.confirmationToken as string;
-      expect(await agent.execute(order, token, 'echo')).toMatchObject({ status: 403, body: { error: { code: 'params_mismatch', message: MISMATCH }, message: MISMATCH } });
+      expect(await agent.execute(order, token, 'echo')).toMatchObject({
+        status: 403,
+        body: { error: { code: 'params_mismatch', message: MISMATCH }, message: MISMATCH },
+      });
       expect(await agent.execute({ ...order, amount_cents: 1 }, token)).toMatchObject({ status: 403, body: { error: { message: MISMATCH } } });
       expect(await agent.execute({ ...order, items: [{ productId: 'margherita', quantity: 9 }] }, token)).toMatchObject({ status: 403 });
       // Same request with the keys in another order is the same request.
@@ -192,7 +195,7 @@ describe.each(drivers)('gateway policies (%s)', (driver) => {
       });
       expect(await agent.prepare(withAmount({ amount: 'a lot' }))).toMatchObject({
         status: 403,
-        body: { error: { message: 'Execute amount must be a number of cents.' } },
+        body: { error: { message: 'Execute amount at /amount must be a non-negative integer number of cents.' } },
       });
     });
   });

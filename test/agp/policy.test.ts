@@ -74,17 +74,63 @@ describe('strict amount ceiling', () => {
   });
 
   it('counts the larger of amount_cents and amount, and numeric strings', () => {
-    expect(requestedAmount({ amount_cents: 50, amount: 5000 })).toEqual({ kind: 'cents', cents: 5000 });
+    expect(requestedAmount({ amount_cents: 50, amount: 5000 })).toEqual({ kind: 'cents', cents: 5000, path: '/amount' });
     expect(() => checkAmountCeiling({ amount_cents: 50, amount: 101 }, 100)).toThrow(agpMessages.amountExceeds(100));
-    expect(requestedAmount({ amount: '2998' })).toEqual({ kind: 'cents', cents: 2998 });
+    expect(requestedAmount({ amount: '2998' })).toEqual({ kind: 'cents', cents: 2998, path: '/amount' });
     expect(requestedAmount({ items: [] })).toEqual({ kind: 'none' });
     expect(requestedAmount({ amount: null })).toEqual({ kind: 'none' });
   });
 
   it('refuses an amount it cannot read instead of ignoring it', () => {
-    expect(requestedAmount({ amount: 'lots' })).toEqual({ kind: 'invalid' });
-    expect(requestedAmount({ amount_cents: { value: 1 } })).toEqual({ kind: 'invalid' });
-    expect(() => checkAmountCeiling({ amount_cents: 'lots' }, 100)).toThrow(agpMessages.amountNotNumber);
+    expect(requestedAmount({ amount: 'lots' })).toEqual({ kind: 'invalid', path: '/amount' });
+    expect(requestedAmount({ amount_cents: { value: 1 } })).toEqual({ kind: 'invalid', path: '/amount_cents' });
+    expect(() => checkAmountCeiling({ amount_cents: 'lots' }, 100)).toThrow(agpMessages.amountNotNumber('/amount_cents'));
+  });
+
+  it('looks at every key that names an amount, at any depth, in any spelling', () => {
+    for (const request of [
+      { order: { amount_cents: 99_999_999 } },
+      { total_cents: 99_999_999 },
+      { amountCents: 99_999_999 },
+      { 'order-total': 99_999_999 },
+      {
+        items: [
+          { sku: 'a', unitPrice: 1 },
+          { sku: 'b', unit_price: 99_999_999 },
+        ],
+      },
+      { price: { amount: 99_999_999, currency: 'USD' } },
+      { deliveryFee: '99999999' },
+    ]) {
+      expectRefusal(() => checkAmountCeiling(request, 100), { code: 'operation_not_allowed', message: agpMessages.amountExceeds(100) });
+    }
+    expect(requestedAmount({ items: [{ unit_price: 5 }], order: { total: 40 } })).toEqual({ kind: 'cents', cents: 40, path: '/order/total' });
+    // Words that merely end like one are not amounts.
+    expect(requestedAmount({ coffee: 99_999_999, fees_waived: true, amounts_count: 3 })).toEqual({ kind: 'none' });
+  });
+
+  it('refuses negative and fractional amounts, naming where they are', () => {
+    expectRefusal(() => checkAmountCeiling({ amount_cents: -1 }, 100), {
+      code: 'operation_not_allowed',
+      message: agpMessages.amountNotNumber('/amount_cents'),
+    });
+    expectRefusal(() => checkAmountCeiling({ order: { total: 10.5 } }, 100), {
+      code: 'operation_not_allowed',
+      message: agpMessages.amountNotNumber('/order/total'),
+    });
+    expectRefusal(() => checkAmountCeiling({ amount: '-5' }, 100), { code: 'operation_not_allowed', message: agpMessages.amountNotNumber('/amount') });
+    expect(agpMessages.amountNotNumber('/order/total')).toBe('Execute amount at /order/total must be a non-negative integer number of cents.');
+  });
+
+  it("reads only a business's declared amount pointers when it declares them", () => {
+    const declared = ['/order/sum', '/tip~1extra'];
+    expect(requestedAmount({ order: { sum: 700 }, 'tip/extra': 50, amount: 99_999 }, declared)).toEqual({ kind: 'cents', cents: 700, path: '/order/sum' });
+    expectRefusal(() => checkAmountCeiling({ order: { sum: 101 } }, 100, declared), { code: 'operation_not_allowed', message: agpMessages.amountExceeds(100) });
+    expectRefusal(() => checkAmountCeiling({ order: { sum: { v: 1 } } }, 100, declared), {
+      code: 'operation_not_allowed',
+      message: agpMessages.amountNotNumber('/order/sum'),
+    });
+    expect(requestedAmount({ order: {} }, declared)).toEqual({ kind: 'none' });
   });
 
   it('lets a request without an amount through, as the specification does', () => {

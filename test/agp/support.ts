@@ -1,11 +1,7 @@
-import { Writable } from 'node:stream';
 import type { AgpRuntime } from '../../src/agp/index.js';
-import { parseConfig } from '../../src/config/config-file.js';
-import { loadEnv } from '../../src/config/env.js';
 import type { Idempotency } from '../../src/idempotency/index.js';
-import { startTwokey, type RunningTwokey } from '../../src/runtime/server.js';
-import { openTestDatabase, type Driver } from '../support/database.js';
-import { freePort } from '../support/processes.js';
+import type { Driver } from '../support/database.js';
+import { startTestTwokey, type TestTwokey } from '../support/twokey.js';
 import { JOES_PIZZA_TOKEN } from './fake-business.js';
 
 /**
@@ -59,6 +55,20 @@ businesses:
     credentials:
       headers:
         Authorization: "Bearer \${JOES_PIZZA_TOKEN}"
+  joes-pizza-quick:
+    adapter: http
+    url: ${pizzeriaUrl}
+    timeout: 1s
+    credentials:
+      headers:
+        Authorization: "Bearer \${JOES_PIZZA_TOKEN}"
+  joes-pizza-declared:
+    adapter: http
+    url: ${pizzeriaUrl}
+    amounts: [/order/sum]
+    credentials:
+      headers:
+        Authorization: "Bearer \${JOES_PIZZA_TOKEN}"
   joes-pizza-approved:
     adapter: http
     url: ${pizzeriaUrl}
@@ -79,75 +89,39 @@ export interface AgpTwokeyOptions {
   maxAmountCents?: number;
   clock?: () => Date;
   listen?: boolean;
+  /** Edits the config text before it is parsed (policy rules on the approval operation, say). */
+  editConfig?: (yaml: string) => string;
 }
 
-export interface AgpTwokey extends RunningTwokey {
-  logs: string[];
+export interface AgpTwokey extends TestTwokey {
   agp: AgpRuntime;
   idempotency: Idempotency;
-  createAgent(name: string, options?: { owners?: string[] }): Promise<{ apiKey: string; id: string }>;
-  request(
+  /** AGP's calls are POSTs unless told otherwise, so the suites read `request(url, { body })`. */
+  agpRequest(
     url: string,
     options?: { apiKey?: string; body?: unknown; headers?: Record<string, string>; method?: 'GET' | 'POST' },
   ): Promise<{ status: number; body: any; headers: Record<string, unknown> }>;
 }
 
+/** The shared test harness (secret scan included) with the fake pizzeria's config and AGP settings. */
 export async function startAgpTwokey(options: AgpTwokeyOptions): Promise<AgpTwokey> {
-  const logs: string[] = [];
-  const logStream = new Writable({
-    write(chunk: Buffer, _encoding, done) {
-      logs.push(chunk.toString('utf8'));
-      done();
+  const yaml = agpConfigYaml(options.pizzeriaUrl);
+  const running = await startTestTwokey({
+    driver: options.driver,
+    configYaml: options.editConfig ? options.editConfig(yaml) : yaml,
+    configVars: { JOES_PIZZA_TOKEN },
+    clock: options.clock,
+    listen: options.listen,
+    rateLimit: { max: 10_000, timeWindowMs: 60_000 },
+    env: {
+      AGENR_EXECUTE_POLICY: options.policy ?? 'open',
+      ...(options.maxAmountCents === undefined ? {} : { AGENR_MAX_EXECUTE_AMOUNT: String(options.maxAmountCents) }),
     },
   });
-  const database = await openTestDatabase(options.driver);
-  const port = options.listen ? await freePort() : 8080;
-  const env = loadEnv({
-    LOG_LEVEL: 'trace',
-    HOST: '127.0.0.1',
-    PORT: String(port),
-    AGENR_EXECUTE_POLICY: options.policy ?? 'open',
-    ...(options.maxAmountCents === undefined ? {} : { AGENR_MAX_EXECUTE_AMOUNT: String(options.maxAmountCents) }),
-  });
-  const config = parseConfig(agpConfigYaml(options.pizzeriaUrl), { JOES_PIZZA_TOKEN }, 'agp-test.yaml');
-  const running = await startTwokey({
-    env,
-    database,
-    config,
-    clock: options.clock,
-    logStream,
-    listen: options.listen ?? false,
-    sweepIntervalMs: 60_000,
-    outboxBackoff: { baseMs: 50, maxMs: 500 },
-    rateLimit: { max: 10_000, timeWindowMs: 60_000 },
-  });
-  const agp = running.services.agp;
-  const idem = running.idempotency;
-
   return {
     ...running,
-    logs,
-    agp,
-    idempotency: idem,
-    async close() {
-      await running.close();
-      await database.close();
-    },
-    async createAgent(name, agentOptions = {}) {
-      const { agent, apiKey } = await running.services.agents.create({ name, ...agentOptions });
-      return { apiKey, id: agent.id };
-    },
-    async request(url, requestOptions = {}) {
-      const response = await running.app.inject({
-        method: requestOptions.method ?? 'POST',
-        url,
-        headers: {
-          ...(requestOptions.apiKey ? { authorization: `Bearer ${requestOptions.apiKey}` } : {}),
-          ...requestOptions.headers,
-        },
-        ...(requestOptions.body !== undefined ? { payload: requestOptions.body as object } : {}),
-      });
-      return { status: response.statusCode, body: response.body ? JSON.parse(response.body) : null, headers: response.headers };
-    },
+    agp: running.services.agp,
+    idempotency: running.idempotency,
+    agpRequest: (url, { method = 'POST', ...rest } = {}) => running.request(method, url, rest),
   };
 }

@@ -15,13 +15,18 @@ describe('twokey CLI on the embedded database, beside a running server', { timeo
     dataDir = await mkdtemp(join(tmpdir(), 'twokey-cli-'));
     env = { TWOKEY_DATA_DIR: dataDir, PORT: String(await freePort()), HOST: '127.0.0.1', LOG_LEVEL: 'warn', DATABASE_URL: '', TWOKEY_CONFIG: '' };
   });
-  afterAll(() => rm(dataDir, { recursive: true, force: true }));
+  afterAll(async () => {
+    // The checkpoint key and directory live beside the data directory.
+    for (const path of [dataDir, `${dataDir}.audit-key.pem`, `${dataDir}.audit-checkpoints`]) await rm(path, { recursive: true, force: true });
+  });
 
   it('the quick start: create an agent, propose with HTTP, approve from the CLI, verify the audit log', async () => {
     const server = await startServerProcess(env);
     try {
       // The first minute: with no chat configured, start prints the console and a sign-in link.
-      await vi.waitFor(() => expect(server.output()).toMatch(/Sign in as web:operator[\s\S]*\/console\/login\?token=tk_link_[A-Za-z0-9_-]{43}/), { timeout: 10_000 });
+      await vi.waitFor(() => expect(server.output()).toMatch(/Sign in as web:operator[\s\S]*\/console\/login\?token=tk_link_[A-Za-z0-9_-]{43}/), {
+        timeout: 10_000,
+      });
       const created = await runCli(['agents', 'create', 'argus', '--owner', 'web:owner'], env);
       expect(created.code).toBe(0);
       const lines = created.stdout.trim().split('\n');
@@ -64,7 +69,11 @@ describe('twokey CLI on the embedded database, beside a running server', { timeo
       expect(verified.stdout).toMatch(/audit chain ok: \d+ rows/);
 
       const audit = await runCli(['audit', '--json'], env);
-      const types = audit.stdout.trim().split('\n').map((line) => (JSON.parse(line) as { type: string }).type).filter((type) => !type.startsWith('console.'));
+      const types = audit.stdout
+        .trim()
+        .split('\n')
+        .map((line) => (JSON.parse(line) as { type: string }).type)
+        .filter((type) => !type.startsWith('console.'));
       expect(types).toEqual(['agent.created', 'proposal.created', 'approval.recorded', 'proposal.approved', 'proposal.committed']);
       expect(server.output()).not.toContain(apiKey);
       expect(server.output()).not.toContain(proposed.confirmToken);

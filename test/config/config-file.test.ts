@@ -143,7 +143,7 @@ opertions: []
 
   it('rejects an unknown executor type by naming the allowed ones', () => {
     expect(configIssues(`operations:${OPERATION.replace('type: echo', 'type: shell')}`)).toEqual([
-      'operations[0].executor.type: expected one of: echo, agp, http',
+      'operations[0].executor.type: expected one of: echo, agp, http, mcp',
     ]);
   });
 
@@ -153,9 +153,7 @@ opertions: []
 
   it('bounds the quorum by the number of individual approvers, not by groups', () => {
     const individuals = OPERATION.replace('[slack:U0ALICE, "discord:role:123456789012345678"]', '[slack:U0ALICE, web:bob]\n      quorum: 3');
-    expect(configIssues(`operations:${individuals}`)).toEqual([
-      'operations[0].approval.quorum: cannot exceed the number of individual approvers (2)',
-    ]);
+    expect(configIssues(`operations:${individuals}`)).toEqual(['operations[0].approval.quorum: cannot exceed the number of individual approvers (2)']);
     const withGroup = OPERATION.replace('approvers: [', 'quorum: 3\n      approvers: [slack:group:S0ADMINS, ');
     expect(operation(`operations:${withGroup}`).approval.quorum).toBe(3);
   });
@@ -167,7 +165,14 @@ opertions: []
   });
 
   it('accepts every approver identity form', () => {
-    const approvers = ['slack:U0ALICE', 'slack:W012ABC', 'slack:group:S0ADMINS', 'discord:user:12345678901234567', 'discord:role:12345678901234567890', 'web:operator'];
+    const approvers = [
+      'slack:U0ALICE',
+      'slack:W012ABC',
+      'slack:group:S0ADMINS',
+      'discord:user:12345678901234567',
+      'discord:role:12345678901234567890',
+      'web:operator',
+    ];
     const op = operation(`operations:${OPERATION.replace('[slack:U0ALICE, "discord:role:123456789012345678"]', JSON.stringify(approvers))}`);
     expect(op.approval.approvers).toEqual(approvers);
   });
@@ -262,9 +267,7 @@ opertions: []
     });
 
     it('fails at load when the cost template uses an unknown filter', () => {
-      expect(configIssues(`operations:${OPERATION.replace('| usd', '| eur')}`)).toEqual([
-        'operations[0].cost: undefined filter: eur, line:1, col:1',
-      ]);
+      expect(configIssues(`operations:${OPERATION.replace('| usd', '| eur')}`)).toEqual(['operations[0].cost: undefined filter: eur, line:1, col:1']);
     });
 
     it('refuses include', () => {
@@ -281,7 +284,7 @@ opertions: []
 
   it('passes businesses through untouched', () => {
     const config = parseConfig('businesses:\n  echo: { adapter: echo, nested: [1, 2] }\n', {}, 'test.yaml');
-    expect(config).toEqual({ source: 'test.yaml', operations: [], businesses: { echo: { adapter: 'echo', nested: [1, 2] } } });
+    expect(config).toEqual({ source: 'test.yaml', operations: [], businesses: { echo: { adapter: 'echo', nested: [1, 2] } }, upstreams: [] });
   });
 });
 
@@ -289,12 +292,14 @@ describe('the shipped example', () => {
   const example: TwokeyConfig = loadConfigFile(EXAMPLE_CONFIG_PATH, {});
   const params: Record<string, Record<string, unknown>> = {
     upgrade_plan: { org: 'acme', plan: 'enterprise', amount_cents: 129_900 },
+    refund: { order: 'ord_1042', amount_cents: 1250 },
+    approve_tool_call: { tool: 'wipe_cache', input: { region: 'eu' }, callId: 'call_1' },
     remove_member: { org: 'acme', member: 'mallory@acme.test' },
     send_mailing: { list: 'customers', subject: 'Spring sale', recipients: 12_000 },
     delete_workspace: { workspace: 'acme-prod' },
   };
 
-  it('declares the four documented operations', () => {
+  it('declares the documented operations', () => {
     expect(example.operations.map((op) => op.name)).toEqual(Object.keys(params));
     expect(example.operations.find((op) => op.name === 'delete_workspace')?.approval.quorum).toBe(2);
     for (const op of example.operations) {

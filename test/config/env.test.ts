@@ -18,11 +18,16 @@ describe('loadEnv', () => {
       PORT: 8080,
       HOST: '127.0.0.1',
       TWOKEY_DATA_DIR: './data',
+      TWOKEY_MCP_WAIT: 50,
       SLACK_API_URL: 'https://slack.com/api/',
       DISCORD_GATEWAY: false,
       DISCORD_API_URL: 'https://discord.com/api',
       AGENR_EXECUTE_POLICY: 'open',
       AGENR_MAX_EXECUTE_AMOUNT: 100,
+      TWOKEY_MAX_LONG_POLLS_PER_AGENT: 20,
+      TWOKEY_MAX_PENDING_PER_AGENT: 100,
+      TWOKEY_MAX_FAILED_AUTH_PER_MINUTE: 20,
+      TWOKEY_IDEMPOTENCY_MAX_RESPONSE_BYTES: 65_536,
       LOG_LEVEL: 'info',
     });
   });
@@ -53,6 +58,13 @@ describe('loadEnv', () => {
     expect(env.DATABASE_URL).toBeUndefined();
     expect(env.SLACK_BOT_TOKEN).toBeUndefined();
     expect(env.LOG_LEVEL).toBe('info');
+  });
+
+  it('takes TWOKEY_MCP_WAIT in whole seconds from 0 to 300', () => {
+    expect(loadEnv({ TWOKEY_MCP_WAIT: '0' }).TWOKEY_MCP_WAIT).toBe(0);
+    expect(loadEnv({ TWOKEY_MCP_WAIT: '300' }).TWOKEY_MCP_WAIT).toBe(300);
+    expect(() => loadEnv({ TWOKEY_MCP_WAIT: '301' })).toThrow(/TWOKEY_MCP_WAIT: expected whole seconds between 0 and 300/);
+    expect(() => loadEnv({ TWOKEY_MCP_WAIT: '1.5' })).toThrow(/TWOKEY_MCP_WAIT/);
   });
 
   it('names the variable in the message', () => {
@@ -119,12 +131,20 @@ describe('loadEnv', () => {
   it('checks the Discord public key is 64 hex characters', () => {
     const key = 'a'.repeat(64);
     expect(loadEnv({ DISCORD_PUBLIC_KEY: key, DISCORD_BOT_TOKEN: 'bot' }).DISCORD_PUBLIC_KEY).toBe(key);
-    expect(envError({ DISCORD_PUBLIC_KEY: 'a'.repeat(63), DISCORD_BOT_TOKEN: 'bot' }).issues).toEqual(['DISCORD_PUBLIC_KEY: expected 64 hexadecimal characters']);
+    expect(envError({ DISCORD_PUBLIC_KEY: 'a'.repeat(63), DISCORD_BOT_TOKEN: 'bot' }).issues).toEqual([
+      'DISCORD_PUBLIC_KEY: expected 64 hexadecimal characters',
+    ]);
   });
 });
 
 describe('loadEnv: Discord settings go together', () => {
   it('refuses DISCORD_PUBLIC_KEY without DISCORD_BOT_TOKEN, naming the missing variable', () => {
     expect(() => loadEnv({ DISCORD_PUBLIC_KEY: 'a'.repeat(64) })).toThrow(/DISCORD_BOT_TOKEN: required when DISCORD_PUBLIC_KEY is set/);
+  });
+
+  it('refuses resource limits that are not positive integers in range, naming the variable', () => {
+    expect(() => loadEnv({ TWOKEY_MAX_PENDING_PER_AGENT: '0' })).toThrow(/TWOKEY_MAX_PENDING_PER_AGENT: expected an integer between 1 and 1000000/);
+    expect(() => loadEnv({ TWOKEY_IDEMPOTENCY_MAX_RESPONSE_BYTES: '10' })).toThrow(/TWOKEY_IDEMPOTENCY_MAX_RESPONSE_BYTES/);
+    expect(loadEnv({ TWOKEY_MAX_LONG_POLLS_PER_AGENT: '5' }).TWOKEY_MAX_LONG_POLLS_PER_AGENT).toBe(5);
   });
 });

@@ -1,24 +1,11 @@
-import { existsSync } from 'node:fs';
 import { mkdir } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LINK_TTL_MS, signInUrl } from '../../src/console/index.js';
+import { findChromium } from '../support/chromium.js';
 import { csrfOf, startConsoleTwokey, type ConsoleTwokey } from './support.js';
 
-/** Debian's Chromium (apt-get install chromium); Playwright never downloads a browser of its own here. */
-const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
-// Without the background-networking flags Chromium keeps dialling Google, which this machine refuses.
-const CHROMIUM_ARGS = [
-  '--headless',
-  '--no-sandbox',
-  '--disable-gpu',
-  '--disable-quic',
-  '--no-first-run',
-  '--disable-background-networking',
-  '--disable-component-update',
-  '--disable-sync',
-];
 const RESULTS = fileURLToPath(new URL('../../test-results/', import.meta.url));
 
 describe('web console in a real browser', () => {
@@ -31,18 +18,17 @@ describe('web console in a real browser', () => {
   let skewMs = 0;
 
   beforeAll(async () => {
-    if (!existsSync(CHROMIUM)) {
-      throw new Error(`Chromium not found at ${CHROMIUM}: run "apt-get install -y chromium" (or set CHROMIUM_PATH)`);
-    }
     await mkdir(RESULTS, { recursive: true });
+    const found = await findChromium();
     [browser, twokey] = await Promise.all([
-      chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS, headless: true }),
+      chromium.launch({ executablePath: found.executablePath, args: found.args, headless: true }),
       startConsoleTwokey({ driver: 'pglite', listen: true, clock: () => new Date(Date.now() + skewMs) }),
     ]);
     ({ apiKey } = await twokey.createAgent('argus', { owners: ['web:alice'] }));
     operator = await browser.newContext({ viewport: { width: 1280, height: 900 } });
     page = await operator.newPage();
-  });
+    // The first run unpacks @sparticuz/chromium's 190 MB browser into the temp directory.
+  }, 300_000);
   afterAll(async () => {
     await browser?.close();
     await twokey?.close();
@@ -152,7 +138,10 @@ describe('web console in a real browser', () => {
     await page.goto(`${twokey.baseUrl}/console`);
     const card = page.locator(`#card-${proposal.id}`);
     await card.locator('form[action$="/approve"] input[name="_csrf"]').evaluate((input) => input.remove());
-    const [response] = await Promise.all([page.waitForResponse(`**/console/proposals/${proposal.id}/approve`), card.getByRole('button', { name: 'Approve' }).click()]);
+    const [response] = await Promise.all([
+      page.waitForResponse(`**/console/proposals/${proposal.id}/approve`),
+      card.getByRole('button', { name: 'Approve' }).click(),
+    ]);
     expect(response.status()).toBe(403);
     await page.getByText('This form could not be verified').waitFor();
     expect(await twokey.services.proposals.get(proposal.id)).toMatchObject({ status: 'pending' });

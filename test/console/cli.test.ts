@@ -12,7 +12,15 @@ describe('twokey approvers link / revoke-sessions (CLI, embedded database)', () 
 
   beforeAll(async () => {
     dataDir = await mkdtemp(join(tmpdir(), 'twokey-console-cli-'));
-    env = { TWOKEY_DATA_DIR: dataDir, PORT: String(await freePort()), HOST: '127.0.0.1', LOG_LEVEL: 'warn', DATABASE_URL: '', TWOKEY_CONFIG: '', TWOKEY_PUBLIC_URL: '' };
+    env = {
+      TWOKEY_DATA_DIR: dataDir,
+      PORT: String(await freePort()),
+      HOST: '127.0.0.1',
+      LOG_LEVEL: 'warn',
+      DATABASE_URL: '',
+      TWOKEY_CONFIG: '',
+      TWOKEY_PUBLIC_URL: '',
+    };
   });
   afterAll(() => rm(dataDir, { recursive: true, force: true }));
 

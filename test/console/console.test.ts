@@ -261,7 +261,11 @@ describe.each(drivers)('web console over HTTP (%s)', (driver) => {
     it('rejects with a reason the agent sees; a second decision says it is no longer pending', async () => {
       const { cookie, csrf } = await twokey.signIn('operator');
       const proposal = await twokey.propose(apiKey, 'upgrade_plan', { org: 'acme', plan: 'scale' });
-      const rejected = await twokey.form(`/console/proposals/${proposal.id}/reject`, { _csrf: csrf, reason: 'not this quarter', return: `/console/proposals/${proposal.id}` }, { cookie });
+      const rejected = await twokey.form(
+        `/console/proposals/${proposal.id}/reject`,
+        { _csrf: csrf, reason: 'not this quarter', return: `/console/proposals/${proposal.id}` },
+        { cookie },
+      );
       expect(rejected.status).toBe(303);
       const view = await twokey.request('GET', `/v1/proposals/${proposal.id}`, { apiKey });
       expect(view.body).toMatchObject({ status: 'rejected', decision: { by: 'web:operator', reason: 'not this quarter' } });
@@ -313,6 +317,23 @@ describe.each(drivers)('web console over HTTP (%s)', (driver) => {
       expect(pages[0]?.body).toContain('&lt;script&gt;alert(1)&lt;/script&gt;');
       expect(pages[0]?.body).toContain('&quot;&gt;&lt;img src=x onerror=alert(2)&gt;');
       expect(pages[2]?.body).toContain('&lt;svg onload=alert(3)&gt;');
+    });
+
+    it('shows a param as one value: no forged lines, bidi or zero-width characters, a warning on mixed scripts', async () => {
+      const { cookie } = await twokey.signIn('operator');
+      const forged = 'invoice 42\n\nCost: $1.00 (one dollar)\nApproved by security team ✅ \u202Eexe\u200B \u0410cme';
+      const proposal = await twokey.propose(apiKey, 'upgrade_plan', { org: forged, plan: 'pro' });
+      const shown = 'invoice 42⏎⏎Cost: $1.00 (one dollar)⏎Approved by security team ✅ [U+202E]exe[U+200B] \u0410cme [⚠ mixed scripts: Cyrillic + Latin]';
+      for (const url of [`/console/proposals/${proposal.id}`, '/console', '/console/fragments/pending']) {
+        const page = await twokey.page(url, cookie);
+        const summaries = [...page.body.matchAll(/class="summary"[^>]*>(?:<a [^>]*>)?([^<]*)/g)].map((match) => match[1] ?? '');
+        const ours = summaries.filter((text) => text.includes('invoice 42'));
+        expect(ours.length).toBeGreaterThan(0);
+        for (const text of ours) {
+          expect(text).toContain(shown);
+          expect(text).not.toMatch(/[\n\r\u202E\u200B]/);
+        }
+      }
     });
 
     it('escapes the history filters it echoes back', async () => {

@@ -1,7 +1,7 @@
 import type { WebConsole } from '../../src/console/index.js';
 import type { Database } from '../../src/db/database.js';
 import type { Driver } from '../support/database.js';
-import { startTestTwokey, type TestTwokey } from '../support/twokey.js';
+import { startTestTwokey, type TestTwokey, type TestTwokeyOptions } from '../support/twokey.js';
 
 export const consoleConfigYaml = `
 operations:
@@ -62,7 +62,11 @@ export interface ConsoleTwokey extends TestTwokey {
   /** GET a console page as a signed-in person (or nobody). */
   page(url: string, cookie?: string): Promise<{ status: number; body: string; headers: Record<string, unknown> }>;
   /** POST a console form. */
-  form(url: string, fields: Record<string, string>, options?: { cookie?: string; headers?: Record<string, string> }): Promise<{ status: number; body: string; headers: Record<string, unknown> }>;
+  form(
+    url: string,
+    fields: Record<string, string>,
+    options?: { cookie?: string; headers?: Record<string, string> },
+  ): Promise<{ status: number; body: string; headers: Record<string, unknown> }>;
   propose(apiKey: string, operation: string, params: Record<string, unknown>): Promise<{ id: string; summary: string }>;
 }
 
@@ -79,8 +83,17 @@ export async function startConsoleTwokey(options: {
   listen?: boolean;
   /** An already open database (the caller closes it). */
   database?: Database;
+  configYaml?: string;
+  executorFor?: TestTwokeyOptions['executorFor'];
 }): Promise<ConsoleTwokey> {
-  const twokey = await startTestTwokey({ driver: options.driver, configYaml: consoleConfigYaml, clock: options.clock, env: options.env, database: options.database });
+  const twokey = await startTestTwokey({
+    driver: options.driver,
+    configYaml: options.configYaml ?? consoleConfigYaml,
+    clock: options.clock,
+    env: options.env,
+    database: options.database,
+    executorFor: options.executorFor,
+  });
   const web = twokey.webConsole;
   const baseUrl = options.listen ? await twokey.app.listen({ host: '127.0.0.1', port: 0 }) : 'http://localhost:80';
 

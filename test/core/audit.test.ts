@@ -12,7 +12,8 @@ describe.each(drivers)('audit chain verdicts (%s)', (driver) => {
     twokey = await startTestTwokey({ driver, clock });
     const { apiKey } = await twokey.createAgent('audited');
     await twokey.request('POST', '/v1/proposals', { apiKey, body: { operation: 'delete_workspace', params: { workspace: 'w' } } });
-  });
+    await twokey.audit.flush();
+  }, 180_000);
   afterAll(() => twokey.close());
 
   it('pages get a verdict at most 30 s old; the full verify always sees tampering at once', async () => {

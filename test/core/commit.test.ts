@@ -33,10 +33,10 @@ describe.each(drivers)('commit checks (%s)', (driver) => {
   const params = { org: 'acme', plan: 'scale' };
 
   async function propose(agent = argus, proposalParams: Record<string, unknown> = params) {
-    const { proposal, confirmToken } = await twokey.services.proposals.propose(
-      await twokey.services.agents.authenticate(agent.apiKey),
-      { operation: 'upgrade_plan', params: proposalParams },
-    );
+    const { proposal, confirmToken } = await twokey.services.proposals.propose(await twokey.services.agents.authenticate(agent.apiKey), {
+      operation: 'upgrade_plan',
+      params: proposalParams,
+    });
     return { id: proposal.id, token: confirmToken };
   }
   const approve = (id: string, identity = 'web:alice') => twokey.services.proposals.approve(id, { identity, via: 'test' });
@@ -49,7 +49,7 @@ describe.each(drivers)('commit checks (%s)', (driver) => {
     await expect(commit(id, 'tk_conf_' + 'A'.repeat(43))).rejects.toMatchObject({ code: 'invalid_token' });
   });
 
-  it('refuses another proposal\'s token, with invalid_token', async () => {
+  it("refuses another proposal's token, with invalid_token", async () => {
     const first = await propose();
     const second = await propose();
     await approve(first.id);

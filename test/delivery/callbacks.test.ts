@@ -18,7 +18,11 @@ async function startReceiver() {
         refused += 1;
         return void res.writeHead(503, { 'retry-after': '0' }).end();
       }
-      received.push({ body: Buffer.concat(chunks).toString('utf8'), signature: req.headers['x-twokey-signature'] as string, delivery: req.headers['x-twokey-delivery'] as string });
+      received.push({
+        body: Buffer.concat(chunks).toString('utf8'),
+        signature: req.headers['x-twokey-signature'] as string,
+        delivery: req.headers['x-twokey-delivery'] as string,
+      });
       res.writeHead(204).end();
     });
   });
@@ -26,7 +30,13 @@ async function startReceiver() {
   await once(server, 'listening');
   const address = server.address();
   if (!address || typeof address === 'string') throw new Error('no address');
-  return { url: `http://127.0.0.1:${address.port}/hook`, received, setUp: (value: boolean) => (up = value), refused: () => refused, close: () => server.close() };
+  return {
+    url: `http://127.0.0.1:${address.port}/hook`,
+    received,
+    setUp: (value: boolean) => (up = value),
+    refused: () => refused,
+    close: () => server.close(),
+  };
 }
 
 describe.each(drivers)('decision callbacks (%s)', (driver) => {
@@ -65,7 +75,11 @@ describe.each(drivers)('decision callbacks (%s)', (driver) => {
 
     await vi.waitFor(() => expect(receiver.received).toHaveLength(3), { timeout: 15_000 });
     const byId = new Map(receiver.received.map((r) => [(JSON.parse(r.body) as { proposal: { id: string } }).proposal.id, r]));
-    for (const [id, status] of [[committedId, 'committed'], [rejectedId, 'rejected'], [cancelledId, 'cancelled']] as const) {
+    for (const [id, status] of [
+      [committedId, 'committed'],
+      [rejectedId, 'rejected'],
+      [cancelledId, 'cancelled'],
+    ] as const) {
       const delivery = byId.get(id);
       expect(delivery, `callback for ${status}`).toBeDefined();
       expect(verifyTwokeySignature(callbackSecret, delivery?.signature, delivery?.body ?? '')).toBe(true);
@@ -84,10 +98,13 @@ describe.each(drivers)('decision callbacks (%s)', (driver) => {
       body: { operation: 'delete_workspace', params: { workspace: 'z' }, callbackUrl: receiver.url },
     });
     await twokey.request('POST', `/v1/proposals/${proposed.body.id}/cancel`, { apiKey });
-    await vi.waitFor(async () => {
-      const dead = await twokey.services.jobs.list({ status: 'dead' });
-      expect(dead.some((job) => job.payload.proposalId === proposed.body.id)).toBe(true);
-    }, { timeout: 30_000 });
+    await vi.waitFor(
+      async () => {
+        const dead = await twokey.services.jobs.list({ status: 'dead' });
+        expect(dead.some((job) => job.payload.proposalId === proposed.body.id)).toBe(true);
+      },
+      { timeout: 30_000 },
+    );
     const [dead] = (await twokey.services.jobs.list({ status: 'dead' })).filter((job) => job.payload.proposalId === proposed.body.id);
     expect(dead?.attempts).toBe(dead?.maxAttempts);
     expect(dead?.lastError).toContain('503');

@@ -6,7 +6,7 @@ import type { Database } from '../../src/db/database.js';
 import { createJobStore } from '../../src/db/jobs-store.js';
 import { jobs } from '../../src/db/schema.js';
 import { createStore } from '../../src/db/store.js';
-import { drivers, openTestDatabase } from '../support/database.js';
+import { describeOnPostgres, drivers, openTestDatabase } from '../support/database.js';
 
 const sync = (key: string): OutboxJobSpec => ({ kind: 'chat.sync', payload: { proposalId: key }, orderingKey: `chat:slack:${key}`, coalesce: true });
 
@@ -22,7 +22,12 @@ describe.each(drivers)('coalescing outbox jobs (%s)', (driver) => {
   afterAll(() => database.close());
 
   const enqueue = (specs: OutboxJobSpec[]) => createStore(database.db).transaction((tx) => tx.enqueue(specs, new Date()));
-  const jobsOf = (key: string) => database.db.select().from(jobs).where(eq(jobs.orderingKey, `chat:slack:${key}`)).orderBy(jobs.id);
+  const jobsOf = (key: string) =>
+    database.db
+      .select()
+      .from(jobs)
+      .where(eq(jobs.orderingKey, `chat:slack:${key}`))
+      .orderBy(jobs.id);
 
   it('queues one job while an identical one waits, and a new one once it has started', async () => {
     await enqueue([sync('p1')]);
@@ -44,7 +49,7 @@ describe.each(drivers)('coalescing outbox jobs (%s)', (driver) => {
   });
 });
 
-describe.each(drivers.filter((driver) => driver === 'postgres'))('coalescing against a claim in flight (%s)', (driver) => {
+describeOnPostgres('coalescing against a claim in flight', (driver) => {
   let database: Database & { url?: string };
   beforeAll(async () => {
     database = await openTestDatabase(driver);

@@ -76,20 +76,28 @@ describe.each(drivers)('kill -9 while the executor holds the request (%s)', (dri
       let status = '';
       await vi.waitFor(
         async () => {
-          const view = (await fetch(`${second.url}/v1/proposals/${proposed.id}`, { headers: { authorization: `Bearer ${apiKey}` } }).then((r) => r.json())) as { status: string };
+          const view = (await fetch(`${second.url}/v1/proposals/${proposed.id}`, { headers: { authorization: `Bearer ${apiKey}` } }).then((r) => r.json())) as {
+            status: string;
+          };
           status = view.status;
           expect(status).toBe('committed');
         },
         { timeout: 30_000, interval: 100 },
       );
-      console.log(`recovery after kill -9 (${driver}): committed ${((performance.now() - killedAt) / 1000).toFixed(1)} s after the kill (lease = timeout 2 s + 5 s)`);
+      console.log(
+        `recovery after kill -9 (${driver}): committed ${((performance.now() - killedAt) / 1000).toFixed(1)} s after the kill (lease = timeout 2 s + 5 s)`,
+      );
       const attempts = downstream.requests.filter((r) => r.body.proposalId === proposed.id);
       expect(attempts.length).toBeGreaterThanOrEqual(2);
       expect(new Set(attempts.map((r) => r.idempotencyKey))).toEqual(new Set([proposed.id]));
       expect(downstream.effects.get(proposed.id)?.count).toBe(1);
       const audit = await runCli(['audit', '--json'], env);
-      const types = audit.stdout.trim().split('\n').map((line) => (JSON.parse(line) as { type: string; proposalId: string | null }))
-        .filter((event) => event.proposalId === proposed.id).map((event) => event.type);
+      const types = audit.stdout
+        .trim()
+        .split('\n')
+        .map((line) => JSON.parse(line) as { type: string; proposalId: string | null })
+        .filter((event) => event.proposalId === proposed.id)
+        .map((event) => event.type);
       expect(types).toEqual(['proposal.created', 'approval.recorded', 'proposal.approved', 'execution.started', 'execution.resumed', 'proposal.committed']);
     } finally {
       await second.stop();

@@ -106,6 +106,10 @@ export async function startFakeDiscord(options: FakeDiscordOptions): Promise<Fak
       }
       let match = /^\/channels\/(\d+)\/messages$/.exec(path);
       if (method === 'POST' && match?.[1]) {
+        // Like Discord: with enforce_nonce, a post repeating a recent nonce in the channel gets the first message back.
+        const channelId = match[1];
+        const repeated = body?.enforce_nonce ? [...messages.values()].find((m) => m.channelId === channelId && m.body.nonce === body.nonce) : undefined;
+        if (repeated) return send(response, 200, { id: repeated.id, channel_id: repeated.channelId, ...repeated.body });
         const id = snowflake();
         messages.set(id, { id, channelId: match[1], body, edits: 0 });
         return send(response, 200, { id, channel_id: match[1], ...body });
@@ -161,7 +165,7 @@ export async function startFakeDiscord(options: FakeDiscordOptions): Promise<Fak
         });
       }
     });
-    socket.send(JSON.stringify({ op: 10, d: { heartbeat_interval: options.heartbeatIntervalMs ?? 300 }, s: null, t: null }));
+    socket.send(JSON.stringify({ op: 10, d: { heartbeat_interval: options.heartbeatIntervalMs ?? 1_000 }, s: null, t: null }));
   });
 
   server.listen(0, '127.0.0.1');

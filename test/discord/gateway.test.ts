@@ -1,11 +1,8 @@
-import { Writable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { parseConfig } from '../../src/config/config-file.js';
-import { loadEnv } from '../../src/config/env.js';
 import { openDatabase } from '../../src/db/database.js';
 import { createDiscordIntegration, type DiscordIntegration } from '../../src/discord/index.js';
-import { startTwokey, type RunningTwokey } from '../../src/runtime/server.js';
-import { drivers, openTestDatabase } from '../support/database.js';
+import { describeOnPostgres, openTestDatabase } from '../support/database.js';
+import { startTestTwokey, type TestTwokey } from '../support/twokey.js';
 import { startFakeDiscord, type FakeDiscord, type GatewayConnection } from './fake-discord.js';
 import {
   ALICE,
@@ -37,7 +34,9 @@ describe('Discord gateway mode (pglite)', () => {
     await eventually(() => expect(openConnections(t.fake)).toHaveLength(1), { timeout: 10_000 });
     const [connection] = openConnections(t.fake);
     expect(connection?.identify).toMatchObject({ token: BOT_TOKEN, intents: 0 });
-    await eventually(() => expect(connection?.heartbeats).toBeGreaterThanOrEqual(2), { timeout: 5_000 });
+    // discord.js drops a connection whose last heartbeat went unacknowledged by the next one: a 1 s
+    // interval leaves room for a starved event loop, where a shorter one made it reconnect mid-test.
+    await eventually(() => expect(connection?.heartbeats).toBeGreaterThanOrEqual(2), { timeout: 20_000 });
     await eventually(() => expect(t.discord.gateway?.isConnected()).toBe(true));
     // No HTTP endpoint without DISCORD_PUBLIC_KEY.
     expect((await t.twokey.app.inject({ method: 'POST', url: '/discord/interactions', payload: '{}' })).statusCode).toBe(404);
@@ -46,7 +45,8 @@ describe('Discord gateway mode (pglite)', () => {
     await eventually(() => expect(t.fake.callsTo('POST', /^\/channels\/\d+\/messages$/)).toHaveLength(1));
 
     const stranger = buttonPress(`twokey:approve:${id}`, { userId: MALLORY });
-    connection?.dispatch('INTERACTION_CREATE', stranger);
+    const current = () => openConnections(t.fake)[0];
+    current()?.dispatch('INTERACTION_CREATE', stranger);
     await eventually(() => expect(callbacksOf(t.fake, stranger.id)).toHaveLength(1));
     expect(callbacksOf(t.fake, stranger.id)[0]).toMatchObject({
       path: `/interactions/${stranger.id}/${stranger.token}/callback`,
@@ -55,7 +55,7 @@ describe('Discord gateway mode (pglite)', () => {
     });
 
     const press = buttonPress(`twokey:approve:${id}`, { userId: ALICE });
-    connection?.dispatch('INTERACTION_CREATE', press);
+    current()?.dispatch('INTERACTION_CREATE', press);
     await eventually(() => expect(callbacksOf(t.fake, press.id)).toHaveLength(1));
     expect(callbacksOf(t.fake, press.id)[0]?.body).toEqual({ type: 6 });
     await eventually(async () => expect((await t.twokey.services.proposals.get(id)).status).toBe('committed'));
@@ -69,11 +69,11 @@ describe('Discord gateway mode (pglite)', () => {
 });
 
 // PostgreSQL only: the embedded database is one process, so there is no second replica to elect.
-describe.each(drivers.filter((driver) => driver === 'postgres'))('Discord gateway leader election (%s)', () => {
+describeOnPostgres('Discord gateway leader election', () => {
   let fake: FakeDiscord;
   let database: Awaited<ReturnType<typeof openTestDatabase>>;
   interface Replica {
-    running: RunningTwokey;
+    running: TestTwokey;
     discord: DiscordIntegration;
     logs: string[];
     closed: boolean;
@@ -83,33 +83,27 @@ describe.each(drivers.filter((driver) => driver === 'postgres'))('Discord gatewa
   const leaders = () => replicas.filter((r) => !r.closed && r.discord.gateway?.isConnected());
 
   async function startReplica(): Promise<Replica> {
-    const logs: string[] = [];
-    const logStream = new Writable({
-      write(chunk: Buffer, _encoding, done) {
-        logs.push(chunk.toString('utf8'));
-        done();
-      },
-    });
     if (!database.url) throw new Error('no database url');
     // Each replica has its own pool on the shared database, like separate processes.
     const own = await openDatabase({ databaseUrl: database.url, dataDir: '', poolSize: 4 });
-    const env = loadEnv({
-      LOG_LEVEL: 'debug',
-      DISCORD_BOT_TOKEN: BOT_TOKEN,
-      DISCORD_APPLICATION_ID: APPLICATION_ID,
-      DISCORD_GATEWAY: 'true',
-      DISCORD_API_URL: fake.apiUrl,
-    });
     let discord: DiscordIntegration | undefined;
-    const running = await startTwokey({
-      env,
+    const running = await startTestTwokey({
+      driver: 'postgres',
       database: own,
-      config: parseConfig(discordConfigYaml, {}, 'test.yaml'),
-      listen: false,
-      logStream,
-      sweepIntervalMs: 60_000,
-      integrations: (services) => {
-        discord = createDiscordIntegration({ env, services, databaseUrl: database.url, tuning: { gatewayRetryMs: 200 } });
+      configYaml: discordConfigYaml,
+      env: {
+        DISCORD_BOT_TOKEN: BOT_TOKEN,
+        DISCORD_APPLICATION_ID: APPLICATION_ID,
+        DISCORD_GATEWAY: 'true',
+        DISCORD_API_URL: fake.apiUrl,
+      },
+      integrations: (services, env, wiring) => {
+        discord = createDiscordIntegration({
+          env,
+          services,
+          databaseUrl: wiring.databaseUrl,
+          tuning: { gatewayRetryMs: 200, workConcurrency: wiring.concurrency.discordDecisions },
+        });
         return [discord];
       },
     });
@@ -117,7 +111,7 @@ describe.each(drivers.filter((driver) => driver === 'postgres'))('Discord gatewa
     const replica: Replica = {
       running,
       discord,
-      logs,
+      logs: running.logs,
       closed: false,
       async close() {
         if (replica.closed) return;
@@ -160,9 +154,8 @@ describe.each(drivers.filter((driver) => driver === 'postgres'))('Discord gatewa
     await eventually(() => expect(openConnections(fake)).toHaveLength(1));
     expect(fake.gateways.filter((g) => g.identify)).toHaveLength(2);
 
-    const [connection] = openConnections(fake);
     const press = buttonPress(`twokey:approve:${proposal.id}`, { userId: ALICE });
-    connection?.dispatch('INTERACTION_CREATE', press);
+    openConnections(fake)[0]?.dispatch('INTERACTION_CREATE', press);
     await eventually(async () => expect((await standby.running.services.proposals.get(proposal.id)).status).toBe('committed'));
     expect(callbacksOf(fake, press.id)[0]?.body).toEqual({ type: 6 });
   });

@@ -136,6 +136,22 @@ export function modalSubmit(customId: string, clicker: Clicker, reason: string, 
   };
 }
 
+/**
+ * The "Approve for…" form as Discord sends it back: Label components around the duration and bounds
+ * select menus and the uses text input. `duration` and `bounds` go in as given, so a test can send
+ * what no Discord client would.
+ */
+export function grantFormSubmit(customId: string, clicker: Clicker, form: { duration?: unknown; uses?: string; bounds?: unknown }) {
+  const labelled = (id: number, component: Record<string, unknown>) => ({ type: 18, id, component });
+  const components = [
+    ...(form.duration === undefined ? [] : [labelled(1, { type: 3, id: 2, custom_id: 'duration', values: form.duration })]),
+    labelled(3, { type: 4, id: 4, custom_id: 'uses', value: form.uses ?? '' }),
+    ...(form.bounds === undefined ? [] : [labelled(5, { type: 3, id: 6, custom_id: 'bounds', values: form.bounds })]),
+  ];
+  const submit = modalSubmit(customId, clicker, '');
+  return { ...submit, data: { custom_id: customId, components } };
+}
+
 export interface DiscordTwokey {
   twokey: TestTwokey;
   fake: FakeDiscord;
@@ -157,14 +173,19 @@ export async function startDiscordTwokey(options: {
   /** false: no DISCORD_PUBLIC_KEY, so no HTTP endpoint (gateway-only installs). */
   http?: boolean;
   tuning?: Partial<DiscordTuning>;
+  /** Defaults to `discordConfigYaml`. */
+  configYaml?: string;
+  outboxPollMs?: number;
 }): Promise<DiscordTwokey> {
   const fake = await startFakeDiscord({ applicationId: APPLICATION_ID });
   const signer = makeSigner();
   let discord: DiscordIntegration | undefined;
   const twokey = await startTestTwokey({
     driver: options.driver,
-    configYaml: discordConfigYaml,
+    chatPayloads: () => fake.calls.map((call) => call.body),
+    configYaml: options.configYaml ?? discordConfigYaml,
     clock: options.clock,
+    outboxPollMs: options.outboxPollMs,
     executorFor: options.executorFor,
     env: {
       DISCORD_BOT_TOKEN: BOT_TOKEN,
@@ -173,10 +194,11 @@ export async function startDiscordTwokey(options: {
       DISCORD_API_URL: fake.apiUrl,
       ...options.env,
     },
-    integrations: (services, env) => {
+    integrations: (services, env, wiring) => {
       // A generous answer budget and no burst gap: these tests click in quick succession, read
       // refusals from the response itself even on a busy CI machine, and need no lull before decisions.
-      discord = createDiscordIntegration({ env, services, tuning: { ackBudgetMs: 2_000, burstGapMs: 0, ...options.tuning } });
+      const tuning = { workConcurrency: wiring.concurrency.discordDecisions, ackBudgetMs: 2_000, burstGapMs: 0, ...options.tuning };
+      discord = createDiscordIntegration({ env, services, databaseUrl: wiring.databaseUrl, tuning });
       return [discord];
     },
   });

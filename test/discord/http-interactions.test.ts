@@ -176,7 +176,10 @@ describe.each(drivers)('Discord over HTTP interactions (%s)', (driver) => {
     expect(statusOf(t, id)).toMatch(/Pending.*1 of 2/);
     expect(customIds(messageOf(t, id))).toEqual([`twokey:approve:${id}`, `twokey:reject:${id}`]);
     // Alice again: privately told her approval already counts.
-    expect((await press('approve', id, { userId: ALICE })).body).toMatchObject({ type: 4, data: { flags: 64, content: expect.stringMatching(/already counted \(1 of 2\)/) } });
+    expect((await press('approve', id, { userId: ALICE })).body).toMatchObject({
+      type: 4,
+      data: { flags: 64, content: expect.stringMatching(/already counted \(1 of 2\)/) },
+    });
 
     expect((await press('approve', id, { userId: BOB })).body).toEqual({ type: 6 });
     await eventually(() => expect(statusOf(t, id)).toMatch(/Committed/));
@@ -207,9 +210,7 @@ describe.each(drivers)('Discord over HTTP interactions (%s)', (driver) => {
     expect((await press('approve', id, { userId: ALICE })).body).toEqual({ type: 6 });
     await eventually(() => expect(statusOf(t, id)).toMatch(/Execution failed.*the billing API answered 503/s));
     const failed = messageOf(t, id);
-    expect(failed?.body.components).toEqual([
-      { type: 1, components: [{ type: 2, style: 1, label: 'Retry', custom_id: `twokey:retry:${id}` }] },
-    ]);
+    expect(failed?.body.components).toEqual([{ type: 1, components: [{ type: 2, style: 1, label: 'Retry', custom_id: `twokey:retry:${id}` }] }]);
 
     // Non-approvers cannot retry either.
     expect((await press('retry', id, { userId: MALLORY })).body).toMatchObject({ type: 4, data: { flags: 64 } });
@@ -238,7 +239,7 @@ describe.each(drivers)('Discord over HTTP interactions (%s)', (driver) => {
     expect(await t.interact({ type: 1, id: '1', application_id: APPLICATION_ID, token: 'x', version: 1 })).toEqual({ status: 200, body: { type: 1 } });
   });
 
-  it('bad signature, tampered body, stale and future timestamps → 401, and nothing changes', async () => {
+  it('bad signature, tampered body, stale and future timestamps → 401 with no body, and nothing changes', async () => {
     const { id } = await proposeAndWaitForMessage();
     const payload = buttonPress(`twokey:approve:${id}`, { userId: ALICE });
     tokensUsed.push(payload.token);
@@ -257,7 +258,7 @@ describe.each(drivers)('Discord over HTTP interactions (%s)', (driver) => {
     const garbled = await post({ ...t.signer.headers(body, now), 'x-signature-ed25519': 'zz' });
     for (const response of [bad, tampered, stale, future, unsigned, garbled]) {
       expect(response.statusCode).toBe(401);
-      expect(response.json()).toMatchObject({ error: { code: 'unauthorized' } });
+      expect(response.body).toBe('');
     }
     await t.discord.settle();
     expect((await t.twokey.services.proposals.get(id)).status).toBe('pending');
@@ -288,9 +289,10 @@ describe.each(drivers)('Discord over HTTP interactions (%s)', (driver) => {
       headers: { 'retry-after': '120', 'x-ratelimit-scope': 'shared' },
       body: { message: 'You are being rate limited.', retry_after: 120, global: false },
     });
-    const started = Date.now();
+    // The publisher hands a long Retry-After to the outbox instead of sleeping through it: one request, no retry.
+    const postsBefore = t.fake.callsTo('POST', /^\/channels\/\d+\/messages$/).length;
     await expect(t.discord.publisher.post(CHANNEL, view)).rejects.toMatchObject({ name: 'DeliveryError', options: { retryAfterMs: expect.any(Number) } });
-    expect(Date.now() - started).toBeLessThan(5_000);
+    expect(t.fake.callsTo('POST', /^\/channels\/\d+\/messages$/)).toHaveLength(postsBefore + 1);
 
     t.fake.scriptNext('POST', /^\/channels\/\d+\/messages$/, { status: 404, body: { message: 'Unknown Channel', code: 10003 } });
     await expect(t.discord.publisher.post('1299999999999999999', view)).rejects.toMatchObject({ options: { permanent: true } });

@@ -84,7 +84,12 @@ describe.each(drivers)('agent API (%s)', (driver) => {
         name: 'malformed JSON',
         send: () =>
           twokey.app
-            .inject({ method: 'POST', url: '/v1/proposals', headers: { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json' }, payload: '{"operation": ' })
+            .inject({
+              method: 'POST',
+              url: '/v1/proposals',
+              headers: { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json' },
+              payload: '{"operation": ',
+            })
             .then((r) => ({ status: r.statusCode, body: r.json() })),
         status: 400,
         code: 'invalid_json',
@@ -113,7 +118,8 @@ describe.each(drivers)('agent API (%s)', (driver) => {
       },
       {
         name: 'an extra property in the body',
-        send: () => twokey.request('POST', '/v1/proposals', { apiKey, body: { operation: 'upgrade_plan', params: { org: 'a', plan: 'pro' }, summary: 'trust me' } }),
+        send: () =>
+          twokey.request('POST', '/v1/proposals', { apiKey, body: { operation: 'upgrade_plan', params: { org: 'a', plan: 'pro' }, summary: 'trust me' } }),
         status: 400,
         code: 'invalid_request',
         mentions: 'summary',
@@ -136,7 +142,10 @@ describe.each(drivers)('agent API (%s)', (driver) => {
       {
         name: 'an unknown API key',
         send: () =>
-          twokey.request('POST', '/v1/proposals', { apiKey: 'tk_agent_' + 'x'.repeat(43), body: { operation: 'upgrade_plan', params: { org: 'a', plan: 'pro' } } }),
+          twokey.request('POST', '/v1/proposals', {
+            apiKey: 'tk_agent_' + 'x'.repeat(43),
+            body: { operation: 'upgrade_plan', params: { org: 'a', plan: 'pro' } },
+          }),
         status: 401,
         code: 'unauthorized',
         mentions: 'unknown API key',
@@ -235,7 +244,7 @@ describe.each(drivers)('agent API (%s)', (driver) => {
     expect(response.body).toMatch(/twokey_proposals\{status="committed"\} [1-9]/);
     expect(response.body).toMatch(/twokey_outbox_jobs\{status="dead"\} 0/);
     expect(response.body).toMatch(/twokey_executor_seconds_count\{operation="upgrade_plan",outcome="ok"\} [1-9]/);
-    expect(response.body).toMatch(/twokey_decision_seconds_count\{decision="approved"\} [1-9]/);
+    expect(response.body).toMatch(/twokey_decision_seconds_count\{decision="approved",operation="[a-z_]+"\} [1-9]/);
   });
 
   it('answers health and readiness', async () => {

@@ -26,7 +26,7 @@ describe.each(drivers)('Idempotency-Key (%s)', (driver) => {
   });
 
   const execute = (key: string, request: Record<string, unknown> = order, agentKey = apiKey) =>
-    twokey.request('/agp/execute', { apiKey: agentKey, headers: { 'idempotency-key': key }, body: { businessId: 'joes-pizza', request } });
+    twokey.agpRequest('/agp/execute', { apiKey: agentKey, headers: { 'idempotency-key': key }, body: { businessId: 'joes-pizza', request } });
 
   describe('on /agp/execute', () => {
     it('replays the first response, status and body, without running anything again', async () => {
@@ -85,7 +85,7 @@ describe.each(drivers)('Idempotency-Key (%s)', (driver) => {
     });
 
     it('keeps no refusal: a retry with the same key gets the answer of the moment', async () => {
-      const refused = await twokey.request('/agp/execute', {
+      const refused = await twokey.agpRequest('/agp/execute', {
         apiKey,
         headers: { 'idempotency-key': 'order-unknown-then-known' },
         body: { businessId: 'nowhere', request: order },
@@ -109,7 +109,7 @@ describe.each(drivers)('Idempotency-Key (%s)', (driver) => {
 
   describe('on the POSTs of /v1', () => {
     const propose = (key: string, params: Record<string, unknown> = { org: 'acme', plan: 'pro' }) =>
-      twokey.request('/v1/proposals', { apiKey, headers: { 'idempotency-key': key }, body: { operation: 'upgrade_plan', params } });
+      twokey.agpRequest('/v1/proposals', { apiKey, headers: { 'idempotency-key': key }, body: { operation: 'upgrade_plan', params } });
 
     it('replays a proposal, token included, and stores no token in the clear', async () => {
       const before = (await twokey.services.store.listProposals({ limit: 1000 })).length;
@@ -136,7 +136,7 @@ describe.each(drivers)('Idempotency-Key (%s)', (driver) => {
       const proposed = await propose('propose-3');
       await twokey.services.proposals.approve(proposed.body.id, { identity: 'web:alice', via: 'cli' });
       const commit = () =>
-        twokey.request(`/v1/proposals/${proposed.body.id}/commit`, {
+        twokey.agpRequest(`/v1/proposals/${proposed.body.id}/commit`, {
           apiKey,
           headers: { 'idempotency-key': 'commit-3', 'x-confirmation-token': proposed.body.confirmToken },
           body: { operation: 'upgrade_plan', params: { org: 'acme', plan: 'pro' } },
@@ -147,7 +147,7 @@ describe.each(drivers)('Idempotency-Key (%s)', (driver) => {
       expect(await commit()).toMatchObject({ status: 200, body: committed.body, headers: { 'idempotent-replayed': 'true' } });
 
       const pending = await propose('propose-4');
-      const cancel = () => twokey.request(`/v1/proposals/${pending.body.id}/cancel`, { apiKey, headers: { 'idempotency-key': 'cancel-4' } });
+      const cancel = () => twokey.agpRequest(`/v1/proposals/${pending.body.id}/cancel`, { apiKey, headers: { 'idempotency-key': 'cancel-4' } });
       expect((await cancel()).body.status).toBe('cancelled');
       expect(await cancel()).toMatchObject({ status: 200, body: { status: 'cancelled' }, headers: { 'idempotent-replayed': 'true' } });
     });
@@ -159,7 +159,9 @@ describe.each(drivers)('Idempotency-Key (%s)', (driver) => {
       const requestHash = idempotencyRequestHash({ method: 'POST', url: '/v1/proposals', body });
       const now = clock();
       const store = createIdempotencyStore(twokey.services.database.db);
-      expect(await store.acquire({ agentId: agent?.id ?? '', key: 'crashed-1', requestHash, createdAt: now, expiresAt: new Date(now.getTime() + 86_400_000) }, now)).toBe(true);
+      expect(
+        await store.acquire({ agentId: agent?.id ?? '', key: 'crashed-1', requestHash, createdAt: now, expiresAt: new Date(now.getTime() + 86_400_000) }, now),
+      ).toBe(true);
 
       expect(await propose('crashed-1', params)).toMatchObject({ status: 409 });
       clock.advance(2 * 60_000);

@@ -41,7 +41,9 @@ describe.each(drivers)('the SDK against a running twokey (%s)', (driver) => {
 
     it('discovers and queries', async () => {
       expect((await client.discover('echo')).data).toMatchObject({ business: { name: 'Echo Labs' } });
-      expect(await client.query<{ results: unknown[] }>('joes-pizza', { serviceId: 'menu' })).toMatchObject({ data: { results: [{ id: 'pepperoni' }, { id: 'margherita' }] } });
+      expect(await client.query<{ results: unknown[] }>('joes-pizza', { serviceId: 'menu' })).toMatchObject({
+        data: { results: [{ id: 'pepperoni' }, { id: 'margherita' }] },
+      });
     });
 
     it("throws a typed error carrying the server's code, message and request id", async () => {
@@ -73,7 +75,11 @@ describe.each(drivers)('the SDK against a running twokey (%s)', (driver) => {
       await twokey.services.proposals.approve(proposal.id, { identity: 'web:alice', via: 'cli' });
       expect(await waiting).toMatchObject({ id: proposal.id, status: 'approved', approvals: [{ approver: 'web:alice' }] });
 
-      const committed = await client.commit(proposal.id, { operation: 'upgrade_plan', params: { org: 'acme', plan: 'pro' } }, { confirmToken: proposal.confirmToken });
+      const committed = await client.commit(
+        proposal.id,
+        { operation: 'upgrade_plan', params: { org: 'acme', plan: 'pro' } },
+        { confirmToken: proposal.confirmToken },
+      );
       expect(committed).toMatchObject({ status: 'committed', result: { echoed: true } });
       expect(await client.get(proposal.id)).toMatchObject({ status: 'committed' });
       await expect(
@@ -93,7 +99,10 @@ describe.each(drivers)('the SDK against a running twokey (%s)', (driver) => {
 });
 
 describe('the SDK on its own', () => {
-  const answer = (status: number, body: unknown): typeof fetch => async () => new Response(JSON.stringify(body), { status, headers: { 'content-type': 'application/json' } });
+  const answer =
+    (status: number, body: unknown): typeof fetch =>
+    async () =>
+      new Response(JSON.stringify(body), { status, headers: { 'content-type': 'application/json' } });
 
   it('sends the two headers exactly as the AGP SDK does', async () => {
     let seen: Headers | null = null;
@@ -101,7 +110,11 @@ describe('the SDK on its own', () => {
       seen = new Headers(init?.headers);
       return new Response('{"transactionId":"txn_1","operation":"execute","businessId":"b","status":"succeeded","data":{}}', { status: 200 });
     };
-    await new Twokey({ baseUrl: 'http://127.0.0.1:1', apiKey: 'tk_agent_x', fetch: fetchSpy }).execute('b', {}, { confirmationToken: 'tk_conf_t', idempotencyKey: 'k' });
+    await new Twokey({ baseUrl: 'http://127.0.0.1:1', apiKey: 'tk_agent_x', fetch: fetchSpy }).execute(
+      'b',
+      {},
+      { confirmationToken: 'tk_conf_t', idempotencyKey: 'k' },
+    );
     const headers = seen as Headers | null;
     expect(headers?.get('x-confirmation-token')).toBe('tk_conf_t');
     expect(headers?.get('idempotency-key')).toBe('k');

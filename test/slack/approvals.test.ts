@@ -91,6 +91,7 @@ describe.each(drivers)('Slack approver (%s)', (driver) => {
     twokey = await startTestTwokey({
       driver,
       clock,
+      chatPayloads: () => [...fake.calls.map((call) => call.args), ...fake.socketMessages],
       configYaml: CONFIG,
       executorFor: () => executor,
       env: {
@@ -99,7 +100,7 @@ describe.each(drivers)('Slack approver (%s)', (driver) => {
         SLACK_API_URL: fake.url,
         TWOKEY_PUBLIC_URL: 'https://twokey.example.test',
       },
-      integrations: (services, env) => [createSlackIntegration({ env, services })],
+      integrations: (services, env, wiring) => [createSlackIntegration({ env, services, clickConcurrency: wiring.concurrency.slackClicks })],
     });
     ({ apiKey } = await twokey.createAgent('billing-bot', { owners: ['slack:U0OWNER'] }));
     post = slackPoster(twokey.app, clock);
@@ -227,7 +228,9 @@ describe.each(drivers)('Slack approver (%s)', (driver) => {
     await postedMessage(id);
     expect((await click('twokey_approve', id, 'U0OPSPERSON')).status).toBe(200);
     await vi.waitFor(async () => expect(await statusOf(id)).toBe('committed'), WAIT);
-    expect(await twokey.services.store.listApprovals(id)).toEqual([expect.objectContaining({ approver: 'slack:U0OPSPERSON', matchedRule: 'slack:group:S0OPS' })]);
+    expect(await twokey.services.store.listApprovals(id)).toEqual([
+      expect.objectContaining({ approver: 'slack:U0OPSPERSON', matchedRule: 'slack:group:S0OPS' }),
+    ]);
     expect(fake.callsTo('usergroups.users.list').at(-1)?.args).toMatchObject({ usergroup: 'S0OPS' });
   });
 

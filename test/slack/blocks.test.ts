@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { ProposalMessageView } from '../../src/chat/types.js';
+import { compileSummaryTemplate } from '../../src/config/summary-template.js';
 import { renderProposalMessage, renderTrail } from '../../src/slack/blocks.js';
 
 function view(overrides: Partial<ProposalMessageView> = {}): ProposalMessageView {
@@ -39,7 +40,7 @@ describe('Slack proposal message', () => {
     expect(message.text).toContain('&lt;!channel&gt;');
   });
 
-  it('shows the expiry in each reader\'s time zone, with a fallback', () => {
+  it("shows the expiry in each reader's time zone, with a fallback", () => {
     expect(JSON.stringify(renderProposalMessage(view()).blocks)).toContain('<!date^1795341900^{date_short_pretty} {time}|2026-11-22 10:05 UTC>');
   });
 
@@ -63,5 +64,28 @@ describe('Slack proposal message', () => {
     expect(text.length).toBeLessThanOrEqual(3000);
     expect(text).toContain('event.199');
     expect(text).not.toContain('event.0 ');
+  });
+});
+
+describe('Slack: a param cannot forge lines, reorder text or pass for another script', () => {
+  const summaryOf = (org: string) =>
+    compileSummaryTemplate('{{ agent }} wants to pay {{ params.org }}.', { type: 'object', properties: { org: { type: 'string' } } })({
+      agent: 'bot',
+      operation: 'upgrade_plan',
+      params: { org },
+    });
+
+  it('in the summary section, the notification text and the payment confirmation', () => {
+    const forged = 'invoice 42\n\nCost: $1.00 (one dollar)\nApproved by security team ✅ \u202Eexe.\u200B\u0410cme';
+    const message = renderProposalMessage(view({ summary: summaryOf(forged) }));
+    const section = message.blocks.find((b) => b.type === 'section' && 'text' in b && b.text?.type === 'plain_text');
+    const actions = message.blocks.find((b) => b.type === 'actions');
+    const confirm = JSON.parse(JSON.stringify(actions)).elements[0].confirm;
+    for (const text of [(section as { text: { text: string } }).text.text, message.text, confirm.text.text as string]) {
+      expect(text).not.toMatch(/[\n\r\u202E\u200B]/);
+      expect(text).toContain('invoice 42⏎⏎Cost: $1.00 (one dollar)⏎Approved by security team ✅ [U+202E]exe.[U+200B]');
+    }
+    expect((section as { text: { text: string } }).text.text).toContain('[⚠ mixed scripts: Cyrillic + Latin]');
+    expect(confirm.text.type).toBe('plain_text');
   });
 });

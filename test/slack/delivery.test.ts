@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { DeliveryError, type ChatIntegration, type ProposalMessageView } from '../../src/chat/types.js';
+import type { ChatIntegration, ProposalMessageView } from '../../src/chat/types.js';
+import { DeliveryError } from '../../src/lib/delivery-error.js';
 import { createSlackIntegration } from '../../src/slack/index.js';
 import { drivers } from '../support/database.js';
 import { freePort } from '../support/processes.js';
@@ -71,9 +72,10 @@ describe.each(drivers)('Slack delivery through the outbox (%s)', (driver) => {
     fake = await startFakeSlack();
     twokey = await startTestTwokey({
       driver,
+      chatPayloads: () => [...fake.calls.map((call) => call.args), ...fake.socketMessages],
       configYaml: CONFIG,
       env: { SLACK_BOT_TOKEN: BOT_TOKEN, SLACK_SIGNING_SECRET: SIGNING_SECRET, SLACK_API_URL: fake.url },
-      integrations: (services, env) => [(slack = createSlackIntegration({ env, services }))],
+      integrations: (services, env, wiring) => [(slack = createSlackIntegration({ env, services, clickConcurrency: wiring.concurrency.slackClicks }))],
     });
     ({ apiKey } = await twokey.createAgent('keybot'));
   });
@@ -93,7 +95,9 @@ describe.each(drivers)('Slack delivery through the outbox (%s)', (driver) => {
   it('a post answered 429 with Retry-After arrives once, after the wait Slack asked for', async () => {
     let limited = 0;
     const stop = fake.respond((call) =>
-      call.method === 'chat.postMessage' && limited++ === 0 ? { status: 429, headers: { 'retry-after': '1' }, body: { ok: false, error: 'ratelimited' } } : undefined,
+      call.method === 'chat.postMessage' && limited++ === 0
+        ? { status: 429, headers: { 'retry-after': '1' }, body: { ok: false, error: 'ratelimited' } }
+        : undefined,
     );
     const id = await propose('rotate_key', { key: 'billing' });
     await vi.waitFor(() => expect(postsOf(id)).toHaveLength(2), WAIT);
@@ -114,12 +118,20 @@ describe.each(drivers)('Slack delivery through the outbox (%s)', (driver) => {
 
     // The message was recorded once it arrived, so the approval edits that one message.
     await twokey.services.proposals.approve(id, { identity: 'slack:U0ALICE', via: 'test' });
-    await vi.waitFor(() => expect(fake.callsTo('chat.update').some((c) => JSON.stringify(c.args.blocks).includes(id) && JSON.stringify(c.args.blocks).includes('Committed'))).toBe(true), WAIT);
+    await vi.waitFor(
+      () =>
+        expect(fake.callsTo('chat.update').some((c) => JSON.stringify(c.args.blocks).includes(id) && JSON.stringify(c.args.blocks).includes('Committed'))).toBe(
+          true,
+        ),
+      WAIT,
+    );
     expect(postsOf(id)).toHaveLength(4);
   });
 
   it('a channel Slack does not know is not retried', async () => {
-    const stop = fake.respond((call) => (call.method === 'chat.postMessage' && call.args.channel === 'C0GONE' ? { body: { ok: false, error: 'channel_not_found' } } : undefined));
+    const stop = fake.respond((call) =>
+      call.method === 'chat.postMessage' && call.args.channel === 'C0GONE' ? { body: { ok: false, error: 'channel_not_found' } } : undefined,
+    );
     const before = fake.callsTo('chat.postMessage').filter((c) => c.args.channel === 'C0GONE').length;
     await propose('drop_table', { table: 'users' });
     await vi.waitFor(() => expect(twokey.logs.join('')).toContain('outbox job is dead'), WAIT);

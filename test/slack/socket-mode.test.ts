@@ -34,11 +34,14 @@ describe('Slack over Socket Mode', () => {
     fake = await startFakeSlack();
     twokey = await startTestTwokey({
       driver: 'pglite',
+      chatPayloads: () => [...fake.calls.map((call) => call.args), ...fake.socketMessages],
       configYaml: CONFIG,
       env: { SLACK_BOT_TOKEN: BOT_TOKEN, SLACK_APP_TOKEN: APP_TOKEN, SLACK_API_URL: fake.url },
       // The Socket Mode client waits clientPingTimeout before reconnecting (5 s by default); it is
       // also how long a pong may take, so not so short that a busy test machine misses one.
-      integrations: (services, env) => [createSlackIntegration({ env, services, socketMode: { clientPingTimeoutMs: 1_000 } })],
+      integrations: (services, env, wiring) => [
+        createSlackIntegration({ env, services, clickConcurrency: wiring.concurrency.slackClicks, socketMode: { clientPingTimeoutMs: 1_000 } }),
+      ],
     });
     ({ apiKey } = await twokey.createAgent('ops-bot'));
   });

@@ -1,13 +1,27 @@
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import postgres from 'postgres';
+import { describe } from 'vitest';
 import { openDatabase, type Database } from '../../src/db/database.js';
 
 export type Driver = 'pglite' | 'postgres';
 
-export const TEMPLATE_DATABASE = 'twokey_test_template';
+/**
+ * One template per checkout (named from its path), so two checkouts' test runs on one PostgreSQL
+ * server never drop each other's template.
+ */
+export const TEMPLATE_DATABASE = `twokey_test_template_${createHash('sha256').update(process.cwd()).digest('hex').slice(0, 8)}`;
 
 /** Every database test runs on PGlite, and on PostgreSQL too when CI (or you) set TEST_DATABASE_URL. */
 export const drivers: Driver[] = process.env.TEST_DATABASE_URL ? ['pglite', 'postgres'] : ['pglite'];
+
+/**
+ * A suite that only means something on PostgreSQL (replicas, elections, outages). Without
+ * TEST_DATABASE_URL it is reported as skipped, so a local run shows what it did not cover;
+ * `.ci/run` always sets it and fails when PostgreSQL cannot be reached.
+ */
+export function describeOnPostgres(name: string, body: (driver: 'postgres') => void): void {
+  describe.skipIf(!process.env.TEST_DATABASE_URL)(`${name} (postgres)`, () => body('postgres'));
+}
 
 export function testDatabaseUrl(): string {
   const url = process.env.TEST_DATABASE_URL;

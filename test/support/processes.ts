@@ -3,7 +3,7 @@ import { once } from 'node:events';
 import { createServer } from 'node:net';
 import { fileURLToPath } from 'node:url';
 
-export const binPath = fileURLToPath(new URL('../../bin/twokey.js', import.meta.url));
+export const binPath = fileURLToPath(new URL('../../scripts/twokey-from-source.js', import.meta.url));
 
 export async function freePort(): Promise<number> {
   const server = createServer();
@@ -33,16 +33,21 @@ export async function runCli(args: string[], env: Record<string, string>): Promi
 }
 
 /** Starts `twokey serve` and resolves once it answers /healthz. */
-export async function startServerProcess(env: Record<string, string>): Promise<{ child: ChildProcess; url: string; output: () => string; stop: () => Promise<void> }> {
+export async function startServerProcess(
+  env: Record<string, string>,
+): Promise<{ child: ChildProcess; url: string; output: () => string; stop: () => Promise<void> }> {
   const child = spawn(process.execPath, [binPath, 'serve'], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
   let output = '';
   child.stdout?.on('data', (chunk: Buffer) => (output += chunk.toString()));
   child.stderr?.on('data', (chunk: Buffer) => (output += chunk.toString()));
   const url = `http://${env.HOST ?? '127.0.0.1'}:${env.PORT}`;
-  const deadline = Date.now() + 30_000;
+  const deadline = Date.now() + 240_000; // a new PGlite directory on a busy two-core machine can take minutes
   for (;;) {
     if (child.exitCode !== null) throw new Error(`twokey serve exited early:\n${output}`);
-    const healthy = await fetch(`${url}/healthz`).then((r) => r.ok, () => false);
+    const healthy = await fetch(`${url}/healthz`).then(
+      (r) => r.ok,
+      () => false,
+    );
     if (healthy) break;
     if (Date.now() > deadline) throw new Error(`twokey serve did not start:\n${output}`);
     await new Promise((done) => setTimeout(done, 100));

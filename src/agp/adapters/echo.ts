@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import type { Adapter, AdapterContext, AdapterTokenRedemption, ExecuteResult } from './types.js';
+import { asRecord } from '../../lib/records.js';
 
 /**
  * The AGP specification's Echo adapter: a fake shop for trying the two-step adapter-level
@@ -45,10 +46,6 @@ const failureTexts: Record<Exclude<AdapterTokenRedemption, { ok: true }>['reason
   expired: 'Confirmation token expired. Please start a new order.',
   mismatch: 'Confirmation token does not match this order. Please start a new order.',
 };
-
-function asRecord(value: unknown): Record<string, unknown> | null {
-  return typeof value === 'object' && value !== null && !Array.isArray(value) ? (value as Record<string, unknown>) : null;
-}
 
 /** The reference's rule: a missing, zero or fractional quantity becomes a whole number of at least 1. */
 function toQuantity(value: unknown): number {

@@ -1,4 +1,5 @@
 import type { Adapter, AdapterContext, ExecuteResult } from './types.js';
+import { asRecord } from '../../lib/records.js';
 
 /**
  * A business that speaks AGP over HTTP: twokey forwards each call to `<url>/discover`, `<url>/query`
@@ -29,10 +30,6 @@ async function readJson(response: Response, what: string): Promise<unknown> {
   } catch {
     throw new BusinessCallError(`${what} answered with a body that is not JSON`);
   }
-}
-
-function asRecord(value: unknown): Record<string, unknown> | null {
-  return typeof value === 'object' && value !== null && !Array.isArray(value) ? (value as Record<string, unknown>) : null;
 }
 
 export function createHttpAdapter(options: HttpAdapterOptions): Adapter {

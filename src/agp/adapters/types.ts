@@ -4,7 +4,9 @@
  * credentials: `ctx.fetch` adds the credentials on the way out.
  */
 
-export type ConfirmationType = 'payment' | 'approval' | 'verification';
+import type { ConfirmationType } from '../../core/model.js';
+
+export type { ConfirmationType } from '../../core/model.js';
 
 /** Read-only or free actions that need no human. */
 export interface SucceededResult {
@@ -46,8 +48,9 @@ export type ExecuteResult = SucceededResult | PendingConfirmationResult | Comple
 
 export interface ExecuteOptions {
   /**
-   * Stable across retries of one execution (the proposal id, the gateway token, or the agent's
-   * Idempotency-Key), so a business that honours it never charges twice.
+   * Stable across retries of one execution: the proposal id, else derived from the gateway token
+   * alone, else (only under `open`, which has no token) from the agent's Idempotency-Key. A business
+   * that honours it never charges twice.
    */
   idempotencyKey: string;
 }
@@ -59,8 +62,7 @@ export interface AdapterTokenIssue {
 }
 
 export type AdapterTokenRedemption =
-  | { ok: true; data: Record<string, unknown> | null }
-  | { ok: false; reason: 'invalid' | 'consumed' | 'expired' | 'mismatch' };
+  { ok: true; data: Record<string, unknown> | null } | { ok: false; reason: 'invalid' | 'consumed' | 'expired' | 'mismatch' };
 
 export interface AdapterTokens {
   /** Mints a token bound to this agent, this business and `binding` (hashed canonically). */

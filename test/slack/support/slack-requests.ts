@@ -73,7 +73,10 @@ export function rejectSubmission(options: { proposalId: string; userId: string; 
 }
 
 export interface SlackPoster {
-  (body: string, options?: { unixSeconds?: number; headers?: Record<string, string>; contentType?: string; secret?: string }): Promise<{
+  (
+    body: string,
+    options?: { unixSeconds?: number; headers?: Record<string, string>; contentType?: string; secret?: string },
+  ): Promise<{
     status: number;
     body: string;
     ms: number;
@@ -96,5 +99,39 @@ export function slackPoster(app: FastifyInstance, clock: () => Date): SlackPoste
       payload: body,
     });
     return { status: response.statusCode, body: response.body, ms: performance.now() - started };
+  };
+}
+
+/** The "Approve for…" modal submitted: a duration in ms, optional uses, no bounds. */
+export function grantSubmission(proposalId: string, userId: string, durationMs: number, uses: string | null) {
+  return {
+    type: 'view_submission',
+    team: { id: 'T0TEAM', domain: 'acme' },
+    user: { id: userId, username: 'alice', name: 'alice', team_id: 'T0TEAM' },
+    api_app_id: 'A0TWOKEY',
+    token: LEGACY_TOKEN,
+    trigger_id: 'trigger-submit',
+    view: {
+      id: 'V0GRANT',
+      team_id: 'T0TEAM',
+      type: 'modal',
+      callback_id: 'twokey_grant_modal',
+      private_metadata: proposalId,
+      hash: '1700000002.abc',
+      blocks: [],
+      state: {
+        values: {
+          twokey_grant_duration: {
+            twokey_grant_input: { type: 'static_select', selected_option: { text: { type: 'plain_text', text: '1 h' }, value: String(durationMs) } },
+          },
+          twokey_grant_uses: { twokey_grant_input: { type: 'number_input', value: uses } },
+          twokey_grant_bounded: { twokey_grant_input: { type: 'checkboxes', selected_options: [] } },
+        },
+      },
+      title: { type: 'plain_text', text: 'Approve for a while' },
+      app_id: 'A0TWOKEY',
+      bot_id: 'B0TWOKEY',
+    },
+    response_urls: [],
   };
 }

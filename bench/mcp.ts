@@ -1,0 +1,94 @@
+/**
+ * `npm run bench:mcp`: what twokey adds to an MCP tool call that needs no human. A read-only tool of
+ * an upstream MCP server (the SDK's McpServer over Streamable HTTP on 127.0.0.1) is called directly,
+ * and through a separate `twokey serve` process that imports it via `upstreams:` and passes it
+ * straight through (propose → rule approval → upstream call → committed, every step audited).
+ * 1 and 16 clients, each sending its next call as soon as its last one answered; p50/p99 of both and
+ * of the difference at each percentile. On PostgreSQL when DATABASE_URL is set, else on PGlite.
+ * Knob: BENCH_MCP_CALLS (calls per run, default 200).
+ */
+import { performance } from 'node:perf_hooks';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { startFakeUpstream } from '../test/mcp/support.js';
+import { percentiles, recordResults, round, runConcurrently, type Percentiles } from './support/stats.js';
+import { createAgents, createBenchDatabase, startTwokeyProcess } from './support/twokey-process.js';
+
+const CALLS = Number(process.env.BENCH_MCP_CALLS ?? 200);
+const CLIENTS = [1, 16];
+const TOKEN = 'bench-upstream-token-0123456789';
+
+async function connect(url: string, headers: Record<string, string>): Promise<Client> {
+  const client = new Client({ name: 'bench', version: '1' });
+  await client.connect(new StreamableHTTPClientTransport(new URL(url), { requestInit: { headers } }));
+  return client;
+}
+
+async function measure(clients: Client[], tool: string, count: number): Promise<{ latencies: number[]; callsPerSecond: number }> {
+  const latencies: number[] = [];
+  const seconds = await runConcurrently(count, clients.length, async (index) => {
+    const client = clients[index % clients.length]!;
+    const started = performance.now();
+    const result = await client.callTool({ name: tool, arguments: { name: 'groceries' } });
+    latencies.push(performance.now() - started);
+    if (result.isError) throw new Error(`call failed: ${JSON.stringify(result.content)}`);
+  });
+  return { latencies, callsPerSecond: count / seconds };
+}
+
+const show = (p: Percentiles) => `${round(p.p50, 1)} / ${round(p.p99, 1)}`;
+
+async function benchOn(serverUrl: string | undefined) {
+  const upstream = await startFakeUpstream({ token: TOKEN });
+  const database = await createBenchDatabase(serverUrl);
+  const config = `
+upstreams:
+  - name: notes
+    url: ${upstream.url}
+    headers: { authorization: "Bearer ${TOKEN}" }
+    approval: { approvers: [web:operator] }
+`;
+  const twokey = await startTwokeyProcess(database, config, {});
+  const rows = [];
+  try {
+    const [agent] = await createAgents(database, config, {}, 1);
+    for (const count of CLIENTS) {
+      const direct = await Promise.all(Array.from({ length: count }, () => connect(upstream.url, { authorization: `Bearer ${TOKEN}` })));
+      const gated = await Promise.all(Array.from({ length: count }, () => connect(`${twokey.url}/mcp`, { authorization: `Bearer ${agent!.apiKey}` })));
+      // Warm-up: connections, JIT, the upstream client inside twokey.
+      await measure(direct, 'read_note', 20);
+      await measure(gated, 'notes_read_note', 20);
+      const straight = await measure(direct, 'read_note', CALLS);
+      const through = await measure(gated, 'notes_read_note', CALLS);
+      const d = percentiles(straight.latencies);
+      const t = percentiles(through.latencies);
+      rows.push({
+        database: database.kind,
+        clients: count,
+        calls: CALLS,
+        directMs: d,
+        twokeyMs: t,
+        addedMs: { p50: t.p50 - d.p50, p99: t.p99 - d.p99 },
+        directCallsPerSecond: round(straight.callsPerSecond),
+        twokeyCallsPerSecond: round(through.callsPerSecond),
+      });
+      await Promise.all([...direct, ...gated].map((client) => client.close()));
+    }
+  } finally {
+    await twokey.stop();
+    await database.drop();
+    await upstream.close();
+  }
+  return rows;
+}
+
+const rows = await benchOn(process.env.DATABASE_URL || undefined);
+console.log('\nMCP tools/call of a read-only upstream tool, direct vs through twokey (ms, p50 / p99)\n');
+console.log('| database   | clients | direct p50 / p99 | via twokey p50 / p99 | added p50 / p99 | calls/s direct | calls/s via twokey |');
+console.log('|------------|--------:|-----------------:|---------------------:|----------------:|---------------:|-------------------:|');
+for (const row of rows) {
+  console.log(
+    `| ${row.database.padEnd(10)} | ${String(row.clients).padStart(7)} | ${show(row.directMs).padStart(16)} | ${show(row.twokeyMs).padStart(20)} | ${`${round(row.addedMs.p50, 1)} / ${round(row.addedMs.p99, 1)}`.padStart(15)} | ${String(row.directCallsPerSecond).padStart(14)} | ${String(row.twokeyCallsPerSecond).padStart(18)} |`,
+  );
+}
+console.log(`\nwritten to ${await recordResults('mcp', rows)}`);

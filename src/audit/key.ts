@@ -1,0 +1,65 @@
+import { createPrivateKey, createPublicKey, generateKeyPairSync, sign, type KeyObject } from 'node:crypto';
+import { chmodSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { dirname, resolve } from 'node:path';
+import { checkpointMessage, keyIdOf, type AuditCheckpoint, type UnsignedCheckpoint } from '../core/audit-chain.js';
+
+export interface CheckpointSigner {
+  keyId: string;
+  publicKey: KeyObject;
+  sign(checkpoint: UnsignedCheckpoint): AuditCheckpoint;
+}
+
+/** Where the key lives when TWOKEY_AUDIT_KEY is unset: beside the data directory, never inside the database. */
+export const defaultKeyFile = (dataDir: string): string => `${resolve(dataDir)}.audit-key.pem`;
+
+/** `TWOKEY_AUDIT_KEY`: base64 of a 32-byte Ed25519 seed, or a PKCS#8 PEM. */
+export function parseAuditKey(text: string): KeyObject {
+  const trimmed = text.trim();
+  if (trimmed.startsWith('-----BEGIN')) return createPrivateKey(trimmed);
+  const seed = Buffer.from(trimmed, 'base64');
+  if (seed.length !== 32) throw new Error('TWOKEY_AUDIT_KEY: expected base64 of a 32-byte Ed25519 seed, or a PKCS#8 PEM');
+  // PKCS#8 wrapping of a raw Ed25519 seed (RFC 8410): a fixed 16-byte prefix.
+  const der = Buffer.concat([Buffer.from('302e020100300506032b657004220420', 'hex'), seed]);
+  return createPrivateKey({ key: der, format: 'der', type: 'pkcs8' });
+}
+
+/** Reads the key file, or creates it (0600, in a 0700 directory when the directory is new). */
+export function loadOrCreateKeyFile(path: string): KeyObject {
+  try {
+    return createPrivateKey(readFileSync(path, 'utf8'));
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
+  }
+  mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
+  const { privateKey } = generateKeyPairSync('ed25519');
+  // 'wx': two processes starting at once must not overwrite each other's new key.
+  try {
+    writeFileSync(path, privateKey.export({ format: 'pem', type: 'pkcs8' }), { mode: 0o600, flag: 'wx' });
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'EEXIST') return createPrivateKey(readFileSync(path, 'utf8'));
+    throw error;
+  }
+  chmodSync(path, 0o600);
+  return privateKey;
+}
+
+export function createSigner(privateKey: KeyObject): CheckpointSigner {
+  if (privateKey.asymmetricKeyType !== 'ed25519') throw new Error('the audit key must be an Ed25519 key');
+  const publicKey = createPublicKey(privateKey);
+  const keyId = keyIdOf(publicKey);
+  return {
+    keyId,
+    publicKey,
+    sign(checkpoint) {
+      const unsigned = { ...checkpoint, keyId };
+      return { ...unsigned, signature: sign(null, checkpointMessage(unsigned), privateKey).toString('base64') };
+    },
+  };
+}
+
+export function signerFromEnvironment(env: { TWOKEY_AUDIT_KEY?: string; TWOKEY_AUDIT_KEY_FILE?: string; TWOKEY_DATA_DIR: string }): CheckpointSigner {
+  const key = env.TWOKEY_AUDIT_KEY
+    ? parseAuditKey(env.TWOKEY_AUDIT_KEY)
+    : loadOrCreateKeyFile(env.TWOKEY_AUDIT_KEY_FILE ?? defaultKeyFile(env.TWOKEY_DATA_DIR));
+  return createSigner(key);
+}

@@ -1,0 +1,95 @@
+import * as z from 'zod';
+import { compilePolicy, type PolicyRule } from '../policy/rules.js';
+import { parseDuration } from './duration.js';
+
+/**
+ * The config keys of automatic decisions: `policy:` rules, `grants:`, and `approval.remind` /
+ * `approval.escalate`. Kept apart from config-file.ts so the operation schema only gains a few
+ * lines; `approverIdentity` comes from there so identities have one grammar.
+ */
+
+const durationText = (min: number, max: number, range: string) =>
+  z.string({ error: `expected a duration between ${range}, such as 1h` }).transform((text, ctx) => {
+    let ms = Number.NaN;
+    try {
+      ms = parseDuration(text);
+    } catch {
+      // reported below
+    }
+    if (!(ms >= min && ms <= max)) {
+      ctx.addIssue({ code: 'custom', message: `expected a duration between ${range}, such as 1h` });
+      return z.NEVER;
+    }
+    return ms;
+  });
+
+const MINUTE = 60_000;
+const DAY = 86_400_000;
+
+export function policySchemas(approverIdentity: z.ZodType<string>) {
+  const rule = z.strictObject({
+    when: z.string().min(1, { error: 'expected a CEL expression' }),
+    decide: z.enum(['approve', 'deny', 'require']),
+    reason: z.string().min(1).max(500).optional(),
+    quorum: z.int({ error: 'expected a positive integer' }).min(1, { error: 'expected a positive integer' }).optional(),
+    approvers: z.array(approverIdentity).min(1, { error: 'expected at least one approver' }).optional(),
+  });
+  const grants = z
+    .strictObject({
+      allow: z.boolean().default(false),
+      maxDuration: durationText(MINUTE, 30 * DAY, '1m and 30d').default(8 * 60 * MINUTE),
+      durations: z
+        .array(durationText(MINUTE, 30 * DAY, '1m and 30d'))
+        .min(1)
+        .max(5)
+        .optional(),
+    })
+    .superRefine((value, ctx) => {
+      value.durations?.forEach((ms, i) => {
+        if (ms > value.maxDuration) ctx.addIssue({ code: 'custom', path: ['durations', i], message: 'longer than maxDuration' });
+      });
+    })
+    .transform((value) => ({
+      allow: value.allow,
+      maxDurationMs: value.maxDuration,
+      durationsMs: value.durations ?? [15 * MINUTE, 60 * MINUTE, value.maxDuration].filter((ms, i, all) => ms <= value.maxDuration && all.indexOf(ms) === i),
+    }));
+  const remind = z.array(durationText(MINUTE, 7 * DAY, '1m and 7d')).max(10);
+  const escalate = z.strictObject({
+    after: durationText(MINUTE, 7 * DAY, '1m and 7d'),
+    approvers: z.array(approverIdentity).min(1, { error: 'expected at least one approver' }),
+    slack: z.strictObject({ channel: z.string().min(1) }).optional(),
+    discord: z.strictObject({ channel: z.string().regex(/^\d{17,20}$/, { error: 'expected a Discord channel id (17 to 20 digits)' }) }).optional(),
+  });
+  return {
+    policy: z.array(rule).max(100).default([]),
+    grants: grants.optional(),
+    /** How a policy's or grant's decision shows in chat: a compact message, or none. */
+    automaticDecisions: z.enum(['message', 'silent']).default('message'),
+    remind: remind.default([]),
+    escalate: escalate.optional(),
+  };
+}
+
+export type GrantSettings = { allow: boolean; maxDurationMs: number; durationsMs: number[] };
+export type EscalationSettings = { afterMs: number; approvers: string[]; slack?: { channel: string }; discord?: { channel: string } };
+
+export function buildPolicy(
+  definitions: Parameters<typeof compilePolicy>[0],
+  context: { operation: string; index: number; paramsSchema: Record<string, unknown>; approvers: readonly string[]; quorum: number },
+  issues: string[],
+): PolicyRule[] {
+  const rules = compilePolicy(
+    definitions,
+    { operation: context.operation, path: `operations[${context.index}].policy`, paramsSchema: context.paramsSchema },
+    issues,
+  );
+  for (const rule of rules) {
+    const approvers = rule.approvers ?? context.approvers;
+    const individuals = approvers.filter((identity) => !/^(slack:group:|discord:role:)/.test(identity));
+    if (rule.quorum !== undefined && individuals.length === approvers.length && rule.quorum > new Set(individuals).size) {
+      issues.push(`${rule.path}.quorum: cannot exceed the number of individual approvers (${new Set(individuals).size})`);
+    }
+  }
+  return rules;
+}

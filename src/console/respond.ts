@@ -1,0 +1,52 @@
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { Clock } from '../core/model.js';
+import type { HtmlValue, SafeHtml } from './html.js';
+import { page, type Section, type Viewer } from './layout.js';
+import type { ConsoleSession } from './sign-in.js';
+
+export interface PageReply {
+  title: string;
+  viewer: Viewer | null;
+  section: Section;
+  body: HtmlValue;
+  live?: { kind: 'pending' } | { kind: 'proposal'; id: string };
+  pendingCount?: number;
+  notice?: SafeHtml | null;
+}
+
+export type SendPage = (reply: FastifyReply, status: number, options: PageReply) => FastifyReply;
+
+/** Every HTML answer of the console: the layout around a body, stamped with the clock's time. */
+export function pageSender(clock: Clock): SendPage {
+  return (reply, status, options) =>
+    reply
+      .code(status)
+      .type('text/html; charset=utf-8')
+      .send(page({ ...options, now: clock() }).value);
+}
+
+export const viewerOf = (session: ConsoleSession): Viewer => ({ approver: session.approver, csrfToken: session.csrfToken });
+
+/** A form value: one string, never an array (a repeated field is refused as missing). */
+export function field(body: unknown, name: string): string | undefined {
+  if (typeof body !== 'object' || body === null) return undefined;
+  const value = (body as Record<string, unknown>)[name];
+  return typeof value === 'string' ? value : undefined;
+}
+
+export function queryField(request: FastifyRequest, name: string): string {
+  const value = (request.query as Record<string, unknown> | undefined)?.[name];
+  return typeof value === 'string' ? value.trim() : '';
+}
+
+/** Only paths inside the console, so a forged `return` cannot turn twokey into an open redirect. */
+export function safeReturn(value: string | undefined): string {
+  if (value && /^\/console(?:[/?][^\s\\]*)?$/.test(value) && !value.includes('//')) return value;
+  return '/console';
+}
+
+export function withParams(path: string, params: Record<string, string>): string {
+  const url = new URL(path, 'http://console.invalid');
+  for (const [key, value] of Object.entries(params)) url.searchParams.set(key, value);
+  return url.pathname + url.search;
+}

@@ -1,0 +1,22 @@
+import { z } from 'zod';
+
+/**
+ * The console's route schemas: what its forms and paths may carry, typed for the handlers. Form
+ * values stay lenient on purpose: @fastify/formbody turns a repeated field into an array, which the
+ * handlers then treat as missing (a refused CSRF token, a reason ignored), the same answer as before.
+ */
+const formValue = z.union([z.string(), z.array(z.string())]).optional();
+
+export const assetParams = z.object({ file: z.string().min(1).max(64) });
+export const proposalParams = z.object({ id: z.string().min(1).max(64) });
+export const agentParams = z.object({ name: z.string().min(1).max(64) });
+
+export const signInForm = z.looseObject({ token: formValue });
+/** Every form a signed-in person posts carries the session's CSRF token and, optionally, where to go back to. */
+export const sessionForm = z.looseObject({ _csrf: formValue, return: formValue });
+export const rejectForm = sessionForm.extend({ reason: formValue });
+/** "Approve for…": a duration from the operation's choices, optional uses, and whether to bound params. */
+export const grantForm = sessionForm.extend({ duration: formValue, uses: formValue, bounded: formValue });
+export const grantParams = z.object({ id: z.string().min(1).max(64) });
+
+export type SessionForm = z.output<typeof sessionForm>;

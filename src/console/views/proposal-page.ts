@@ -1,0 +1,135 @@
+import type { ChainVerdict } from '../../core/audit-chain.js';
+import { isFailedExecution } from '../../core/outcome.js';
+import type { AuditEventRecord } from '../../core/model.js';
+import { html, type SafeHtml } from '../html.js';
+import { countdown, prettyJson, statusBadge, timeTag, type Viewer } from '../layout.js';
+import { approvalsLine, decisionControls, type ProposalItem } from './proposal-card.js';
+
+const EVENT_LABELS: Record<string, string> = {
+  'proposal.created': 'Proposed',
+  'approval.recorded': 'Approval recorded',
+  'proposal.approved': 'Approved (quorum reached)',
+  'proposal.rejected': 'Rejected',
+  'proposal.cancelled': 'Cancelled by the agent',
+  'proposal.expired': 'Expired',
+  'execution.started': 'Execution started',
+  'execution.failed': 'Execution failed',
+  'execution.resumed': 'Execution resumed after a crash',
+  'proposal.committed': 'Committed',
+  'policy.required': 'A policy rule asks for approval',
+  'policy.error': 'A policy rule failed; people decide',
+  'grant.created': 'Grant given (approve for a while)',
+  'grant.approved': 'Grant joined by another approver',
+  'grant.activated': 'Grant in force',
+  'grant.used': 'Covered by a grant',
+  'grant.revoked': 'Grant revoked',
+};
+
+/** Who decided, and for a rule or a grant what that is: no person clicked. */
+function deciderNote(decidedBy: string): SafeHtml | string {
+  if (decidedBy.startsWith('policy:')) return html` <span class="muted small">(a policy rule of the config)</span>`;
+  if (decidedBy.startsWith('grant:')) return html` <span class="muted small">(a standing approval; see <a href="/console/grants">Grants</a>)</span>`;
+  return '';
+}
+
+function eventDetails(data: Record<string, unknown>): SafeHtml {
+  const entries = Object.entries(data);
+  if (entries.length === 0) return html``;
+  return html`<dl class="event-data">
+    ${entries.map(
+      ([key, value]) => html`<div><dt>${key}</dt><dd>${typeof value === 'string' ? value : html`<code>${JSON.stringify(value)}</code>`}</dd></div>`,
+    )}
+  </dl>`;
+}
+
+function timeline(events: AuditEventRecord[]): SafeHtml {
+  return html`<ol class="timeline">
+    ${events.map((event) => {
+      const tone =
+        event.type.includes('failed') || event.type.includes('rejected')
+          ? 'bad'
+          : event.type.includes('committed') || event.type.includes('approved')
+            ? 'good'
+            : 'plain';
+      return html`<li class="tl-item tl-${tone}">
+        <div class="tl-head">
+          <span class="tl-title">${EVENT_LABELS[event.type] ?? event.type}</span>
+          <span class="muted">by <strong>${event.actor}</strong></span>
+        </div>
+        <div class="tl-meta muted small">${timeTag(event.at)} · <code>${event.type}</code> · ${event.seq === null || event.hash === null ? html`not yet in the chain` : html`event #${event.seq} · hash <code>${event.hash.slice(0, 12)}</code>`}</div>
+        ${eventDetails(event.data)}
+      </li>`;
+    })}
+  </ol>`;
+}
+
+function chainState(verdict: ChainVerdict): SafeHtml {
+  return verdict.ok
+    ? html`<p class="chain chain-ok"><span aria-hidden="true">✔</span> <strong>Audit chain intact</strong>: all ${verdict.rows} events verified, each hash linking to the one before.</p>`
+    : html`<p class="chain chain-broken" role="alert"><span aria-hidden="true">✕</span> <strong>Audit chain BROKEN</strong> at event #${verdict.seq}: ${verdict.reason}. Run <code>twokey audit verify</code> and investigate.</p>`;
+}
+
+export function proposalPage(input: {
+  item: ProposalItem;
+  events: AuditEventRecord[];
+  chain: ChainVerdict;
+  viewer: Viewer;
+  now: Date;
+  commitMode: string;
+}): SafeHtml {
+  const { item, viewer, now } = input;
+  const { proposal } = item;
+  const self = `/console/proposals/${proposal.id}`;
+  const decision =
+    proposal.decidedBy && proposal.decidedAt && proposal.status !== 'pending'
+      ? html`<div><dt>Decision</dt><dd>${proposal.decidedBy}${deciderNote(proposal.decidedBy)}, ${timeTag(proposal.decidedAt)}${
+          proposal.decisionReason ? html`<div class="reason">Reason: “${proposal.decisionReason}”</div>` : ''
+        }</dd></div>`
+      : '';
+  return html`<nav class="crumbs" aria-label="Breadcrumb"><a href="/console">Pending</a> / <a href="/console/history">History</a> / <span aria-current="page">${proposal.id}</span></nav>
+    <article class="card detail" data-id="${proposal.id}">
+      <div class="card-head">
+        ${statusBadge(proposal.status, isFailedExecution(proposal))}
+        <span class="chip">${proposal.operation}</span>
+        <span class="chip chip-type">${proposal.confirmationType}</span>
+        ${proposal.status === 'pending' ? countdown(proposal.expiresAt, now) : ''}
+      </div>
+      <h1 class="summary" id="summary-${proposal.id}">${proposal.summary}</h1>
+      <dl class="facts">
+        <div><dt>Proposal</dt><dd><code>${proposal.id}</code></dd></div>
+        <div><dt>Agent</dt><dd>${item.agentName}</dd></div>
+        <div><dt>Operation</dt><dd>${item.description}</dd></div>
+        <div><dt>Commit</dt><dd>${input.commitMode === 'agent' ? 'by the agent, with its token, after approval' : 'on approval'}</dd></div>
+        ${proposal.cost ? html`<div><dt>Cost</dt><dd>${proposal.cost}</dd></div>` : ''}
+        <div><dt>Created</dt><dd>${timeTag(proposal.createdAt)}</dd></div>
+        <div><dt>Expires</dt><dd>${timeTag(proposal.expiresAt)}</dd></div>
+        <div><dt>Approvals</dt><dd>${approvalsLine(item)}</dd></div>
+        ${decision}
+      </dl>
+      ${decisionControls(item, viewer, self)}
+    </article>
+    ${
+      proposal.status === 'committed'
+        ? html`<section class="card result result-ok" aria-labelledby="result-title">
+          <h2 id="result-title"><span aria-hidden="true">✔</span> Executor result</h2>
+          <pre><code>${prettyJson(proposal.result ?? null)}</code></pre>
+        </section>`
+        : ''
+    }
+    ${
+      proposal.error
+        ? html`<section class="card result result-error" aria-labelledby="error-title">
+          <h2 id="error-title"><span aria-hidden="true">✕</span> Executor error</h2>
+          <pre><code>${proposal.error}</code></pre>
+        </section>`
+        : ''
+    }
+    <section class="card" aria-labelledby="params-title">
+      <h2 id="params-title">Params</h2>
+      <pre><code>${prettyJson(proposal.params)}</code></pre>
+    </section>
+    <section class="card" aria-labelledby="timeline-title">
+      <h2 id="timeline-title">Audit timeline</h2>
+      ${chainState(input.chain)} ${timeline(input.events)}
+    </section>`;
+}

@@ -1,0 +1,162 @@
+import { countWindowsOf, evaluatePolicy, policyDecider, type PolicyVerdict } from '../policy/rules.js';
+import { grantCovers, grantDecider, type GrantRecord } from './grants.js';
+import { approversOf, type AgentRecord, type OperationSpec, type ProposalRecord } from './model.js';
+import type { AuditEventInput } from './model.js';
+import type { OutboxJobSpec, StoreTransaction } from './ports.js';
+
+/**
+ * Decisions nobody has to click: policy rules and grants, applied at propose time inside the
+ * transaction that inserts the proposal, so the proposal, its decision and their audit rows commit
+ * together (or not at all). Then, for a proposal left to humans, the reminders and the escalation
+ * it will need, queued in the same transaction with their `runAt`.
+ *
+ * Lock order: a grant's row lock is taken before the audit chain's lock in every transaction that
+ * touches grants (here, revocation, granting), so a use racing a revocation waits instead of
+ * deadlocking. Hence the audit rows are returned, for the caller to append after its own.
+ */
+
+export interface ProposeContext {
+  proposal: ProposalRecord;
+  agent: AgentRecord;
+  operation: OperationSpec;
+  now: Date;
+}
+
+export const REMIND_JOB = 'proposal.remind';
+export const ESCALATE_JOB = 'proposal.escalate';
+
+/** The verdict of the rules for one would-be proposal; reads `count_last` windows from the transaction. */
+export async function policyVerdict(
+  counter: Pick<StoreTransaction, 'countRecentProposals'>,
+  context: { agent: AgentRecord; operation: OperationSpec; params: Record<string, unknown>; proposalId: string; now: Date },
+): Promise<PolicyVerdict> {
+  const rules = context.operation.policy ?? [];
+  const recentCounts = new Map<number, number>();
+  for (const windowMs of countWindowsOf(rules)) {
+    const since = new Date(context.now.getTime() - windowMs);
+    recentCounts.set(windowMs, await counter.countRecentProposals(context.agent.id, context.operation.name, since, context.proposalId));
+  }
+  return evaluatePolicy(rules, { agent: context.agent.name, operation: context.operation.name, params: context.params, recentCounts });
+}
+
+type AuditSink = (type: string, actor: string, data: Record<string, unknown>) => void;
+
+/** A decision by policy, recorded like a person's: status, decider, reason and its audit row. */
+async function decide(
+  tx: StoreTransaction,
+  context: ProposeContext,
+  audit: AuditSink,
+  decision: { kind: 'approve' | 'deny'; decider: string; reason: string; details: Record<string, unknown> },
+): Promise<ProposalRecord> {
+  const decided = await tx.updateProposal(context.proposal.id, {
+    status: decision.kind === 'approve' ? 'approved' : 'rejected',
+    decidedBy: decision.decider,
+    decidedAt: context.now,
+    decisionReason: decision.reason,
+    updatedAt: context.now,
+  });
+  audit(decision.kind === 'approve' ? 'proposal.approved' : 'proposal.rejected', decision.decider, {
+    via: 'policy',
+    ...decision.details,
+    reason: decision.reason,
+  });
+  return decided;
+}
+
+async function decideByPolicy(tx: StoreTransaction, context: ProposeContext, audit: AuditSink): Promise<{ proposal: ProposalRecord; grantsMayApply: boolean }> {
+  const { proposal, agent, operation, now } = context;
+  // A standing rule of the operation itself (an MCP upstream's read-only tool): it always matches.
+  if (operation.autoApprove) {
+    const { decider, reason } = operation.autoApprove;
+    return { proposal: await decide(tx, context, audit, { kind: 'approve', decider, reason, details: {} }), grantsMayApply: false };
+  }
+  if (!operation.policy || operation.policy.length === 0) return { proposal, grantsMayApply: true };
+  const verdict = await policyVerdict(tx, { agent, operation, params: proposal.params, proposalId: proposal.id, now });
+  switch (verdict.kind) {
+    case 'none':
+      return { proposal, grantsMayApply: true };
+    case 'fallback':
+      // Fail closed: the proposal waits for the operation's normal approval; no grant stands in.
+      audit('policy.error', 'system', { rule: verdict.rule.path, when: verdict.rule.when.source, error: verdict.error, fallback: 'require' });
+      return { proposal, grantsMayApply: false };
+    case 'require': {
+      const patch: Partial<ProposalRecord> = {};
+      if (verdict.quorum !== undefined) patch.quorum = verdict.quorum;
+      if (verdict.approvers !== undefined) patch.approvers = verdict.approvers;
+      audit('policy.required', policyDecider(operation.name, verdict.rule), {
+        rule: verdict.rule.path,
+        when: verdict.rule.when.source,
+        reason: verdict.reason,
+        quorum: patch.quorum ?? proposal.quorum,
+        approvers: patch.approvers ?? operation.approval.approvers,
+      });
+      const updated = Object.keys(patch).length > 0 ? await tx.updateProposal(proposal.id, patch) : proposal;
+      return { proposal: updated, grantsMayApply: true };
+    }
+    case 'approve':
+    case 'deny': {
+      const decided = await decide(tx, context, audit, {
+        kind: verdict.kind,
+        decider: policyDecider(operation.name, verdict.rule),
+        reason: verdict.reason,
+        details: { rule: verdict.rule.path, when: verdict.rule.when.source },
+      });
+      return { proposal: decided, grantsMayApply: false };
+    }
+  }
+}
+
+async function decideByGrant(tx: StoreTransaction, context: ProposeContext, audit: AuditSink): Promise<ProposalRecord> {
+  const { proposal, agent, operation, now } = context;
+  if (!operation.grants?.allow) return proposal;
+  const candidates = await tx.grants.listUsable(agent.id, operation.name, now);
+  const coverage = { params: proposal.params, quorum: proposal.quorum, approvers: approversOf(proposal, operation), owners: agent.owners };
+  for (const candidate of candidates) {
+    if (!grantCovers(candidate, coverage, now)) continue;
+    // Another proposal may have spent the last use since the list was read: then try the next.
+    const spent: GrantRecord | null = await tx.grants.spendUse(candidate.grant.id, now);
+    if (!spent) continue;
+    const decider = grantDecider(spent);
+    const grantors = candidate.approvals.map((a) => a.approver);
+    const reason = `covered by a grant from ${grantors.join(', ')} until ${spent.expiresAt.toISOString()}`;
+    const decided = await tx.updateProposal(proposal.id, { status: 'approved', decidedBy: decider, decidedAt: now, decisionReason: reason, updatedAt: now });
+    audit('grant.used', decider, { grantId: spent.id, uses: spent.uses, maxUses: spent.maxUses });
+    audit('proposal.approved', decider, { via: 'grant', grantId: spent.id, grantedBy: grantors });
+    return decided;
+  }
+  return proposal;
+}
+
+/** Reminder and escalation jobs for a proposal that waits for people; each checks it still waits. */
+export function followUpJobs(proposal: ProposalRecord, operation: OperationSpec): OutboxJobSpec[] {
+  const created = proposal.createdAt.getTime();
+  const before = (ms: number) => created + ms < proposal.expiresAt.getTime();
+  const jobs: OutboxJobSpec[] = (operation.approval.remindMs ?? []).filter(before).map((ms, index) => ({
+    kind: REMIND_JOB,
+    payload: { proposalId: proposal.id, index },
+    runAt: new Date(created + ms),
+  }));
+  const escalate = operation.approval.escalate;
+  if (escalate && before(escalate.afterMs)) {
+    jobs.push({ kind: ESCALATE_JOB, payload: { proposalId: proposal.id }, runAt: new Date(created + escalate.afterMs) });
+  }
+  return jobs;
+}
+
+/**
+ * Everything automatic at propose time, in the proposal's own transaction: policy rules first (the
+ * first match decides), then a grant that covers the proposal, then the follow-ups of a proposal
+ * still waiting for people.
+ */
+export async function decideAtPropose(tx: StoreTransaction, context: ProposeContext): Promise<{ proposal: ProposalRecord; audit: AuditEventInput[] }> {
+  const events: AuditEventInput[] = [];
+  const audit: AuditSink = (type, actor, data) => events.push({ type, actor, proposalId: context.proposal.id, agentId: context.agent.id, data });
+  const byPolicy = await decideByPolicy(tx, context, audit);
+  let proposal = byPolicy.proposal;
+  if (proposal.status === 'pending' && byPolicy.grantsMayApply) proposal = await decideByGrant(tx, { ...context, proposal }, audit);
+  if (proposal.status === 'pending') {
+    const jobs = followUpJobs(proposal, context.operation);
+    if (jobs.length > 0) await tx.enqueue(jobs, context.now);
+  }
+  return { proposal, audit: events };
+}

@@ -1,0 +1,153 @@
+import { countedApprovers, previewDecision, refusalError, type DecisionAction } from './decision-preview.js';
+import { TwokeyError } from './errors.js';
+import type { ExecutionPipeline } from './execution.js';
+import { operationFor, type Clock, type Decider, type OperationSpec, type ProposalRecord } from './model.js';
+import type { People } from './people.js';
+import type { Store, StoreTransaction } from './ports.js';
+import type { Transitions } from './transitions.js';
+
+/**
+ * Humans deciding: approve, reject, retry, and the preview of each. Every decision runs
+ * `previewDecision` under the proposal's row lock; the transports' previews are advisory.
+ */
+export interface DecisionDeps {
+  store: Store;
+  clock: Clock;
+  people: People;
+  operation(name: string): OperationSpec | undefined;
+  transitions: Transitions;
+  execution: Pick<ExecutionPipeline, 'executeApproved'>;
+}
+
+export type ApproveOutcome = 'counted' | 'already_counted' | 'quorum_reached';
+
+export interface DecisionResult {
+  outcome: ApproveOutcome | 'rejected';
+  proposal: ProposalRecord;
+}
+
+const MAX_REASON_LENGTH = 500;
+
+export function createDecisions(deps: DecisionDeps) {
+  const { store, clock, people, transitions, execution } = deps;
+  const { settle, announce, announceDecision } = transitions;
+
+  async function getProposal(id: string): Promise<ProposalRecord> {
+    const proposal = await store.getProposal(id);
+    if (!proposal) throw new TwokeyError('not_found', `no proposal ${id}`);
+    return proposal;
+  }
+
+  /**
+   * The decision rules again, under the row lock: the preview a transport showed was advisory, this
+   * is the answer. Throws the refusal; `alreadyCounted` is the one refusal that is not an error.
+   */
+  /** The operation as it applies to this proposal: escalation may have added approvers. */
+  function configuredFor(proposal: ProposalRecord) {
+    const configured = deps.operation(proposal.operation);
+    return configured ? operationFor(proposal, configured) : undefined;
+  }
+
+  async function authorize(tx: StoreTransaction, proposalId: string, decider: Decider, action: DecisionAction, now: Date) {
+    const locked = await tx.lockProposalWithContext(proposalId);
+    const proposal = locked?.proposal ?? null;
+    const operation = proposal ? configuredFor(proposal) : undefined;
+    if (locked && operation && !locked.agent) throw new TwokeyError('internal', 'proposal without agent');
+    const agent = operation ? (locked?.agent ?? null) : null;
+    const approvals = locked && action === 'approve' ? locked.approvals : [];
+    const preview = previewDecision({ action, proposalId, proposal, operation, agent, approvals, decider, now, people });
+    if (!preview.allowed) {
+      const refusal = refusalError(preview);
+      if (refusal) throw refusal;
+    }
+    // The preview allowed, or refused only as already counted: everything below exists.
+    if (!proposal || !operation || !agent) throw new TwokeyError('internal', 'decision facts missing');
+    const matchedRule = preview.allowed ? preview.matchedRule : decider.identity;
+    return { proposal, operation, agent, approvals, matchedRule, alreadyCounted: !preview.allowed };
+  }
+
+  async function recordApproval(tx: StoreTransaction, proposalId: string, decider: Decider, now: Date): Promise<DecisionResult> {
+    const { proposal, operation, agent, approvals, matchedRule, alreadyCounted } = await authorize(tx, proposalId, decider, 'approve', now);
+    // A double click or a retried webhook after the quorum was reached is not an error.
+    if (alreadyCounted) return { outcome: 'already_counted', proposal };
+    const approval = { proposalId: proposal.id, approver: decider.identity, matchedRule, via: decider.via, at: now };
+    if (!(await tx.insertApproval(approval))) return { outcome: 'already_counted', proposal };
+    await tx.appendAudit(
+      { type: 'approval.recorded', actor: decider.identity, proposalId: proposal.id, agentId: agent.id, data: { via: decider.via, matchedRule } },
+      now,
+    );
+    // The row lock keeps the list read above current: only this transaction can add to it.
+    const counted = countedApprovers([...approvals, approval], operation, agent.owners, people);
+    if (counted.length < proposal.quorum) {
+      const updated = await tx.updateProposal(proposal.id, { updatedAt: now });
+      return { outcome: 'counted', proposal: await settle(tx, updated) };
+    }
+    const approved = await tx.updateProposal(proposal.id, { status: 'approved', decidedBy: decider.identity, decidedAt: now, updatedAt: now });
+    await tx.appendAudit(
+      { type: 'proposal.approved', actor: decider.identity, proposalId: proposal.id, agentId: agent.id, data: { approvers: counted, quorum: proposal.quorum } },
+      now,
+    );
+    return { outcome: 'quorum_reached', proposal: await settle(tx, approved) };
+  }
+
+  async function approve(proposalId: string, decider: Decider): Promise<DecisionResult> {
+    const now = clock();
+    const decided = await store.transaction((tx) => recordApproval(tx, proposalId, decider, now));
+    if (decided.outcome === 'already_counted') return decided;
+    if (decided.outcome === 'quorum_reached') announceDecision(decided.proposal);
+    else announce(decided.proposal);
+    if (decided.outcome === 'quorum_reached' && decided.proposal.commitMode === 'on_approve') {
+      const proposal = await execution.executeApproved(decided.proposal.id, decider.identity).catch((error: unknown) => {
+        // The approval stands; the failure is recorded on the proposal and can be retried.
+        if (error instanceof TwokeyError && error.code === 'execution_failed') return null;
+        throw error;
+      });
+      return { outcome: decided.outcome, proposal: proposal ?? (await getProposal(decided.proposal.id)) };
+    }
+    return decided;
+  }
+
+  async function reject(proposalId: string, decider: Decider, reason?: string | null): Promise<DecisionResult> {
+    const now = clock();
+    // PostgreSQL text cannot hold NUL; it is invisible anyway, so it goes rather than the rejection failing.
+    const cleanReason = reason?.replaceAll('\u0000', '').trim().slice(0, MAX_REASON_LENGTH) || null;
+    const proposal = await store.transaction(async (tx) => {
+      const { proposal: current, agent } = await authorize(tx, proposalId, decider, 'reject', now);
+      const rejected = await tx.updateProposal(current.id, {
+        status: 'rejected',
+        decidedBy: decider.identity,
+        decidedAt: now,
+        decisionReason: cleanReason,
+        updatedAt: now,
+      });
+      await tx.appendAudit(
+        { type: 'proposal.rejected', actor: decider.identity, proposalId: current.id, agentId: agent.id, data: { via: decider.via, reason: cleanReason } },
+        now,
+      );
+      return settle(tx, rejected);
+    });
+    return { outcome: 'rejected', proposal: announceDecision(proposal) };
+  }
+
+  /** A human's "Retry" after a failed execution: the same people as an approval, and only a failed execution. */
+  async function retry(proposalId: string, decider: Decider): Promise<ProposalRecord> {
+    await store.transaction((tx) => authorize(tx, proposalId, decider, 'retry', clock()));
+    return execution.executeApproved(proposalId, decider.identity);
+  }
+
+  /**
+   * The preview of a decision, read without a lock: what a transport tells a person before (or
+   * instead of) deciding. The core decides again under the row lock.
+   */
+  async function preview(proposalId: string, action: DecisionAction, decider: Decider) {
+    const proposal = await store.getProposal(proposalId);
+    const operation = proposal ? configuredFor(proposal) : undefined;
+    const agent = proposal ? await store.getAgent(proposal.agentId) : null;
+    const approvals = proposal && action === 'approve' ? await store.listApprovals(proposal.id) : [];
+    return previewDecision({ action, proposalId, proposal, operation, agent, approvals, decider, now: clock(), people });
+  }
+
+  return { approve, reject, retry, preview };
+}
+
+export type Decisions = ReturnType<typeof createDecisions>;

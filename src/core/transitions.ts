@@ -1,0 +1,69 @@
+import { recordWaitForApproval } from '../tracing/index.js';
+import { TwokeyError } from './errors.js';
+import type { AgentRecord, Clock, OperationSpec, ProposalRecord } from './model.js';
+import type { OutboxJobSpec, StoreTransaction } from './ports.js';
+
+/** What every state change of a proposal needs, shared by decisions and the execution pipeline. */
+export interface TransitionDeps {
+  clock: Clock;
+  operation(name: string): OperationSpec | undefined;
+  /** Called after every committed state change (long-poll wake-ups, metrics). Must not throw. */
+  onChange?(proposal: ProposalRecord): void;
+  /** The outbox jobs a proposal's new state calls for (chat edits, callbacks). */
+  effects?(proposal: ProposalRecord): OutboxJobSpec[];
+  /**
+   * Called once per proposal, after the commit of its decision (approved, rejected, expired,
+   * cancelled), by whoever made it: a person, a rule, a grant, the agent, the sweeper. Must not throw.
+   */
+  onDecided?(proposal: ProposalRecord): void;
+}
+
+export const agentActor = (agent: Pick<AgentRecord, 'name'>): string => `agent:${agent.name}`;
+
+export function createTransitions(deps: TransitionDeps) {
+  function requireOperation(name: string): OperationSpec {
+    const operation = deps.operation(name);
+    if (!operation) {
+      throw new TwokeyError('operation_removed', `operation "${name}" is no longer in the configuration`);
+    }
+    return operation;
+  }
+
+  /**
+   * Ends a state change inside its transaction: given the proposal as it now stands, queues what
+   * must reach the outside (chat edits, callbacks) in the outbox and wakes long-polls on every
+   * replica — all of it committed, or rolled back, with the change itself.
+   */
+  async function settle(tx: StoreTransaction, proposal: ProposalRecord): Promise<ProposalRecord> {
+    const jobs = deps.effects?.(proposal) ?? [];
+    if (jobs.length > 0) await tx.enqueue(jobs, deps.clock());
+    await tx.notifyChange(proposal.id);
+    return proposal;
+  }
+
+  /** After commit only: tells this process's listeners. */
+  function announce(proposal: ProposalRecord): ProposalRecord {
+    deps.onChange?.(proposal);
+    return proposal;
+  }
+
+  /** After the commit of a decision only: `announce`, and the decision's metrics and span, once. */
+  function announceDecision(proposal: ProposalRecord): ProposalRecord {
+    announce(proposal);
+    recordWaitForApproval(proposal);
+    deps.onDecided?.(proposal);
+    return proposal;
+  }
+
+  async function agentOf(tx: StoreTransaction, proposal: ProposalRecord): Promise<AgentRecord> {
+    const agent = await tx.getAgent(proposal.agentId);
+    if (!agent) throw new TwokeyError('internal', 'proposal without agent');
+    return agent;
+  }
+
+  const operationExists = (name: string): boolean => deps.operation(name) !== undefined;
+
+  return { requireOperation, operationExists, settle, announce, announceDecision, agentOf };
+}
+
+export type Transitions = ReturnType<typeof createTransitions>;

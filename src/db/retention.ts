@@ -1,0 +1,43 @@
+import { sql, type SQL } from 'drizzle-orm';
+import type { Db } from './database.js';
+
+const DAY_MS = 24 * 3_600_000;
+
+/** postgres.js answers `execute` with an array, PGlite with `{ rows }`. */
+function rowCount(result: unknown): number {
+  if (Array.isArray(result)) return result.length;
+  return ((result as { rows?: unknown[] }).rows ?? []).length;
+}
+
+/**
+ * What expires, and when it may go. Each rule deletes at most one batch per run, so a large backlog
+ * is worked off over several sweeps instead of in one long lock-holding statement.
+ */
+function rules(now: Date): Array<{ table: string; where: SQL }> {
+  const at = (date: Date) => sql`${date.toISOString()}::timestamptz`;
+  const dayAgo = new Date(now.getTime() - DAY_MS);
+  return [
+    // Finished jobs are kept a day for `twokey jobs list`; dead ones stay until an operator acts.
+    { table: 'jobs', where: sql`status = 'done' and updated_at < ${at(dayAgo)}` },
+    { table: 'idempotency_keys', where: sql`expires_at <= ${at(now)}` },
+    // AGP tokens outlive their expiry by a day so a late execute still gets "expired", not "invalid".
+    { table: 'agp_tokens', where: sql`expires_at <= ${at(dayAgo)}` },
+    { table: 'approver_links', where: sql`expires_at <= ${at(now)}` },
+    { table: 'console_sessions', where: sql`expires_at <= ${at(now)} or revoked_at <= ${at(dayAgo)}` },
+  ];
+}
+
+export type PruneCounts = Record<string, number>;
+
+/** Deletes one bounded batch of every kind of expired row; answers how many rows went, per table. */
+export async function pruneExpired(db: Db, now: Date, batchSize = 500): Promise<PruneCounts> {
+  const counts: PruneCounts = {};
+  for (const rule of rules(now)) {
+    const result = await db.execute(sql`
+      delete from ${sql.identifier(rule.table)}
+      where ctid in (select ctid from ${sql.identifier(rule.table)} where ${rule.where} limit ${batchSize}::int)
+      returning 1`);
+    counts[rule.table] = rowCount(result);
+  }
+  return counts;
+}

@@ -1,0 +1,20 @@
+import type { GrantService } from '../core/grant-service.js';
+import type { Clock } from '../core/model.js';
+import type { People } from '../core/people.js';
+import type { Store } from '../core/ports.js';
+import type { ProposalService } from '../core/proposals.js';
+
+/**
+ * The slice of twokey Discord needs to answer a click, declared here so the runtime (or a unit test,
+ * with plain fakes) hands in exactly this rather than its whole set of services.
+ */
+export interface DiscordServices {
+  proposals: Pick<ProposalService, 'approve' | 'reject' | 'retry'>;
+  store: Pick<Store, 'getProposal' | 'getAgent' | 'listApprovals'>;
+  operation(name: string): { name: string; approval: { approvers: readonly string[] }; grants?: { allow: boolean; durationsMs: number[] } | null } | undefined;
+  /** "Approve for…": approve and grant (absent: the button is refused). */
+  grants?: Pick<GrantService, 'approveAndGrant'>;
+  clock: Clock;
+  /** Who is the same human behind several identities (config `people:`). */
+  people?: People;
+}

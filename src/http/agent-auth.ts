@@ -1,0 +1,55 @@
+import type { FastifyRequest } from 'fastify';
+import type { AgentService } from '../core/agents.js';
+import { TwokeyError } from '../core/errors.js';
+import type { AgentRecord } from '../core/model.js';
+import { bearerAuthHook, bearerToken, type FailedAuthCounter } from '../lib/bearer-auth.js';
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    agent?: AgentRecord;
+  }
+}
+
+const missingKey = () => new TwokeyError('unauthorized', 'missing "Authorization: Bearer tk_agent_…" header');
+
+/** The agent's API key from `Authorization: Bearer …`; 401 when there is none. */
+export function bearerKey(request: FastifyRequest): string {
+  const key = bearerToken(request);
+  if (key === null) throw missingKey();
+  return key;
+}
+
+/**
+ * An onRequest hook for every agent-facing route (/v1, /agp, /mcp): the caller's API key becomes
+ * `request.agent`. Refused keys count against `failedAuth`, when given.
+ */
+export function authenticateAgent(agents: Pick<AgentService, 'authenticate'>, failedAuth?: FailedAuthCounter) {
+  return bearerAuthHook<AgentRecord>({
+    authenticate: (key) => agents.authenticate(key),
+    missingToken: missingKey,
+    isRefusal: (error) => error instanceof TwokeyError && error.code === 'unauthorized',
+    attach: (request, agent) => {
+      request.agent = agent;
+    },
+    ...(failedAuth ? { failures: failedAuth } : {}),
+  });
+}
+
+export function agentOf(request: FastifyRequest): AgentRecord {
+  if (!request.agent) throw new TwokeyError('unauthorized', 'not authenticated');
+  return request.agent;
+}
+
+/**
+ * A route's `config` that rate-limits per agent (per address before authentication), so one noisy
+ * agent cannot starve the others.
+ */
+export function perAgentRateLimit(limit: { max: number; timeWindowMs: number }) {
+  return {
+    rateLimit: {
+      max: limit.max,
+      timeWindow: limit.timeWindowMs,
+      keyGenerator: (request: FastifyRequest) => request.agent?.id ?? request.ip,
+    },
+  };
+}

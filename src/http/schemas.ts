@@ -1,0 +1,183 @@
+import { z } from 'zod';
+import { errorStatus, type ErrorCode } from '../core/errors.js';
+
+/**
+ * The agent API (`/v1`) and the health routes, as zod schemas: fastify validates requests and
+ * filters responses with them (through fastify-type-provider-zod), handlers get their types from
+ * them, and `GET /openapi.json` is generated from them. Response objects strip unknown keys, so a
+ * field a schema does not list never leaves the server (the confirmation token after `201`).
+ *
+ * Descriptions and names live in `apiSchemas` (not zod's global registry, which every zod user in
+ * the process shares): `.register(apiSchemas, { description })`, and `named` schemas become
+ * `components.schemas` entries (`$ref`s).
+ */
+export const apiSchemas = z.registry<{ id?: string; description?: string }>();
+
+/** A schema that becomes a `components.schemas` entry, keeping the description it was given. */
+export function named<T extends z.ZodType>(id: string, schema: T): T {
+  apiSchemas.add(schema, { ...apiSchemas.get(schema), id });
+  return schema;
+}
+
+const errorCodes = Object.keys(errorStatus) as [ErrorCode, ...ErrorCode[]];
+
+export const errorDetailSchema = named(
+  'ErrorDetail',
+  z.object({
+    path: z.string().register(apiSchemas, { description: 'JSON pointer of the offending value ("" for the whole body)' }),
+    message: z.string(),
+  }),
+);
+
+export const errorBodySchema = named(
+  'Error',
+  z
+    .object({
+      error: z.object({
+        code: z.enum(errorCodes).register(apiSchemas, { description: 'Stable machine-readable code; the message is for humans' }),
+        message: z.string(),
+        requestId: z.string().register(apiSchemas, { description: 'Also in the server log line of this request' }),
+        details: z.array(errorDetailSchema).optional().register(apiSchemas, { description: 'Every schema error, on a 400' }),
+      }),
+    })
+    .register(apiSchemas, { description: 'Every failure of the agent API' }),
+);
+
+export const proposalStatusSchema = z.enum(['pending', 'approved', 'executing', 'committed', 'rejected', 'expired', 'cancelled']);
+
+export const outcomeSchema = named(
+  'Outcome',
+  z
+    .object({
+      outcome: z.enum(['pending', 'approved', 'committed', 'denied', 'expired', 'cancelled', 'failed']),
+      userConsent: z.boolean().register(apiSchemas, { description: 'A human (or a rule a human wrote) said yes to exactly this proposal' }),
+      retryable: z.boolean().register(apiSchemas, { description: 'Asking again is the right move: true only while pending and after a failed execution' }),
+      reason: z.string().nullable(),
+      decidedBy: z.array(z.string()),
+      proposalId: z.string(),
+    })
+    .register(apiSchemas, { description: 'The one answer about a decision; silence is never consent (an undecided proposal ends expired)' }),
+);
+
+export const approvalSchema = z.object({ approver: z.string(), at: z.string().register(apiSchemas, { description: 'ISO 8601 time' }) });
+
+export const decisionSchema = z.object({ by: z.string(), at: z.string(), reason: z.string().nullable() });
+
+export const proposalViewSchema = named(
+  'ProposalView',
+  z
+    .object({
+      id: z.string(),
+      status: proposalStatusSchema,
+      operation: z.string(),
+      params: z.record(z.string(), z.unknown()),
+      summary: z.string().register(apiSchemas, { description: 'Written by twokey from the operation template, never by the agent' }),
+      expiresAt: z.string().register(apiSchemas, { description: 'ISO 8601 time; at this instant the token is expired' }),
+      quorum: z.int(),
+      approvals: z.array(approvalSchema),
+      decision: decisionSchema.nullable(),
+      result: z.unknown().register(apiSchemas, { description: "The executor's result once committed, else null" }),
+      error: z.string().nullable().register(apiSchemas, { description: 'Why the last execution failed' }),
+      outcome: outcomeSchema,
+    })
+    .register(apiSchemas, { description: 'A proposal as its agent sees it; never the confirmation token' }),
+);
+
+export const proposalCreatedSchema = named(
+  'ProposalCreated',
+  z.object({
+    id: z.string(),
+    status: proposalStatusSchema,
+    operation: z.string(),
+    summary: z.string(),
+    expiresAt: z.string(),
+    confirmToken: z.string().register(apiSchemas, { description: 'tk_conf_…, returned this once; needed to commit `commit: agent` operations' }),
+    quorum: z.int(),
+    approvals: z.tuple([]),
+    outcome: outcomeSchema,
+  }),
+);
+
+export const commitAnswerSchema = named('CommitAnswer', z.object({ status: proposalStatusSchema, result: z.unknown(), outcome: outcomeSchema }));
+
+export const operationInfoSchema = named(
+  'OperationInfo',
+  z.object({
+    name: z.string(),
+    description: z.string(),
+    confirmationType: z.enum(['payment', 'approval', 'verification']),
+    params: z.record(z.string(), z.unknown()).register(apiSchemas, { description: 'JSON Schema of the params' }),
+    quorum: z.int(),
+    commit: z.enum(['on_approve', 'agent']),
+    expiresInSeconds: z.int(),
+  }),
+);
+
+export const operationListSchema = z.object({ operations: z.array(operationInfoSchema) });
+
+const operationName = z.string().min(1).max(64);
+const paramsObject = z
+  .record(z.string(), z.unknown())
+  .register(apiSchemas, { description: "Checked against the operation's params schema (400 invalid_params lists every error)" });
+
+export const proposeBodySchema = z.strictObject({
+  operation: operationName,
+  params: paramsObject,
+  callbackUrl: z
+    .string()
+    .max(2048)
+    .regex(/^https?:\/\//)
+    .optional()
+    .register(apiSchemas, { description: 'Receives the decision and the result, signed (Standard Webhooks)' }),
+});
+
+export const commitBodySchema = z.strictObject({ operation: operationName, params: paramsObject });
+
+export const proposalIdParamsSchema = z.object({ id: z.string().min(1).max(64) });
+
+export const proposalQuerySchema = z.strictObject({
+  // Query strings are text and types are never coerced: the number is checked by its pattern.
+  wait: z
+    .string()
+    .regex(/^(60|[1-5]?[0-9])(\.[0-9]+)?$/)
+    .optional()
+    .register(apiSchemas, { description: 'Long-poll: hold the answer up to this many seconds (at most 60) until the proposal changes' }),
+});
+
+const idempotencyKey = z.string().optional().register(apiSchemas, { description: 'A retry with the same key gets the first answer back' });
+
+/** Documented here; the handlers keep checking them (duplicate or absent headers keep their answers). */
+export const idempotentHeadersSchema = z.looseObject({ 'idempotency-key': idempotencyKey });
+
+export const commitHeadersSchema = z.looseObject({
+  'x-confirmation-token': z.string().optional().register(apiSchemas, { description: 'tk_conf_… from the 201 of POST /v1/proposals' }),
+  'idempotency-key': idempotencyKey,
+});
+
+/** A paused framework run (an OpenAI Agents RunState) is at most this large. */
+export const MAX_RESUME_STATE_CHARS = 1_048_576;
+
+export const resumeStateBodySchema = z.strictObject({
+  state: z
+    .string()
+    .max(MAX_RESUME_STATE_CHARS)
+    .register(apiSchemas, { description: 'What the agent needs to resume its run; sealed at rest under its API key' }),
+});
+
+export const resumeStateSchema = named('ResumeState', z.object({ state: z.string() }));
+
+export const healthSchema = z.object({ status: z.literal('ok') });
+export const readySchema = z.object({ status: z.literal('ready') });
+export const notReadySchema = z.object({ status: z.literal('not_ready'), reason: z.string() });
+
+export type ErrorBody = z.output<typeof errorBodySchema>;
+export type OutcomeView = z.output<typeof outcomeSchema>;
+export type ProposalView = z.output<typeof proposalViewSchema>;
+export type ProposalCreated = z.output<typeof proposalCreatedSchema>;
+export type CommitAnswer = z.output<typeof commitAnswerSchema>;
+export type OperationInfo = z.output<typeof operationInfoSchema>;
+export type ProposeBody = z.output<typeof proposeBodySchema>;
+export type CommitBody = z.output<typeof commitBodySchema>;
+export type ProposalQuery = z.output<typeof proposalQuerySchema>;
+export type ResumeStateBody = z.output<typeof resumeStateBodySchema>;
+export type ResumeState = z.output<typeof resumeStateSchema>;

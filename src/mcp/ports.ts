@@ -1,0 +1,18 @@
+import type { OperationDefinition } from '../config/config-file.js';
+import type { AgentService } from '../core/agents.js';
+import type { ChangeFeed } from '../core/changes.js';
+import type { Clock } from '../core/model.js';
+import type { ProposalService } from '../core/proposals.js';
+
+/**
+ * The slice of twokey the MCP server needs, declared here so the runtime (or a test) hands in exactly
+ * this rather than its whole set of services. Its own storage is `McpStore` (src/db/mcp-store.ts).
+ */
+export interface McpServices {
+  agents: Pick<AgentService, 'authenticate'>;
+  proposals: Pick<ProposalService, 'propose' | 'viewForAgent' | 'executeApproved'>;
+  changes: Pick<ChangeFeed, 'next'>;
+  operations(): OperationDefinition[];
+  operation(name: string): OperationDefinition | undefined;
+  clock: Clock;
+}

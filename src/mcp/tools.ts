@@ -1,0 +1,76 @@
+import type { Tool } from '@modelcontextprotocol/sdk/types.js';
+import type { OperationDefinition } from '../config/config-file.js';
+import type { AgentRecord } from '../core/model.js';
+
+/** The structured answer of every gated tool: the outcome every agent-facing answer carries, plus the result. */
+export const outcomeOutputSchema = {
+  type: 'object',
+  required: ['outcome', 'userConsent', 'retryable', 'decidedBy', 'proposalId'],
+  properties: {
+    outcome: { type: 'string', enum: ['pending', 'approved', 'committed', 'denied', 'expired', 'cancelled', 'failed'] },
+    userConsent: { type: 'boolean' },
+    retryable: { type: 'boolean' },
+    reason: { type: ['string', 'null'] },
+    decidedBy: { type: 'array', items: { type: 'string' } },
+    proposalId: { type: 'string' },
+    result: {},
+  },
+} as const;
+
+export function mayPropose(agent: AgentRecord, operation: Pick<OperationDefinition, 'name'>): boolean {
+  return !agent.operations || agent.operations.includes(operation.name);
+}
+
+function humanDuration(ms: number): string {
+  const minutes = ms / 60_000;
+  if (minutes >= 1440 && Number.isInteger(minutes / 1440)) return `${minutes / 1440} d`;
+  if (minutes >= 60 && Number.isInteger(minutes / 60)) return `${minutes / 60} h`;
+  if (minutes >= 1 && Number.isInteger(minutes)) return `${minutes} min`;
+  return `${Math.round(ms / 1000)} s`;
+}
+
+/** Who must say yes, where, and for how long: the words a model needs before it calls. */
+export function approvalText(operation: OperationDefinition): string {
+  if (operation.autoApprove) {
+    return `No human approval: ${operation.autoApprove.reason}; every call is recorded in twokey's audit log.`;
+  }
+  const { approvers, quorum, slack, discord } = operation.approval;
+  const where = [
+    slack ? `Slack channel ${slack.channel}` : null,
+    discord ? `Discord channel ${discord.channel}` : null,
+    approvers.some((identity) => identity.startsWith('web:')) ? 'the twokey web console' : null,
+  ].filter((place): place is string => place !== null);
+  const commit =
+    operation.commit === 'agent'
+      ? 'Once approved, it runs when this tool is called (the waiting call, or the same call repeated).'
+      : 'It runs as soon as it is approved.';
+  return (
+    `Requires approval by ${quorum} of ${approvers.join(', ')}${where.length > 0 ? ` (asked in ${where.join(' and ')})` : ''}; ` +
+    `the request expires after ${humanDuration(operation.expiresInMs)} if nobody decides. ${commit} ` +
+    'Calling again with the same arguments returns the same request and its decision, never a second request.'
+  );
+}
+
+/** One gated tool per operation the agent may propose (name = operation, input = its params schema). */
+export function toolOf(operation: OperationDefinition): Tool {
+  const readOnly = operation.upstreamTool?.readOnly === true;
+  const openWorld = operation.executor.type !== 'echo';
+  return {
+    name: operation.name,
+    description: `${operation.description.trim().replace(/\.?$/, '.')} ${approvalText(operation)}`,
+    inputSchema: operation.paramsSchema as Tool['inputSchema'],
+    outputSchema: outcomeOutputSchema as unknown as Tool['outputSchema'],
+    annotations: {
+      title: operation.description.split('\n')[0]?.slice(0, 100) || operation.name,
+      readOnlyHint: readOnly,
+      destructiveHint: !readOnly,
+      // Calling again with the same arguments returns the same proposal: twokey makes every tool idempotent.
+      idempotentHint: true,
+      openWorldHint: openWorld,
+    },
+  };
+}
+
+export function toolsFor(agent: AgentRecord, operations: readonly OperationDefinition[]): Tool[] {
+  return operations.filter((operation) => mayPropose(agent, operation)).map(toolOf);
+}

@@ -1,0 +1,24 @@
+import type { GrantService } from '../core/grant-service.js';
+import type { Clock } from '../core/model.js';
+import type { Store } from '../core/ports.js';
+import type { ProposalService } from '../core/proposals.js';
+
+/** How Slack sees an operation: who approves it, and which standing approvals it offers. */
+export interface SlackOperationView {
+  name: string;
+  approval: { approvers: string[] };
+  grants?: { allow: boolean; durationsMs: number[] } | null;
+}
+
+/**
+ * The slice of twokey Slack needs: the decisions, the proposal reads and the clock. Declared here so
+ * the runtime (or a test) hands in exactly this, not its whole set of services.
+ */
+export interface SlackServices {
+  proposals: Pick<ProposalService, 'approve' | 'reject' | 'retry' | 'preview'>;
+  store: Pick<Store, 'getProposal'>;
+  operation(name: string): SlackOperationView | undefined;
+  clock: Clock;
+  /** Standing approvals ("Approve for 1 h…"), when the runtime offers them. */
+  grants?: Pick<GrantService, 'approveAndGrant'>;
+}

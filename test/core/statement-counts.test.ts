@@ -1,0 +1,107 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { openRecordedDatabase, SqlRecorder } from '../../bench/support/sql-trace.js';
+import type { Database } from '../../src/db/database.js';
+import { manualClock } from '../support/clock.js';
+import { drivers, openTestDatabase } from '../support/database.js';
+import { startTestTwokey, type TestTwokey } from '../support/twokey.js';
+
+/**
+ * The SQL each step of the core cycle sends, counted at the driver (as `npm run bench:statements`
+ * does for the chat cycle). Each figure is what the step needs; a change that adds a statement or
+ * a transaction to the hot path fails here, and one that saves some updates the figure.
+ */
+describe.each(drivers)('statements per step of the core cycle (%s)', (driver) => {
+  const recorder = new SqlRecorder();
+  let recorded: Database;
+  let scratch: (Database & { url?: string }) | null = null;
+  let twokey: TestTwokey;
+  let agent: { apiKey: string };
+
+  beforeAll(async () => {
+    if (driver === 'postgres') scratch = await openTestDatabase('postgres', { poolSize: 1 });
+    recorded = await openRecordedDatabase(scratch?.url, recorder);
+    // Only the requests' own statements: no outbox poll, sweep or audit integration meanwhile.
+    twokey = await startTestTwokey({
+      driver,
+      database: recorded,
+      clock: manualClock(),
+      outboxPollMs: 600_000,
+      sweepIntervalMs: 600_000,
+      auditIntervalMs: 3_600_000,
+    });
+    agent = await twokey.createAgent('counted');
+  });
+  afterAll(async () => {
+    await twokey.close();
+    await recorded.close();
+    await scratch?.close();
+  });
+
+  const params = { org: 'acme', plan: 'scale' };
+
+  async function cycle() {
+    const proposed = await twokey.request('POST', '/v1/proposals', { apiKey: agent.apiKey, body: { operation: 'upgrade_plan', params } });
+    expect(proposed.status).toBe(201);
+    const id = String(proposed.body.id);
+    await twokey.services.proposals.approve(id, { identity: 'web:alice', via: 'test' });
+    const committed = await twokey.request('POST', `/v1/proposals/${id}/commit`, {
+      apiKey: agent.apiKey,
+      headers: { 'x-confirmation-token': String(proposed.body.confirmToken) },
+      body: { operation: 'upgrade_plan', params },
+    });
+    expect(committed.body).toMatchObject({ status: 'committed', outcome: { outcome: 'committed', decidedBy: ['web:alice'] } });
+    const viewed = await twokey.request('GET', `/v1/proposals/${id}`, { apiKey: agent.apiKey });
+    expect(viewed.body).toMatchObject({ status: 'committed', approvals: [{ approver: 'web:alice' }] });
+  }
+
+  /** Runs `step` while recording; its statements and transactions. */
+  async function counted(step: () => Promise<unknown>) {
+    recorder.statements.length = 0;
+    recorder.recording = true;
+    try {
+      await step();
+    } finally {
+      recorder.recording = false;
+    }
+    const statements = recorder.statements.slice();
+    return {
+      statements: statements.length,
+      transactions: new Set(statements.filter((s) => s.inTransaction).map((s) => s.unit)).size,
+      texts: statements.map((s) => s.text),
+    };
+  }
+
+  it('propose, approve, commit and read send the statements they need and no more', async () => {
+    // Warm: the first request of a window leases the agent's rate-limit block (PostgreSQL).
+    await cycle();
+    let proposed = { status: 0, body: {} as Record<string, unknown> };
+    const propose = await counted(async () => {
+      proposed = await twokey.request('POST', '/v1/proposals', { apiKey: agent.apiKey, body: { operation: 'upgrade_plan', params } });
+    });
+    const id = String(proposed.body.id);
+    const approve = await counted(() => twokey.services.proposals.approve(id, { identity: 'web:alice', via: 'test' }));
+    const commit = await counted(() =>
+      twokey.request('POST', `/v1/proposals/${id}/commit`, {
+        apiKey: agent.apiKey,
+        headers: { 'x-confirmation-token': String(proposed.body.confirmToken) },
+        body: { operation: 'upgrade_plan', params },
+      }),
+    );
+    const read = await counted(() => twokey.request('GET', `/v1/proposals/${id}`, { apiKey: agent.apiKey }));
+    const figures = Object.fromEntries(
+      Object.entries({ propose, approve, commit, read }).map(([step, { statements, transactions }]) => [step, { statements, transactions }]),
+    );
+    expect(figures, JSON.stringify({ propose, approve, commit, read }, null, 1)).toEqual({
+      // auth; the agent's row lock, then the count of its waiting proposals (a statement of its own
+      // after the lock, so it sees what the lock holder committed); the proposal's insert, then its
+      // audit row and change notice in one statement.
+      propose: { statements: 5, transactions: 1 },
+      // the lock (with the agent), the approvals, the approval's insert, the proposal's update, audit + notice.
+      approve: { statements: 5, transactions: 1 },
+      // auth; the same lock and approvals, the update, audit + notice; the answer needs no read after.
+      commit: { statements: 5, transactions: 1 },
+      // auth; the proposal with its approvals in one statement.
+      read: { statements: 2, transactions: 0 },
+    });
+  });
+});

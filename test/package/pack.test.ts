@@ -1,0 +1,189 @@
+/**
+ * The package as users get it: `npm pack` (which builds dist/ through `prepare`), installed into an
+ * empty project with plain npm and no network (`npm ci --offline` from the cache that installing
+ * twokey itself filled), then used as an embedder and an agent would: `import { startTwokey } from
+ * 'twokey'` in one process, `import { Twokey } from 'twokey/sdk'` in another, `npx twokey` between them.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { once } from 'node:events';
+import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { freePort } from '../support/processes.js';
+
+const root = fileURLToPath(new URL('../../', import.meta.url));
+const npm = process.platform === 'win32' ? 'npm.cmd' : 'npm';
+const npx = process.platform === 'win32' ? 'npx.cmd' : 'npx';
+
+interface Run {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+async function run(command: string, args: string[], options: { cwd: string; env?: NodeJS.ProcessEnv }): Promise<Run> {
+  const child = spawn(command, args, { cwd: options.cwd, env: options.env ?? process.env, stdio: ['ignore', 'pipe', 'pipe'] });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+  child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+  const [code] = (await once(child, 'close')) as [number | null];
+  return { code, stdout, stderr };
+}
+
+async function succeed(command: string, args: string[], options: { cwd: string; env?: NodeJS.ProcessEnv }): Promise<string> {
+  const result = await run(command, args, options);
+  if (result.code !== 0) throw new Error(`${command} ${args.join(' ')} exited with ${result.code}:\n${result.stdout}\n${result.stderr}`);
+  return result.stdout;
+}
+
+interface PackedFile {
+  path: string;
+}
+interface Packed {
+  filename: string;
+  size: number;
+  unpackedSize: number;
+  entryCount: number;
+  integrity: string;
+  files: PackedFile[];
+}
+
+/**
+ * The consumer's lockfile: twokey from the tarball, and for its dependencies exactly the versions our
+ * own lockfile pins (its non-dev entries, at the same places in node_modules). With it `npm ci
+ * --offline` needs nothing but tarballs the cache already holds, and no registry metadata.
+ */
+async function consumerLockfile(packed: Packed): Promise<object> {
+  const ours = JSON.parse(await readFile(join(root, 'package-lock.json'), 'utf8'));
+  const manifest = JSON.parse(await readFile(join(root, 'package.json'), 'utf8'));
+  const packages: Record<string, unknown> = {
+    '': { name: 'consumer', dependencies: { twokey: `file:${packed.filename}` } },
+    'node_modules/twokey': {
+      version: manifest.version,
+      resolved: `file:${packed.filename}`,
+      integrity: packed.integrity,
+      license: manifest.license,
+      dependencies: manifest.dependencies,
+      peerDependencies: manifest.peerDependencies,
+      peerDependenciesMeta: manifest.peerDependenciesMeta,
+      bin: manifest.bin,
+      engines: manifest.engines,
+    },
+  };
+  for (const [path, entry] of Object.entries(ours.packages as Record<string, { dev?: boolean }>)) {
+    if (path !== '' && !entry.dev) packages[path] = entry;
+  }
+  return { name: 'consumer', lockfileVersion: 3, requires: true, packages };
+}
+
+// Every step is a new process on a busy two-core machine (npm, node, PGlite): generous timeouts.
+describe('the npm package', { timeout: 300_000 }, () => {
+  let workDir: string;
+  let app: string;
+  let packed: Packed;
+  let server: ChildProcess | undefined;
+  const { DATABASE_URL: _noDatabase, TWOKEY_CONFIG: _noConfig, ...inherited } = process.env;
+
+  beforeAll(async () => {
+    workDir = await mkdtemp(join(tmpdir(), 'twokey-pack-'));
+    app = join(workDir, 'app');
+    await mkdir(app);
+    // `npm pack` runs `prepare`, so the tarball holds a dist/ built from the sources under test.
+    const output = await succeed(npm, ['pack', '--json', '--pack-destination', app], { cwd: root });
+    packed = (JSON.parse(output.slice(output.indexOf('['))) as Packed[])[0]!;
+    const manifest = JSON.parse(await readFile(join(root, 'package.json'), 'utf8'));
+    await writeFile(
+      join(app, 'package.json'),
+      JSON.stringify({ name: 'consumer', private: true, type: 'module', dependencies: { twokey: `file:${packed.filename}` }, overrides: manifest.overrides }),
+    );
+    await writeFile(join(app, 'package-lock.json'), JSON.stringify(await consumerLockfile(packed)));
+    await succeed(npm, ['ci', '--offline', '--no-audit', '--no-fund', '--loglevel=error'], { cwd: app });
+  }, 600_000);
+
+  afterAll(async () => {
+    if (server && server.exitCode === null) {
+      server.kill('SIGTERM');
+      await once(server, 'close');
+    }
+    if (workDir) await rm(workDir, { recursive: true, force: true });
+  });
+
+  it('ships the build, the migrations and the example config, and no tests or benchmarks', () => {
+    const paths = packed.files.map((file) => file.path);
+    expect(paths.filter((path) => /^(test|bench|scripts)\//.test(path))).toEqual([]);
+    expect(paths).toEqual(
+      expect.arrayContaining([
+        'bin/twokey.js',
+        'dist/index.js',
+        'dist/index.d.ts',
+        'dist/sdk/index.js',
+        'dist/sdk/index.d.ts',
+        'dist/cli/main.js.map',
+        'dist/console/assets/console.css',
+        'twokey.example.yaml',
+        'docs/api.md',
+      ]),
+    );
+    expect(paths.some((path) => path.startsWith('drizzle/') && path.endsWith('.sql'))).toBe(true);
+    console.log(`twokey tarball: ${packed.filename}, ${packed.size} bytes packed, ${packed.unpackedSize} unpacked, ${packed.entryCount} files`);
+  });
+
+  it('runs `npx twokey --help` from the installed package', async () => {
+    const help = await succeed(npx, ['--offline', 'twokey', '--help'], { cwd: app, env: inherited });
+    expect(help).toContain('Usage: twokey');
+    expect(help).toMatch(/serve\s/);
+    expect(help).toMatch(/proposals\s/);
+  });
+
+  it('an embedder starts the server with `twokey`; an agent on `twokey/sdk` lists operations and proposes', async () => {
+    const port = await freePort();
+    const env = { ...inherited, HOST: '127.0.0.1', PORT: String(port), LOG_LEVEL: 'warn', TWOKEY_DATA_DIR: join(workDir, 'data') };
+    await writeFile(
+      join(app, 'server.mjs'),
+      [
+        "import { loadEnv, startTwokey } from 'twokey';",
+        'const running = await startTwokey({ env: loadEnv(process.env) });',
+        "process.once('SIGTERM', () => void running.close().then(() => process.exit(0)));",
+        "console.log('listening on ' + running.url);",
+      ].join('\n'),
+    );
+    server = spawn(process.execPath, ['server.mjs'], { cwd: app, env, stdio: ['ignore', 'pipe', 'pipe'] });
+    let serverOutput = '';
+    server.stdout?.on('data', (chunk: Buffer) => (serverOutput += chunk.toString()));
+    server.stderr?.on('data', (chunk: Buffer) => (serverOutput += chunk.toString()));
+    while (!serverOutput.includes('listening on')) {
+      if (server.exitCode !== null) throw new Error(`server.mjs exited with ${server.exitCode}:\n${serverOutput}`);
+      await once(server.stdout!, 'data');
+    }
+
+    // The CLI reaches the embedded database through the running server's admin socket.
+    const created = await succeed(npx, ['--offline', 'twokey', 'agents', 'create', 'argus', '--owner', 'web:alice'], { cwd: app, env });
+    const apiKey = created.trim().split('\n').at(-1)!;
+    expect(apiKey).toMatch(/^tk_agent_/);
+
+    await writeFile(
+      join(app, 'agent.mjs'),
+      [
+        "import { Twokey, TwokeyApiError } from 'twokey/sdk';",
+        'const twokey = new Twokey({ baseUrl: process.env.TWOKEY_URL, apiKey: process.env.TWOKEY_KEY });',
+        'const operations = (await twokey.operations()).map((operation) => operation.name);',
+        "const proposal = await twokey.propose({ operation: 'upgrade_plan', params: { org: 'acme', plan: 'scale' } });",
+        "const refused = await twokey.propose({ operation: 'upgrade_plan', params: { org: 'acme' } }).catch((error) => error instanceof TwokeyApiError ? error.code : String(error));",
+        'console.log(JSON.stringify({ operations, proposal, refused }));',
+      ].join('\n'),
+    );
+    const answer = JSON.parse(
+      await succeed(process.execPath, ['agent.mjs'], { cwd: app, env: { ...env, TWOKEY_URL: `http://127.0.0.1:${port}`, TWOKEY_KEY: apiKey } }),
+    );
+    expect(answer.operations).toContain('upgrade_plan');
+    expect(answer.proposal).toMatchObject({ status: 'pending', operation: 'upgrade_plan', summary: 'argus is requesting to upgrade acme to the scale plan.' });
+    expect(answer.proposal.confirmToken).toMatch(/^tk_conf_/);
+    expect(answer.refused).toBe('invalid_params');
+
+    const listed = await succeed(npx, ['--offline', 'twokey', 'proposals', 'list', '--status', 'pending'], { cwd: app, env });
+    expect(listed).toContain(answer.proposal.id);
+  });
+});
