@@ -144,9 +144,20 @@ export async function openDatabase(options: OpenOptions): Promise<Database> {
   }
 }
 
+/**
+ * Seconds a closed pool connection waits before it reconnects. postgres.js's own default grows with
+ * every failed attempt to 10–20 s, and each connection keeps the delay it drew when it closed: after
+ * a few seconds of outage, statements queued on such a connection waited up to 20 s once the
+ * database was back (the outbox stalled, /readyz was already green). Capped at 2 s, with jitter so
+ * a fleet of replicas does not reconnect in step.
+ */
+export function reconnectDelaySeconds(failedAttempts: number): number {
+  return (0.5 + Math.random() / 2) * Math.min(0.05 * 2 ** failedAttempts, 2);
+}
+
 async function openPostgres(url: string, poolSize: number): Promise<Database> {
   await migratePostgresLocked(url);
-  const client = postgres(url, { max: poolSize, onnotice: () => {} });
+  const client = postgres(url, { max: poolSize, onnotice: () => {}, backoff: reconnectDelaySeconds });
   const db = drizzlePostgres({ client, schema });
   return { db, kind: 'postgres', client, url, close: () => client.end({ timeout: 5 }) };
 }
