@@ -1,9 +1,8 @@
 import type { FastifyReply, FastifyRequest, preHandlerAsyncHookHandler } from 'fastify';
 import { TwokeyError } from '../core/errors.js';
 import type { SendPage } from './respond.js';
-import { field, viewerOf } from './respond.js';
+import { field, refusal, viewerOf } from './respond.js';
 import { csrfTokenMatches, type ConsoleAuth, type ConsoleSession } from './sign-in.js';
-import { refusedPage } from './views/common.js';
 
 export interface GuardOptions {
   auth: ConsoleAuth;
@@ -56,25 +55,29 @@ export function createConsoleGuard(options: GuardOptions) {
   const form: preHandlerAsyncHookHandler = async (request, reply): Promise<FastifyReply | undefined> => {
     const session = await sessionOf(request);
     if (!session) {
-      return send(reply, 401, {
-        title: 'Signed out',
-        viewer: null,
-        section: 'none',
-        body: refusedPage('Your session has ended', 'Sign in again with a new link; nothing was changed.', '/console/login'),
-      });
+      return send(
+        reply,
+        401,
+        refusal(null, {
+          title: 'Signed out',
+          heading: 'Your session has ended',
+          message: 'Sign in again with a new link; nothing was changed.',
+          back: '/console/login',
+        }),
+      );
     }
     if (crossSite(request) || !csrfTokenMatches(session, field(request.body, '_csrf'))) {
       request.log.warn({ approver: session.approver, url: request.url }, 'console form refused: missing or wrong CSRF token');
-      return send(reply, 403, {
-        title: 'Form refused',
-        viewer: viewerOf(session),
-        section: 'none',
-        body: refusedPage(
-          'This form could not be verified',
-          'The form did not carry this session’s security token, or came from another site. Nothing was changed. Reload the page and try again.',
-          '/console',
-        ),
-      });
+      return send(
+        reply,
+        403,
+        refusal(viewerOf(session), {
+          title: 'Form refused',
+          heading: 'This form could not be verified',
+          message: 'The form did not carry this session’s security token, or came from another site. Nothing was changed. Reload the page and try again.',
+          back: '/console',
+        }),
+      );
     }
     sessions.set(request, session);
     return undefined;

@@ -7,7 +7,7 @@ import type { ConsoleContext } from './context.js';
 import { createConsoleGuard } from './guard.js';
 import type { ConsoleQueries, ConsoleServices } from './ports.js';
 import { proposalItems } from './proposal-items.js';
-import { pageSender } from './respond.js';
+import { pageSender, refusal } from './respond.js';
 import { agentRoutes } from './routes/agents.js';
 import { assetRoutes } from './routes/assets.js';
 import { decisionRoutes } from './routes/decisions.js';
@@ -17,7 +17,6 @@ import { pageRoutes } from './routes/pages.js';
 import { signInRoutes } from './routes/sign-in.js';
 import { SECURITY_HEADERS } from './security.js';
 import type { ConsoleAuth } from './sign-in.js';
-import { refusedPage } from './views/common.js';
 
 export interface ConsoleRouteDeps {
   services: ConsoleServices;
@@ -72,16 +71,11 @@ export async function registerConsoleRoutes(app: FastifyInstance, deps: ConsoleR
         const status = isTwokeyError(error) ? error.status : (error.statusCode ?? 500);
         if (status >= 500) request.log.error({ err: error }, 'console request failed');
         const message = status >= 500 ? 'Something went wrong on the server; the log has the details for this request.' : error.message;
-        return send(reply, status, { title: 'Not done', viewer: null, section: 'none', body: refusedPage('Not done', message, '/console') });
+        return send(reply, status, refusal(null, { heading: 'Not done', message, back: '/console' }));
       });
 
       scope.setNotFoundHandler((_request, reply) =>
-        send(reply, 404, {
-          title: 'Not found',
-          viewer: null,
-          section: 'none',
-          body: refusedPage('Not found', 'There is no such page in the console.', '/console'),
-        }),
+        send(reply, 404, refusal(null, { title: 'Not found', heading: 'Not found', message: 'There is no such page in the console.', back: '/console' })),
       );
 
       await scope.register(assetRoutes);

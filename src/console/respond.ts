@@ -3,6 +3,7 @@ import type { Clock } from '../core/model.js';
 import type { HtmlValue, SafeHtml } from './html.js';
 import { page, type Section, type Viewer } from './layout.js';
 import type { ConsoleSession } from './sign-in.js';
+import { refusedPage } from './views/common.js';
 
 export interface PageReply {
   title: string;
@@ -23,6 +24,11 @@ export function pageSender(clock: Clock): SendPage {
       .code(status)
       .type('text/html; charset=utf-8')
       .send(page({ ...options, now: clock() }).value);
+}
+
+/** Every refusal reads the same way: what was refused, why, nothing changed, and the way back. */
+export function refusal(viewer: Viewer | null, what: { heading: string; message: HtmlValue; back: string; title?: string }): PageReply {
+  return { title: what.title ?? 'Not done', viewer, section: 'none', body: refusedPage(what.heading, what.message, what.back) };
 }
 
 export const viewerOf = (session: ConsoleSession): Viewer => ({ approver: session.approver, csrfToken: session.csrfToken });

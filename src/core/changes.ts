@@ -25,8 +25,17 @@ export function createChangeFeed() {
       emitter.on(EVERY, listener);
       return () => emitter.off(EVERY, listener);
     },
+    /**
+     * How many are subscribed now: to one proposal's changes (long-polls), or without an id to every
+     * change (live pages and metrics). Each wait that ends must leave none behind.
+     */
+    watchers(proposalId?: string): number {
+      return emitter.listenerCount(proposalId ?? EVERY);
+    },
     /** Resolves true on the next change of this proposal, false after `timeoutMs`. */
     next(proposalId: string, timeoutMs: number, signal?: AbortSignal): Promise<boolean> {
+      // An already-aborted signal never fires 'abort': subscribing would leave a listener until the timeout.
+      if (signal?.aborted) return Promise.resolve(false);
       return new Promise((resolve) => {
         const done = (changed: boolean) => {
           clearTimeout(timer);

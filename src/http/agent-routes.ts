@@ -128,7 +128,7 @@ export function registerAgentRoutes(app: FastifyInstance, deps: AgentRouteDeps):
           response: { 200: proposalViewSchema, ...errors },
         },
       },
-      async (request) => {
+      async (request, reply) => {
         const agent = agentOf(request);
         const { id } = request.params;
         const wait = Math.min(MAX_WAIT_SECONDS, Number(request.query.wait ?? 0));
@@ -141,7 +141,9 @@ export function registerAgentRoutes(app: FastifyInstance, deps: AgentRouteDeps):
         if (leave === null) throw deps.longPolls?.refusal();
         const aborted = new AbortController();
         try {
-          request.raw.once('close', () => aborted.abort());
+          // The response's 'close' (not the request's, which fires once the request has been read,
+          // usually before this handler runs) tells that the client went away mid-wait.
+          reply.raw.once('close', () => aborted.abort());
           const deadline = Date.now() + wait * 1000;
           const fingerprint = (view: typeof first) => `${view.status}/${view.approvals.length}/${view.error ?? ''}`;
           for (;;) {

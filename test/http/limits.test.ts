@@ -79,6 +79,13 @@ describe.each(drivers)('resource limits over HTTP (%s)', (driver) => {
     expect((await propose(apiKey)).status).toBe(201);
   });
 
+  it('holds the per-agent limit when proposals arrive at once (counted under the agent row lock)', async () => {
+    const answers = await Promise.all(Array.from({ length: 12 }, (_, i) => propose(apiKey, `burst-${i}`)));
+    expect(answers.filter((answer) => answer.status === 201)).toHaveLength(2);
+    expect(answers.filter((answer) => answer.status === 429)).toHaveLength(10);
+    expect(await twokey.services.store.listProposals({ status: 'pending' })).toHaveLength(2);
+  });
+
   it('refuses a long-poll past the per-agent limit with 429, and frees the slot when one answers', async () => {
     const a = await propose(apiKey, 'a');
     const b = await propose(apiKey, 'b');

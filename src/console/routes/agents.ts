@@ -3,10 +3,9 @@ import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { isTwokeyError } from '../../core/errors.js';
 import type { ConsoleContext } from '../context.js';
 import { doneNotice } from '../notices.js';
-import { viewerOf, withParams } from '../respond.js';
+import { refusal, viewerOf, withParams } from '../respond.js';
 import { agentParams, sessionForm } from '../schemas.js';
 import { agentsPage, type AgentItem } from '../views/agents.js';
-import { refusedPage } from '../views/common.js';
 
 /** The agents and their last activity; revocation for those the core's rule allows (agentRevokeRight). */
 export const agentRoutes: FastifyPluginAsync<ConsoleContext> = async (scope, { services, queries, guard, send }) => {
@@ -39,12 +38,15 @@ export const agentRoutes: FastifyPluginAsync<ConsoleContext> = async (scope, { s
       await services.agents.revokeAsPerson(name, { actor: session.approver, via: 'web' });
     } catch (error) {
       if (!isTwokeyError(error) || error.code !== 'not_an_approver') throw error;
-      return send(reply, 403, {
-        title: 'Not done',
-        viewer: viewerOf(session),
-        section: 'none',
-        body: refusedPage('You cannot revoke this agent', `${error.message} Ask an operator to run: twokey agents revoke ${name}`, '/console/agents'),
-      });
+      return send(
+        reply,
+        403,
+        refusal(viewerOf(session), {
+          heading: 'You cannot revoke this agent',
+          message: `${error.message} Ask an operator to run: twokey agents revoke ${name}`,
+          back: '/console/agents',
+        }),
+      );
     }
     return reply.redirect(withParams('/console/agents', { done: 'revoked', agent: name }), 303);
   });

@@ -4,10 +4,9 @@ import { explainDecisionError, type DecisionAction } from '../../core/decision-p
 import { TwokeyError, isTwokeyError, type ErrorCode } from '../../core/errors.js';
 import type { ConsoleContext } from '../context.js';
 import { grantRequestFrom } from '../grant-form.js';
-import { field, safeReturn, viewerOf, withParams } from '../respond.js';
+import { field, refusal, safeReturn, viewerOf, withParams } from '../respond.js';
 import { grantForm, proposalParams, rejectForm, sessionForm, type SessionForm } from '../schemas.js';
 import type { ConsoleSession } from '../sign-in.js';
-import { refusedPage } from '../views/common.js';
 
 const REFUSAL_TITLES: Partial<Record<ErrorCode, string>> = {
   not_an_approver: 'You cannot decide on this proposal',
@@ -50,12 +49,15 @@ export const decisionRoutes: FastifyPluginAsync<ConsoleContext> = async (scope, 
         }
         throw error;
       }
-      return send(reply, error.status, {
-        title: 'Not done',
-        viewer: viewerOf(session),
-        section: 'none',
-        body: refusedPage(REFUSAL_TITLES[error.code] ?? 'Not done', explainDecisionError(error, action), `/console/proposals/${encodeURIComponent(id)}`),
-      });
+      return send(
+        reply,
+        error.status,
+        refusal(viewerOf(session), {
+          heading: REFUSAL_TITLES[error.code] ?? 'Not done',
+          message: explainDecisionError(error, action),
+          back: `/console/proposals/${encodeURIComponent(id)}`,
+        }),
+      );
     }
   }
 

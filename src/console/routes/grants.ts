@@ -4,9 +4,8 @@ import { isTwokeyError } from '../../core/errors.js';
 import { grantState } from '../../core/grants.js';
 import type { ConsoleContext } from '../context.js';
 import { doneNotice } from '../notices.js';
-import { viewerOf, withParams } from '../respond.js';
+import { refusal, viewerOf, withParams } from '../respond.js';
 import { grantParams, sessionForm } from '../schemas.js';
-import { refusedPage } from '../views/common.js';
 import { grantsPage, type GrantItem } from '../views/grants.js';
 
 const NOT_AN_APPROVER = 'Approvers of the operation revoke its grants; an operator can run: twokey grants revoke';
@@ -43,7 +42,7 @@ export const grantRoutes: FastifyPluginAsync<ConsoleContext> = async (scope, { s
     const session = guard.session(request);
     const { id } = request.params;
     const refuse = (status: number, title: string, message: string) =>
-      send(reply, status, { title: 'Not done', viewer: viewerOf(session), section: 'none', body: refusedPage(title, message, '/console/grants') });
+      send(reply, status, refusal(viewerOf(session), { heading: title, message, back: '/console/grants' }));
     const found = await services.grants.get(id);
     if (!found) return refuse(404, 'No such grant', `There is no grant ${id}. Nothing was changed.`);
     if (!services.grants.mayRevoke(found.grant, { identity: session.approver, via: 'web' })) {

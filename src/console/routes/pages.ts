@@ -5,9 +5,8 @@ import type { ProposalStatus } from '../../core/model.js';
 import type { ConsoleContext } from '../context.js';
 import { doneNotice } from '../notices.js';
 import type { HistoryFilter } from '../ports.js';
-import { queryField, viewerOf } from '../respond.js';
+import { queryField, refusal, viewerOf } from '../respond.js';
 import { proposalParams } from '../schemas.js';
-import { refusedPage } from '../views/common.js';
 import { historyPage, type HistoryQuery } from '../views/history.js';
 import { pendingList, pendingPage } from '../views/proposal-card.js';
 import { proposalPage } from '../views/proposal-page.js';
@@ -108,12 +107,11 @@ export const pageRoutes: FastifyPluginAsync<ConsoleContext> = async (scope, { se
     const { id } = request.params;
     const proposal = await services.store.getProposal(id);
     if (!proposal) {
-      return send(reply, 404, {
-        title: 'Not found',
-        viewer,
-        section: 'none',
-        body: refusedPage('No such proposal', `There is no proposal ${id}.`, '/console/history'),
-      });
+      return send(
+        reply,
+        404,
+        refusal(viewer, { title: 'Not found', heading: 'No such proposal', message: `There is no proposal ${id}.`, back: '/console/history' }),
+      );
     }
     const [item] = await items.itemsFor([proposal], session.approver);
     if (!item) throw new TwokeyError('internal', 'proposal view missing');
