@@ -20,6 +20,13 @@ export interface TwokeyOptions {
   apiKey: string;
   /** Another fetch (a proxy agent, a test double); the global one by default. */
   fetch?: typeof fetch;
+  /**
+   * Headers for every request, asked for anew each time. Made for trace context: with OpenTelemetry,
+   * `() => { const carrier = {}; propagation.inject(context.active(), carrier); return carrier; }`
+   * sends the current span's `traceparent`, and twokey's spans join the agent's trace. They cannot
+   * replace the key or the headers a call sets itself.
+   */
+  headers?: () => Record<string, string>;
 }
 
 export type ErrorDetail = Schemas['ErrorDetail'];
@@ -129,6 +136,7 @@ export class Twokey {
   private readonly baseUrl: string;
   private readonly apiKey: string;
   private readonly fetchImpl: typeof fetch;
+  private readonly headersOfCaller: () => Record<string, string>;
 
   constructor(options: TwokeyOptions) {
     this.baseUrl = options.baseUrl.trim().replace(/\/+$/, '');
@@ -136,6 +144,7 @@ export class Twokey {
     if (!options.apiKey) throw new TypeError('Twokey needs the agent API key (tk_agent_…)');
     this.apiKey = options.apiKey;
     this.fetchImpl = options.fetch ?? globalThis.fetch;
+    this.headersOfCaller = options.headers ?? (() => ({}));
   }
 
   // --- AGP ---
@@ -227,6 +236,7 @@ export class Twokey {
       response = await this.fetchImpl(`${this.baseUrl}${path}`, {
         method,
         headers: {
+          ...this.headersOfCaller(),
           accept: 'application/json',
           authorization: `Bearer ${this.apiKey}`,
           ...(body === undefined ? {} : { 'content-type': 'application/json' }),
