@@ -1,9 +1,9 @@
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyReply } from 'fastify';
 import { serializerCompiler, validatorCompiler, type ZodTypeProvider } from 'fastify-type-provider-zod';
 import { TwokeyError } from '../core/errors.js';
 import { outcomeOf } from '../core/outcome.js';
 import type { AgentProposalView } from '../core/proposals.js';
-import { finalStatuses } from '../core/model.js';
+import { finalStatuses, type AgentRecord } from '../core/model.js';
 import type { FailedAuthLimiter, LongPollLimiter } from '../limits/index.js';
 import { agentOf, authenticateAgent, perAgentRateLimit } from './agent-auth.js';
 import type { AgentApiServices } from './ports.js';
@@ -38,6 +38,52 @@ const errors = { '4xx': errorBodySchema, '5xx': errorBodySchema };
 function toProposalView(view: AgentProposalView): ProposalView {
   const { decision, ...rest } = view;
   return { ...rest, decision: decision?.by && decision.at ? { by: decision.by, at: decision.at, reason: decision.reason } : null };
+}
+
+/** What a client saw of a proposal: the `seen` of a long-poll. */
+const shownAs = (view: AgentProposalView) => `${view.status}:${view.approvals.length}`;
+
+/**
+ * The proposal once it differs from what the client saw, or after `wait` seconds. Without `seen`, what
+ * it saw is taken to be the first read here; an approved `commit: agent` proposal then answers at once,
+ * since only its agent can move it on and the agent's own earlier read may have raced the approval.
+ */
+async function longPoll(
+  deps: AgentRouteDeps,
+  agent: AgentRecord,
+  id: string,
+  options: { wait: number; seen: string | undefined; reply: FastifyReply },
+): Promise<AgentProposalView> {
+  const first = await deps.proposals.viewForAgent(agent, id);
+  const differs = options.seen === undefined ? awaitsItsAgent(deps, first) : shownAs(first) !== options.seen;
+  if (!options.wait || finalStatuses.includes(first.status) || differs) return first;
+  const leave = deps.longPolls?.enter(agent.id);
+  if (leave === null) throw deps.longPolls?.refusal();
+  const aborted = new AbortController();
+  try {
+    // The response's 'close' (not the request's, which fires once the request has been read,
+    // usually before this handler runs) tells that the client went away mid-wait.
+    options.reply.raw.once('close', () => aborted.abort());
+    const deadline = Date.now() + options.wait * 1000;
+    const fingerprint = (view: AgentProposalView) => `${shownAs(view)}/${view.error ?? ''}`;
+    for (;;) {
+      // Subscribe before re-reading, so a change between the two is not missed. The feed wakes us
+      // at once for changes made here (and, on PostgreSQL, on any replica); the interval is the
+      // fallback that also covers the embedded database, which has no cross-process notifications.
+      const changed = deps.changes.next(id, Math.min(deps.longPollIntervalMs, Math.max(0, deadline - Date.now())), aborted.signal);
+      const latest = await deps.proposals.viewForAgent(agent, id);
+      if (fingerprint(latest) !== fingerprint(first) || Date.now() >= deadline || aborted.signal.aborted) return latest;
+      await changed;
+    }
+  } finally {
+    // Ends the subscription made for the next turn, so it holds no listener or timer once answered.
+    aborted.abort();
+    leave?.();
+  }
+}
+
+function awaitsItsAgent(deps: AgentRouteDeps, view: AgentProposalView): boolean {
+  return view.status === 'approved' && deps.operations().find((operation) => operation.name === view.operation)?.commit === 'agent';
 }
 
 export function registerAgentRoutes(app: FastifyInstance, deps: AgentRouteDeps): void {
@@ -129,37 +175,8 @@ export function registerAgentRoutes(app: FastifyInstance, deps: AgentRouteDeps):
         },
       },
       async (request, reply) => {
-        const agent = agentOf(request);
-        const { id } = request.params;
         const wait = Math.min(MAX_WAIT_SECONDS, Number(request.query.wait ?? 0));
-        const first = await deps.proposals.viewForAgent(agent, id);
-        // An approved `commit: agent` proposal changes only when its agent commits: holding the answer
-        // would only delay the agent (whose earlier read may have raced the approval).
-        const awaitsItsAgent = first.status === 'approved' && deps.operations().find((operation) => operation.name === first.operation)?.commit === 'agent';
-        if (!wait || finalStatuses.includes(first.status) || awaitsItsAgent) return toProposalView(first);
-        const leave = deps.longPolls?.enter(agent.id);
-        if (leave === null) throw deps.longPolls?.refusal();
-        const aborted = new AbortController();
-        try {
-          // The response's 'close' (not the request's, which fires once the request has been read,
-          // usually before this handler runs) tells that the client went away mid-wait.
-          reply.raw.once('close', () => aborted.abort());
-          const deadline = Date.now() + wait * 1000;
-          const fingerprint = (view: typeof first) => `${view.status}/${view.approvals.length}/${view.error ?? ''}`;
-          for (;;) {
-            // Subscribe before re-reading, so a change between the two is not missed. The feed wakes us
-            // at once for changes made here (and, on PostgreSQL, on any replica); the interval is the
-            // fallback that also covers the embedded database, which has no cross-process notifications.
-            const changed = deps.changes.next(id, Math.min(deps.longPollIntervalMs, Math.max(0, deadline - Date.now())), aborted.signal);
-            const latest = await deps.proposals.viewForAgent(agent, id);
-            if (fingerprint(latest) !== fingerprint(first) || Date.now() >= deadline || aborted.signal.aborted) return toProposalView(latest);
-            await changed;
-          }
-        } finally {
-          // Ends the subscription made for the next turn, so it holds no listener or timer once answered.
-          aborted.abort();
-          leave?.();
-        }
+        return toProposalView(await longPoll(deps, agentOf(request), request.params.id, { wait, seen: request.query.seen, reply }));
       },
     );
 

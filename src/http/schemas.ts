@@ -142,6 +142,14 @@ export const proposalQuerySchema = z.strictObject({
     .regex(/^(60|[1-5]?[0-9])(\.[0-9]+)?$/)
     .optional()
     .register(apiSchemas, { description: 'Long-poll: hold the answer up to this many seconds (at most 60) until the proposal changes' }),
+  seen: z
+    .string()
+    .regex(/^[a-z_]{1,20}:[0-9]{1,3}$/)
+    .optional()
+    .register(apiSchemas, {
+      description:
+        'With `wait`: what the client last saw, as `<status>:<number of approvals>`. A proposal that differs from it answers at once; one that matches is held until it changes',
+    }),
 });
 
 const idempotencyKey = z.string().optional().register(apiSchemas, { description: 'A retry with the same key gets the first answer back' });

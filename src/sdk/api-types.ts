@@ -646,6 +646,8 @@ export type paths = {
         get: {
             parameters: {
                 query?: {
+                    /** @description With `wait`: what the client last saw, as `<status>:<number of approvals>`. A proposal that differs from it answers at once; one that matches is held until it changes */
+                    seen?: string;
                     /** @description Long-poll: hold the answer up to this many seconds (at most 60) until the proposal changes */
                     wait?: string;
                 };

@@ -181,12 +181,18 @@ export class Twokey {
     return this.call('POST', '/v1/proposals', input, options.idempotencyKey ? { 'idempotency-key': options.idempotencyKey } : {});
   }
 
-  /** The proposal now; with `waitSeconds` (at most 60), the server holds the answer until it changes. */
-  get(id: string, options: { waitSeconds?: number; signal?: AbortSignal } = {}): Promise<ProposalView> {
+  /**
+   * The proposal now; with `waitSeconds` (at most 60), the server holds the answer until it changes
+   * from `seen` (a view this client already has), or from what the server first reads.
+   */
+  get(id: string, options: { waitSeconds?: number; seen?: ProposalView; signal?: AbortSignal } = {}): Promise<ProposalView> {
     // Tenths of a second, so a short remaining wait is not rounded up to a whole one.
     const seconds = options.waitSeconds ? Math.max(0.1, Math.min(MAX_WAIT_SECONDS, Math.ceil(options.waitSeconds * 10) / 10)) : 0;
-    const wait = seconds ? `?wait=${seconds}` : '';
-    return this.call('GET', `/v1/proposals/${encodeURIComponent(id)}${wait}`, undefined, {}, options.signal);
+    const query = new URLSearchParams();
+    if (seconds) query.set('wait', String(seconds));
+    if (seconds && options.seen) query.set('seen', `${options.seen.status}:${options.seen.approvals.length}`);
+    const search = query.size ? `?${query.toString()}` : '';
+    return this.call('GET', `/v1/proposals/${encodeURIComponent(id)}${search}`, undefined, {}, options.signal);
   }
 
   /** Long-polls until `until` holds (by default: a human decided) or the timeout; returns the latest view. */
@@ -198,7 +204,9 @@ export class Twokey {
     while (!until(view) && !FINAL.includes(view.status)) {
       const remaining = deadline - Date.now();
       if (remaining <= 0 || signal?.aborted) break;
-      view = await this.get(id, { waitSeconds: Math.min(MAX_WAIT_SECONDS, remaining / 1000), ...(signal ? { signal } : {}) });
+      // `seen`: the server answers as soon as the proposal differs from this view, and holds it while
+      // it does not, so no change between two calls is missed and an unchanged one is not re-asked.
+      view = await this.get(id, { waitSeconds: Math.min(MAX_WAIT_SECONDS, remaining / 1000), seen: view, ...(signal ? { signal } : {}) });
     }
     return view;
   }
