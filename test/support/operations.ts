@@ -175,8 +175,3 @@ export function sendMailingOperation(options: OperationOptions): string {
 
 /** The cost line the Slack and console suites show: the amount in dollars, when the agent gave one. */
 export const USD_COST = "{{ params.amount_cents | usd | default: 'not stated' }}";
-
-/** An executor that calls a downstream over HTTP, signed with `secret`. */
-export function httpExecutor(url: string, secret: string, timeout: string): string {
-  return `{ type: http, url: ${JSON.stringify(url)}, secret: ${JSON.stringify(secret)}, timeout: ${timeout} }`;
-}
