@@ -2,31 +2,16 @@ import fc from 'fast-check';
 import { sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import type { ChatIntegration } from '../../src/chat/types.js';
-import { createSlackIntegration } from '../../src/slack/index.js';
 import { manualClock } from '../support/clock.js';
 import { drivers } from '../support/database.js';
-import { startTestTwokey, type TestTwokey } from '../support/twokey.js';
-import { startFakeSlack, type FakeSlack } from '../slack/support/fake-slack.js';
-import { BOT_TOKEN, SIGNING_SECRET, buttonClick, interactionBody, rejectSubmission, slackHeaders } from '../slack/support/slack-requests.js';
+import { configYaml, upgradePlanOperation } from '../support/operations.js';
+import type { FakeSlack } from '../slack/support/fake-slack.js';
+import { SIGNING_SECRET, buttonClick, interactionBody, rejectSubmission, slackHeaders } from '../slack/support/slack-requests.js';
+import { startSlackTwokey, type SlackTwokey } from '../slack/support/slack-twokey.js';
 
-const CONFIG = `
-operations:
-  - name: upgrade_plan
-    description: Change an organisation's billing plan
-    params:
-      type: object
-      required: [org, plan]
-      properties:
-        org: { type: string }
-        plan: { type: string, enum: [pro, scale, enterprise] }
-    summary: "{{agent}} is requesting to upgrade {{params.org}} to the {{params.plan}} plan."
-    approval:
-      approvers: [slack:U0ALICE, slack:U0OWNER, slack:group:S0OPS]
-      quorum: 1
-      slack: { channel: C0APPROVALS }
-    commit: on_approve
-    executor: { type: echo }
-`;
+const CONFIG = configYaml([
+  upgradePlanOperation({ approvers: ['slack:U0ALICE', 'slack:U0OWNER', 'slack:group:S0OPS'], quorum: 1, slack: 'C0APPROVALS', commit: 'on_approve' }),
+]);
 
 /** The only people whose click could change anything: a named approver and a member of the approving group. */
 const DECIDERS = ['U0ALICE', 'U0OPSPERSON'];
@@ -39,26 +24,16 @@ const DECIDERS = ['U0ALICE', 'U0OPSPERSON'];
 describe.each(drivers)('Slack events under fuzzing (%s)', (driver) => {
   const clock = manualClock();
   let fake: FakeSlack;
-  let twokey: TestTwokey;
+  let twokey: SlackTwokey;
   let slack: ChatIntegration | undefined;
   let pendingId: string;
   let rejectedId: string;
 
   beforeAll(async () => {
-    fake = await startFakeSlack();
+    twokey = await startSlackTwokey({ driver, clock, configYaml: CONFIG, agent: { name: 'billing-bot', owners: ['slack:U0OWNER'] } });
+    ({ fake, slack } = twokey);
     fake.usergroups.set('S0OPS', ['U0OPSPERSON']);
-    twokey = await startTestTwokey({
-      driver,
-      chatPayloads: () => [...fake.calls.map((call) => call.args), ...fake.socketMessages],
-      clock,
-      configYaml: CONFIG,
-      env: { SLACK_BOT_TOKEN: BOT_TOKEN, SLACK_SIGNING_SECRET: SIGNING_SECRET, SLACK_API_URL: fake.url },
-      integrations: (services, env, wiring) => {
-        slack = createSlackIntegration({ env, services, clickConcurrency: wiring.concurrency.slackClicks });
-        return [slack];
-      },
-    });
-    const { apiKey } = await twokey.createAgent('billing-bot', { owners: ['slack:U0OWNER'] });
+    const { apiKey } = twokey;
     const propose = async (org: string) =>
       (await twokey.request('POST', '/v1/proposals', { apiKey, body: { operation: 'upgrade_plan', params: { org, plan: 'pro' } } })).body.id as string;
     pendingId = await propose('acme');
@@ -70,10 +45,7 @@ describe.each(drivers)('Slack events under fuzzing (%s)', (driver) => {
       interval: 50,
     });
   });
-  afterAll(async () => {
-    await twokey?.close();
-    await fake?.close();
-  });
+  afterAll(() => twokey?.close());
 
   async function queryRow(query: ReturnType<typeof sql>): Promise<unknown> {
     const result = await twokey.services.database.db.execute(query);

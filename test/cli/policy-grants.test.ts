@@ -6,31 +6,20 @@ import { parseConfig } from '../../src/config/config-file.js';
 import { openDatabase } from '../../src/db/database.js';
 import { createServices } from '../../src/runtime/services.js';
 import { runCli } from '../support/processes.js';
+import { configYaml, refundOperation } from '../support/operations.js';
 
-const CONFIG = `
-operations:
-  - name: refund
-    description: Refund a customer
-    params:
-      type: object
-      required: [customer, amount_cents]
-      properties:
-        customer: { type: string }
-        amount_cents: { type: integer }
-    summary: "{{agent}} refunds {{params.amount_cents}} cents to {{params.customer}}."
-    policy:
-      - when: "params.customer == 'blocked'"
-        decide: deny
-        reason: this customer is blocked from refunds
-      - when: "params.amount_cents <= 2000 && count_last('1h') < 10"
-        decide: approve
-        reason: small refunds are automatic
-    approval:
-      approvers: [web:alice, web:bob]
-    grants: { allow: true, maxDuration: 8h }
-    commit: on_approve
-    executor: { type: echo }
-`;
+const CONFIG = configYaml([
+  refundOperation({
+    customer: true,
+    policy: [
+      { when: "params.customer == 'blocked'", decide: 'deny', reason: 'this customer is blocked from refunds' },
+      { when: "params.amount_cents <= 2000 && count_last('1h') < 10", decide: 'approve', reason: 'small refunds are automatic' },
+    ],
+    approvers: ['web:alice', 'web:bob'],
+    grants: { maxDuration: '8h' },
+    commit: 'on_approve',
+  }),
+]);
 
 // Each CLI call is a new process (tsx compiles, PGlite opens, 10 to 20 s on a busy machine): generous timeouts.
 describe('twokey policy test and twokey grants, as processes on the embedded database', { timeout: 600_000 }, () => {

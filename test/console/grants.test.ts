@@ -1,64 +1,27 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { drivers } from '../support/database.js';
 import { manualClock } from '../support/clock.js';
+import { configYaml, payoutOperation, refundOperation, sendMailingOperation } from '../support/operations.js';
 import { startConsoleTwokey, type ConsoleTwokey } from './support.js';
 
 const MINUTE = 60_000;
 const HOUR = 60 * MINUTE;
 
-const grantsConfigYaml = `
-operations:
-  - name: refund
-    description: Refund a customer
-    params:
-      type: object
-      required: [customer, amount_cents]
-      properties:
-        customer: { type: string }
-        amount_cents: { type: integer }
-    summary: "{{agent}} refunds {{params.amount_cents}} cents to {{params.customer}}."
-    expiresIn: 1h
-    approval:
-      approvers: [web:operator, web:reviewer, web:owner]
-    grants: { allow: true, maxDuration: 2h, durations: [15m, 1h, 2h] }
-    policy:
-      - when: "params.amount_cents <= 100"
-        decide: approve
-        reason: refunds up to a dollar are automatic
-      - when: "params.customer == 'blocked'"
-        decide: deny
-        reason: this customer is blocked from refunds
-    commit: on_approve
-    executor: { type: echo }
-  - name: payout
-    description: Pay a supplier
-    params:
-      type: object
-      required: [amount_cents]
-      properties:
-        amount_cents: { type: integer }
-    summary: "{{agent}} pays {{params.amount_cents}} cents."
-    expiresIn: 1h
-    approval:
-      approvers: [web:operator, web:reviewer]
-      quorum: 2
-    grants: { allow: true, maxDuration: 1h }
-    commit: on_approve
-    executor: { type: echo }
-  - name: send_mailing
-    description: Send a mailing
-    params:
-      type: object
-      required: [list]
-      properties:
-        list: { type: string }
-    summary: "{{agent}} mails {{params.list}}."
-    expiresIn: 1h
-    approval:
-      approvers: [web:operator, web:reviewer]
-    commit: on_approve
-    executor: { type: echo }
-`;
+const grantsConfigYaml = configYaml([
+  refundOperation({
+    customer: true,
+    expiresIn: '1h',
+    approvers: ['web:operator', 'web:reviewer', 'web:owner'],
+    grants: { maxDuration: '2h', durations: ['15m', '1h', '2h'] },
+    policy: [
+      { when: 'params.amount_cents <= 100', decide: 'approve', reason: 'refunds up to a dollar are automatic' },
+      { when: "params.customer == 'blocked'", decide: 'deny', reason: 'this customer is blocked from refunds' },
+    ],
+    commit: 'on_approve',
+  }),
+  payoutOperation({ expiresIn: '1h', approvers: ['web:operator', 'web:reviewer'], quorum: 2, grants: { maxDuration: '1h' }, commit: 'on_approve' }),
+  sendMailingOperation({ expiresIn: '1h', approvers: ['web:operator', 'web:reviewer'], commit: 'on_approve' }),
+]);
 
 const grantOf = (location: unknown): string => new URL(String(location), 'http://x').searchParams.get('grant') ?? '';
 

@@ -1,28 +1,21 @@
 import type { WebConsole } from '../../src/console/index.js';
 import type { Database } from '../../src/db/database.js';
 import type { Driver } from '../support/database.js';
+import { USD_COST, configYaml, deleteWorkspaceOperation, upgradePlanOperation } from '../support/operations.js';
 import { startTestTwokey, type TestTwokey, type TestTwokeyOptions } from '../support/twokey.js';
 
-export const consoleConfigYaml = `
-operations:
-  - name: upgrade_plan
-    description: Change an organisation's billing plan
-    confirmationType: payment
-    params:
-      type: object
-      required: [org, plan]
-      properties:
-        org: { type: string }
-        plan: { type: string, enum: [pro, scale, enterprise] }
-        amount_cents: { type: integer }
-    summary: "{{agent}} is requesting to upgrade {{params.org}} to the {{params.plan}} plan."
-    cost: "{{ params.amount_cents | usd | default: 'not stated' }}"
-    expiresIn: 5m
-    approval:
-      approvers: [web:operator, web:reviewer]
-    commit: on_approve
-    executor: { type: echo }
-  - name: send_mailing
+const CONSOLE_APPROVERS = ['web:operator', 'web:reviewer'];
+
+export const consoleConfigYaml = configYaml([
+  upgradePlanOperation({
+    confirmationType: 'payment',
+    amountCents: true,
+    cost: USD_COST,
+    expiresIn: '5m',
+    approvers: CONSOLE_APPROVERS,
+    commit: 'on_approve',
+  }),
+  `  - name: send_mailing
     description: Send an email campaign to a mailing list
     params:
       type: object
@@ -37,21 +30,16 @@ operations:
       approvers: [web:operator, web:reviewer]
     commit: on_approve
     executor: { type: echo }
-  - name: delete_workspace
-    description: Permanently delete a workspace and all its data
-    params:
-      type: object
-      required: [workspace]
-      properties:
-        workspace: { type: string }
-    summary: "{{agent}} wants to PERMANENTLY delete the workspace {{params.workspace}}."
-    expiresIn: 1h
-    approval:
-      approvers: [web:operator, web:reviewer]
-      quorum: 2
-    commit: on_approve
-    executor: { type: echo }
-`;
+`,
+  deleteWorkspaceOperation({
+    description: 'Permanently delete a workspace and all its data',
+    summary: '{{agent}} wants to PERMANENTLY delete the workspace {{params.workspace}}.',
+    expiresIn: '1h',
+    approvers: CONSOLE_APPROVERS,
+    quorum: 2,
+    commit: 'on_approve',
+  }),
+]);
 
 export interface ConsoleTwokey extends TestTwokey {
   web: WebConsole;

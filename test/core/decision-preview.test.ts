@@ -11,43 +11,13 @@ import { TwokeyError } from '../../src/core/errors.js';
 import type { ApprovalRecord, ProposalRecord, ProposalStatus } from '../../src/core/model.js';
 import { isFailedExecution, outcomeOf } from '../../src/core/outcome.js';
 import { createPeople } from '../../src/core/people.js';
+import { proposalRecord } from '../support/records.js';
 
 const created = new Date('2026-11-23T10:00:00.000Z');
 const expiresAt = new Date('2026-11-23T10:05:00.000Z');
 
-function proposal(patch: Partial<ProposalRecord> = {}): ProposalRecord {
-  return {
-    approvers: null,
-    reminders: 0,
-    escalatedAt: null,
-    id: 'prp_preview',
-    agentId: 'agt_argus',
-    operation: 'delete_workspace',
-    params: { workspace: 'w' },
-    paramsHash: 'h',
-    summary: 's',
-    summaryHash: 'h',
-    cost: null,
-    confirmationType: 'approval',
-    tokenHash: 'h',
-    status: 'pending',
-    quorum: 2,
-    commitMode: 'on_approve',
-    callbackUrl: null,
-    createdAt: created,
-    expiresAt,
-    consumedAt: null,
-    decidedBy: null,
-    decidedAt: null,
-    decisionReason: null,
-    result: null,
-    error: null,
-    executionAttempts: 0,
-    leaseUntil: null,
-    updatedAt: created,
-    ...patch,
-  };
-}
+const proposal = (patch: Partial<ProposalRecord> = {}): ProposalRecord =>
+  proposalRecord({ id: 'prp_preview', agentId: 'agt_argus', quorum: 2, createdAt: created, expiresAt, ...patch });
 
 const approval = (approver: string, matchedRule = approver): ApprovalRecord => ({ proposalId: 'prp_preview', approver, matchedRule, via: 'test', at: created });
 

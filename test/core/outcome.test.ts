@@ -1,40 +1,11 @@
 import { describe, expect, it } from 'vitest';
 import type { ApprovalRecord, ProposalRecord } from '../../src/core/model.js';
 import { outcomeOf, outcomeText } from '../../src/core/outcome.js';
+import { proposalRecord } from '../support/records.js';
 
 function proposal(overrides: Partial<ProposalRecord>): ProposalRecord {
   const at = new Date('2026-01-01T00:00:00Z');
-  return {
-    id: 'prp_1',
-    agentId: 'agt_1',
-    operation: 'refund',
-    params: {},
-    paramsHash: 'h',
-    summary: 's',
-    summaryHash: 'h',
-    cost: null,
-    confirmationType: 'approval',
-    tokenHash: 't',
-    status: 'pending',
-    quorum: 1,
-    commitMode: 'on_approve',
-    callbackUrl: null,
-    createdAt: at,
-    expiresAt: at,
-    consumedAt: null,
-    decidedBy: null,
-    decidedAt: null,
-    decisionReason: null,
-    result: null,
-    error: null,
-    executionAttempts: 0,
-    leaseUntil: null,
-    updatedAt: at,
-    approvers: null,
-    reminders: 0,
-    escalatedAt: null,
-    ...overrides,
-  };
+  return proposalRecord({ operation: 'refund', params: {}, createdAt: at, expiresAt: at, ...overrides });
 }
 const approval = (approver: string): ApprovalRecord => ({ proposalId: 'prp_1', approver, matchedRule: approver, via: 'web', at: new Date() });
 

@@ -1,39 +1,32 @@
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import type { ExecutionRequest, Executor } from '../../src/core/executor.js';
-import { createSlackIntegration } from '../../src/slack/index.js';
-import { startFakeSlack, type FakeSlack } from '../slack/support/fake-slack.js';
-import { BOT_TOKEN, SIGNING_SECRET, buttonClick, interactionBody, slackPoster, type SlackPoster } from '../slack/support/slack-requests.js';
+import { buttonClick, interactionBody, type SlackPoster } from '../slack/support/slack-requests.js';
+import { startSlackTwokey, type SlackTwokey } from '../slack/support/slack-twokey.js';
 import { csrfOf } from '../console/support.js';
 import { manualClock } from '../support/clock.js';
 import { drivers } from '../support/database.js';
-import { startTestTwokey, type TestTwokey } from '../support/twokey.js';
+import { configYaml, deleteWorkspaceOperation } from '../support/operations.js';
 
 /**
  * alice is one human with a console account and a Slack account; olga owns the agent and also has
  * both. Quorum 2 must take two humans, whatever accounts they click with.
  */
-const CONFIG = `
-people:
+const CONFIG = configYaml(
+  [
+    deleteWorkspaceOperation({
+      approvers: ['web:alice', 'slack:U0ALICE', 'web:bob', 'slack:U0OLGA'],
+      quorum: 2,
+      slack: 'C0DANGER',
+      commit: 'on_approve',
+    }),
+  ],
+  `people:
   - name: alice
     identities: [web:alice, slack:U0ALICE]
   - name: olga
     identities: [web:olga, slack:U0OLGA]
-operations:
-  - name: delete_workspace
-    description: Delete a workspace
-    params:
-      type: object
-      required: [workspace]
-      properties:
-        workspace: { type: string }
-    summary: "{{agent}} wants to delete workspace {{params.workspace}}."
-    approval:
-      approvers: [web:alice, slack:U0ALICE, web:bob, slack:U0OLGA]
-      quorum: 2
-      slack: { channel: C0DANGER }
-    commit: on_approve
-    executor: { type: echo }
-`;
+`,
+);
 
 const WAIT = { timeout: 15_000, interval: 20 };
 
@@ -47,28 +40,15 @@ describe.each(drivers)('people: quorum counts persons (%s)', (driver) => {
       return { deleted: request.params.workspace };
     },
   };
-  let fake: FakeSlack;
-  let twokey: TestTwokey;
+  let twokey: SlackTwokey;
   let apiKey: string;
   let slack: SlackPoster;
 
   beforeAll(async () => {
-    fake = await startFakeSlack();
-    twokey = await startTestTwokey({
-      driver,
-      clock,
-      configYaml: CONFIG,
-      executorFor: () => executor,
-      env: { SLACK_BOT_TOKEN: BOT_TOKEN, SLACK_SIGNING_SECRET: SIGNING_SECRET, SLACK_API_URL: fake.url },
-      integrations: (services, env, wiring) => [createSlackIntegration({ env, services, clickConcurrency: wiring.concurrency.slackClicks })],
-    });
-    ({ apiKey } = await twokey.createAgent('argus', { owners: ['web:olga'] }));
-    slack = slackPoster(twokey.app, clock);
+    twokey = await startSlackTwokey({ driver, clock, configYaml: CONFIG, executorFor: () => executor, agent: { name: 'argus', owners: ['web:olga'] } });
+    ({ apiKey, post: slack } = twokey);
   });
-  afterAll(async () => {
-    await twokey?.close();
-    await fake?.close();
-  });
+  afterAll(() => twokey?.close());
 
   async function propose(workspace: string): Promise<string> {
     const response = await twokey.request('POST', '/v1/proposals', { apiKey, body: { operation: 'delete_workspace', params: { workspace } } });

@@ -2,12 +2,10 @@ import { createServer, type IncomingMessage, type ServerResponse } from 'node:ht
 import { once } from 'node:events';
 import { eq } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { createSlackIntegration } from '../../src/slack/index.js';
 import { jobs } from '../../src/db/schema.js';
 import { drivers } from '../support/database.js';
-import { startTestTwokey, type TestTwokey } from '../support/twokey.js';
-import { startFakeSlack, type FakeSlack } from '../slack/support/fake-slack.js';
-import { BOT_TOKEN, SIGNING_SECRET } from '../slack/support/slack-requests.js';
+import type { FakeSlack } from '../slack/support/fake-slack.js';
+import { startSlackTwokey, type SlackTwokey } from '../slack/support/slack-twokey.js';
 
 const CONFIG = `
 operations:
@@ -54,14 +52,13 @@ async function startReceiver(handle?: (req: IncomingMessage, res: ServerResponse
 
 describe.each(drivers)('outbox lanes (%s)', (driver) => {
   let fake: FakeSlack;
-  let twokey: TestTwokey;
+  let twokey: SlackTwokey;
   let apiKey: string;
   let hostile: Awaited<ReturnType<typeof startReceiver>>;
 
   beforeAll(async () => {
-    fake = await startFakeSlack();
     hostile = await startReceiver();
-    twokey = await startTestTwokey({
+    twokey = await startSlackTwokey({
       driver,
       configYaml: CONFIG,
       // The hostile receiver holds every request for as long as twokey lets it: here, far longer
@@ -70,10 +67,9 @@ describe.each(drivers)('outbox lanes (%s)', (driver) => {
       outboxHandlerDeadlineMs: 600_000,
       outboxLeaseMs: 1_200_000,
       outboxPollMs: 50,
-      env: { SLACK_BOT_TOKEN: BOT_TOKEN, SLACK_SIGNING_SECRET: SIGNING_SECRET, SLACK_API_URL: fake.url },
-      integrations: (services, env, wiring) => [createSlackIntegration({ env, services, clickConcurrency: wiring.concurrency.slackClicks })],
+      agent: { name: 'lanes' },
     });
-    ({ apiKey } = await twokey.createAgent('lanes'));
+    ({ fake, apiKey } = twokey);
     // 40 callbacks to a receiver that never answers, queued before anything else.
     for (let n = 0; n < 40; n += 1) {
       const proposed = await twokey.request('POST', '/v1/proposals', { apiKey, body: { operation: 'ping', params: { n }, callbackUrl: hostile.url } });
@@ -85,7 +81,6 @@ describe.each(drivers)('outbox lanes (%s)', (driver) => {
     // Hung-up requests fail at once, so shutdown does not wait for the callback timeout.
     await hostile.close();
     await twokey.close();
-    await fake.close();
   }, 180_000);
 
   /** Callback attempts that have ended (answered, failed or timed out) leave their error on the job. */

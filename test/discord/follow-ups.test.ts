@@ -1,31 +1,23 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { drivers } from '../support/database.js';
 import { manualClock } from '../support/clock.js';
+import { configYaml, refundOperation } from '../support/operations.js';
 import type { RecordedCall, StoredMessage } from './fake-discord.js';
 import { ALICE, BOB, CHANNEL, OPS_ROLE, buttonPress, eventually, startDiscordTwokey, type DiscordTwokey } from './helpers.js';
 
 const MINUTE = 60_000;
 const ESCALATION_CHANNEL = '1200000000000000031';
 
-const CONFIG = `
-operations:
-  - name: refund
-    description: Refund a customer
-    params:
-      type: object
-      required: [amount_cents]
-      properties:
-        amount_cents: { type: integer }
-    summary: "{{agent}} refunds {{params.amount_cents}} cents."
-    expiresIn: 2h
-    approval:
-      approvers: [discord:user:${ALICE}, discord:user:${BOB}]
-      discord: { channel: "${CHANNEL}" }
-      remind: [10m, 30m]
-      escalate: { after: 1h, approvers: [discord:role:${OPS_ROLE}], discord: { channel: "${ESCALATION_CHANNEL}" } }
-    commit: on_approve
-    executor: { type: echo }
-  - name: ping
+const CONFIG = configYaml([
+  refundOperation({
+    expiresIn: '2h',
+    approvers: [`discord:user:${ALICE}`, `discord:user:${BOB}`],
+    discord: CHANNEL,
+    remind: ['10m', '30m'],
+    escalate: { after: '1h', approvers: [`discord:role:${OPS_ROLE}`], discord: ESCALATION_CHANNEL },
+    commit: 'on_approve',
+  }),
+  `  - name: ping
     description: Reminded, escalated in the same channel
     params: { type: object, properties: { n: { type: integer } } }
     summary: "{{agent}} pings."
@@ -36,7 +28,8 @@ operations:
       escalate: { after: 20m, approvers: [discord:user:${BOB}] }
     commit: on_approve
     executor: { type: echo }
-`;
+`,
+]);
 
 describe.each(drivers)('Discord reminders and escalation (%s)', (driver) => {
   const clock = manualClock();

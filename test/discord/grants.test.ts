@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { drivers } from '../support/database.js';
 import { manualClock } from '../support/clock.js';
+import { configYaml, deleteWorkspaceOperation, refundOperation } from '../support/operations.js';
 import type { StoredMessage } from './fake-discord.js';
 import {
   ALICE,
@@ -18,38 +19,17 @@ import {
 
 const HOUR = 3_600_000;
 
-const CONFIG = `
-operations:
-  - name: refund
-    description: Refund a customer
-    params:
-      type: object
-      required: [customer, amount_cents]
-      properties:
-        customer: { type: string }
-        amount_cents: { type: integer }
-    summary: "{{agent}} refunds {{params.amount_cents}} cents to {{params.customer}}."
-    expiresIn: 1h
-    approval:
-      approvers: [discord:user:${ALICE}, discord:role:${OPS_ROLE}, discord:user:${OWNER}]
-      discord: { channel: "${CHANNEL}" }
-    grants: { allow: true, maxDuration: 8h, durations: [15m, 1h, 8h] }
-    commit: on_approve
-    executor: { type: echo }
-  - name: delete_workspace
-    description: Delete a workspace
-    params:
-      type: object
-      required: [workspace]
-      properties:
-        workspace: { type: string }
-    summary: "{{agent}} wants to delete workspace {{params.workspace}}."
-    approval:
-      approvers: [discord:user:${ALICE}]
-      discord: { channel: "${CHANNEL}" }
-    commit: on_approve
-    executor: { type: echo }
-`;
+const CONFIG = configYaml([
+  refundOperation({
+    customer: true,
+    expiresIn: '1h',
+    approvers: [`discord:user:${ALICE}`, `discord:role:${OPS_ROLE}`, `discord:user:${OWNER}`],
+    discord: CHANNEL,
+    grants: { maxDuration: '8h', durations: ['15m', '1h', '8h'] },
+    commit: 'on_approve',
+  }),
+  deleteWorkspaceOperation({ approvers: [`discord:user:${ALICE}`], discord: CHANNEL, commit: 'on_approve' }),
+]);
 
 const messageOf = (t: DiscordTwokey, proposalId: string): StoredMessage | undefined => [...t.fake.messages.values()].find((m) => m.body.nonce === proposalId);
 

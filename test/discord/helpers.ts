@@ -3,6 +3,7 @@ import { vi } from 'vitest';
 import type { Executor } from '../../src/core/executor.js';
 import { createDiscordIntegration, type DiscordIntegration, type DiscordTuning } from '../../src/discord/index.js';
 import type { Driver } from '../support/database.js';
+import { configYaml, deleteWorkspaceOperation } from '../support/operations.js';
 import { startTestTwokey, type TestTwokey } from '../support/twokey.js';
 import { snowflake, startFakeDiscord, type FakeDiscord } from './fake-discord.js';
 
@@ -20,27 +21,18 @@ export const OTHER_ROLE = '1200000000000000022';
 /** Not shaped like a real bot token, so only twokey's own care (not the log scrubber) keeps it out of logs. */
 export const BOT_TOKEN = `test-bot-token-${randomBytes(12).toString('hex')}`;
 
-export const discordConfigYaml = `
-operations:
-  - name: delete_workspace
-    description: Delete a workspace
-    confirmationType: verification
-    params:
-      type: object
-      required: [workspace]
-      properties:
-        workspace: { type: string }
-        amount_cents: { type: integer }
-    summary: "{{agent}} wants to delete workspace {{params.workspace}}."
-    cost: "{{params.amount_cents | usd}}"
-    expiresIn: 5m
-    approval:
-      approvers: [discord:user:${ALICE}, discord:role:${OPS_ROLE}, discord:user:${OWNER}]
-      quorum: 1
-      discord: { channel: "${CHANNEL}" }
-    commit: on_approve
-    executor: { type: echo }
-  - name: rotate_keys
+export const discordConfigYaml = configYaml([
+  deleteWorkspaceOperation({
+    confirmationType: 'verification',
+    amountCents: true,
+    cost: '{{params.amount_cents | usd}}',
+    expiresIn: '5m',
+    approvers: [`discord:user:${ALICE}`, `discord:role:${OPS_ROLE}`, `discord:user:${OWNER}`],
+    quorum: 1,
+    discord: CHANNEL,
+    commit: 'on_approve',
+  }),
+  `  - name: rotate_keys
     description: Rotate the production signing keys
     params:
       type: object
@@ -54,7 +46,8 @@ operations:
       discord: { channel: "${CHANNEL}" }
     commit: on_approve
     executor: { type: echo }
-`;
+`,
+]);
 
 /**
  * Waits for chat updates and gateway events, which happen after the request that caused them. The

@@ -5,6 +5,7 @@ import { TwokeyError } from '../../src/core/errors.js';
 import type { AgentRecord, ProposalRecord } from '../../src/core/model.js';
 import { createInteractionHandler } from '../../src/discord/interactions.js';
 import type { DiscordServices } from '../../src/discord/ports.js';
+import { proposalRecord } from '../support/records.js';
 import { startFakeDiscord, type FakeDiscord } from './fake-discord.js';
 import { ALICE, APPLICATION_ID, GUILD, MALLORY, buttonPress, modalSubmit } from './helpers.js';
 
@@ -22,36 +23,7 @@ const silent: FastifyBaseLogger = {
 };
 
 const now = new Date();
-const proposal: ProposalRecord = {
-  id: 'prp_slowslowslowslow',
-  agentId: 'agt_1',
-  operation: 'delete_workspace',
-  params: { workspace: 'w' },
-  paramsHash: 'h',
-  summary: 's',
-  summaryHash: 'h',
-  cost: null,
-  confirmationType: 'approval',
-  tokenHash: 'h',
-  status: 'pending',
-  quorum: 1,
-  commitMode: 'on_approve',
-  callbackUrl: null,
-  createdAt: now,
-  expiresAt: new Date(now.getTime() + 300_000),
-  consumedAt: null,
-  decidedBy: null,
-  decidedAt: null,
-  decisionReason: null,
-  result: null,
-  error: null,
-  executionAttempts: 0,
-  leaseUntil: null,
-  updatedAt: now,
-  approvers: null,
-  reminders: 0,
-  escalatedAt: null,
-};
+const proposal: ProposalRecord = proposalRecord({ id: 'prp_slowslowslowslow', createdAt: now });
 const agent: AgentRecord = {
   id: 'agt_1',
   name: 'argus',

@@ -2,31 +2,20 @@ import { sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { drivers } from '../support/database.js';
 import { manualClock } from '../support/clock.js';
+import { configYaml, refundOperation } from '../support/operations.js';
 import { startTestTwokey, type TestTwokey } from '../support/twokey.js';
 import { ALICE, CHANNEL, eventually, startDiscordTwokey, type DiscordTwokey } from '../discord/helpers.js';
 
 const HOUR = 3_600_000;
 
-const countConfig = `
-operations:
-  - name: refund
-    description: Refund a customer
-    params:
-      type: object
-      required: [amount_cents]
-      properties:
-        amount_cents: { type: integer }
-    summary: "{{agent}} refunds {{params.amount_cents}} cents."
-    expiresIn: 1h
-    policy:
-      - when: "count_last('1h') < 3"
-        decide: approve
-        reason: the first three refunds an hour are automatic
-    approval:
-      approvers: [web:alice]
-    commit: on_approve
-    executor: { type: echo }
-`;
+const countConfig = configYaml([
+  refundOperation({
+    expiresIn: '1h',
+    policy: [{ when: "count_last('1h') < 3", decide: 'approve', reason: 'the first three refunds an hour are automatic' }],
+    approvers: ['web:alice'],
+    commit: 'on_approve',
+  }),
+]);
 
 describe.each(drivers)('count_last in a policy rule (%s)', (driver) => {
   const clock = manualClock();

@@ -1,55 +1,34 @@
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { createSlackIntegration } from '../../src/slack/index.js';
 import { drivers } from '../support/database.js';
 import { manualClock } from '../support/clock.js';
-import { startTestTwokey, type TestTwokey } from '../support/twokey.js';
-import { startFakeSlack, type FakeSlack } from '../slack/support/fake-slack.js';
-import { BOT_TOKEN, SIGNING_SECRET } from '../slack/support/slack-requests.js';
+import { configYaml, refundOperation } from '../support/operations.js';
+import type { FakeSlack } from '../slack/support/fake-slack.js';
+import { startSlackTwokey, type SlackTwokey } from '../slack/support/slack-twokey.js';
 
 const MINUTE = 60_000;
 const WAIT = { timeout: 20_000, interval: 50 };
 
-const CONFIG = `
-operations:
-  - name: refund
-    description: Refund a customer
-    params:
-      type: object
-      required: [amount_cents]
-      properties:
-        amount_cents: { type: integer }
-    summary: "{{agent}} refunds {{params.amount_cents}} cents."
-    expiresIn: 2h
-    approval:
-      approvers: [slack:U0ALICE]
-      slack: { channel: C0KEYS }
-      remind: [10m, 30m]
-      escalate: { after: 1h, approvers: [slack:group:S0FINANCE], slack: { channel: C0ESCALATE } }
-    executor: { type: echo }
-`;
+const CONFIG = configYaml([
+  refundOperation({
+    expiresIn: '2h',
+    approvers: ['slack:U0ALICE'],
+    slack: 'C0KEYS',
+    remind: ['10m', '30m'],
+    escalate: { after: '1h', approvers: ['slack:group:S0FINANCE'], slack: 'C0ESCALATE' },
+  }),
+]);
 
 describe.each(drivers)('reminders and escalation (%s)', (driver) => {
   let fake: FakeSlack;
-  let twokey: TestTwokey;
+  let twokey: SlackTwokey;
   let apiKey: string;
   const clock = manualClock();
 
   beforeAll(async () => {
-    fake = await startFakeSlack();
-    twokey = await startTestTwokey({
-      driver,
-      clock,
-      configYaml: CONFIG,
-      outboxPollMs: 20,
-      env: { SLACK_BOT_TOKEN: BOT_TOKEN, SLACK_SIGNING_SECRET: SIGNING_SECRET, SLACK_API_URL: fake.url },
-      integrations: (services, env, wiring) => [createSlackIntegration({ env, services, clickConcurrency: wiring.concurrency.slackClicks })],
-    });
-    ({ apiKey } = await twokey.createAgent('argus'));
+    twokey = await startSlackTwokey({ driver, clock, configYaml: CONFIG, outboxPollMs: 20 });
+    ({ fake, apiKey } = twokey);
   });
-  afterAll(async () => {
-    await twokey?.close();
-    await fake?.close();
-  });
+  afterAll(() => twokey?.close());
 
   const propose = async () =>
     (await twokey.request('POST', '/v1/proposals', { apiKey, body: { operation: 'refund', params: { amount_cents: 5000 } } })).body.id as string;

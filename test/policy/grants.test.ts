@@ -2,49 +2,29 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { AgentRecord } from '../../src/core/model.js';
 import { drivers } from '../support/database.js';
 import { manualClock } from '../support/clock.js';
+import { configYaml, payoutOperation, refundOperation } from '../support/operations.js';
 import { startTestTwokey, type TestTwokey } from '../support/twokey.js';
 
 const HOUR = 3_600_000;
 
-const grantsConfig = `
-operations:
-  - name: refund
-    description: Refund a customer
-    params:
-      type: object
-      required: [customer, amount_cents]
-      properties:
-        customer: { type: string }
-        amount_cents: { type: integer }
-    summary: "{{agent}} refunds {{params.amount_cents}} cents to {{params.customer}}."
-    expiresIn: 1h
-    approval:
-      approvers: [web:alice, web:bob, web:carol]
-      quorum: 1
-    grants: { allow: true, maxDuration: 8h, durations: [15m, 1h, 8h] }
-    commit: on_approve
-    executor: { type: echo }
-  - name: payout
-    description: Pay a supplier
-    params:
-      type: object
-      required: [amount_cents]
-      properties:
-        amount_cents: { type: integer }
-    summary: "{{agent}} pays {{params.amount_cents}} cents."
-    approval:
-      approvers: [web:alice, web:bob, web:carol]
-      quorum: 2
-    grants: { allow: true, maxDuration: 8h }
-    commit: on_approve
-    executor: { type: echo }
-  - name: no_grants
+const grantsConfig = configYaml([
+  refundOperation({
+    customer: true,
+    expiresIn: '1h',
+    approvers: ['web:alice', 'web:bob', 'web:carol'],
+    quorum: 1,
+    grants: { maxDuration: '8h', durations: ['15m', '1h', '8h'] },
+    commit: 'on_approve',
+  }),
+  payoutOperation({ approvers: ['web:alice', 'web:bob', 'web:carol'], quorum: 2, grants: { maxDuration: '8h' }, commit: 'on_approve' }),
+  `  - name: no_grants
     description: Grants not allowed
     params: { type: object, properties: { n: { type: integer } } }
     summary: "{{agent}} does a thing."
     approval: { approvers: [web:alice] }
     executor: { type: echo }
-`;
+`,
+]);
 
 describe.each(drivers)('grants (%s)', (driver) => {
   let twokey: TestTwokey;

@@ -3,40 +3,29 @@ import { ConfigError } from '../../src/config/errors.js';
 import { parseConfig } from '../../src/config/config-file.js';
 import { drivers } from '../support/database.js';
 import { manualClock } from '../support/clock.js';
+import { configYaml, refundOperation, type PolicyRule } from '../support/operations.js';
 import { startTestTwokey, type TestTwokey } from '../support/twokey.js';
 
-export const refundConfig = (extra = '') => `
-operations:
-  - name: refund
-    description: Refund a customer
-    confirmationType: payment
-    params:
-      type: object
-      required: [customer, amount_cents]
-      properties:
-        customer: { type: string }
-        amount_cents: { type: integer }
-        note: { type: string }
-    summary: "{{agent}} refunds {{params.amount_cents}} cents to {{params.customer}}."
-    expiresIn: 1h
-    policy:
-      - when: "params.customer == 'blocked'"
-        decide: deny
-        reason: this customer is blocked from refunds
-      - when: "params.amount_cents <= 2000"
-        decide: approve
-        reason: small refunds are automatic
-      - when: "params.note.size() > 3 && int(params.note) > 1000"
-        decide: approve
-      - when: "params.amount_cents > 100000"
-        decide: require
-        quorum: 2
-    approval:
-      approvers: [web:alice, web:bob, web:carol]
-      quorum: 1
-    commit: on_approve
-    executor: { type: echo }
-${extra}`;
+const REFUND_RULES: readonly PolicyRule[] = [
+  { when: "params.customer == 'blocked'", decide: 'deny', reason: 'this customer is blocked from refunds' },
+  { when: 'params.amount_cents <= 2000', decide: 'approve', reason: 'small refunds are automatic' },
+  { when: 'params.note.size() > 3 && int(params.note) > 1000', decide: 'approve' },
+  { when: 'params.amount_cents > 100000', decide: 'require', quorum: 2 },
+];
+
+export const refundConfig = (policy: readonly PolicyRule[] = REFUND_RULES) =>
+  configYaml([
+    refundOperation({
+      customer: true,
+      note: true,
+      confirmationType: 'payment',
+      expiresIn: '1h',
+      policy,
+      approvers: ['web:alice', 'web:bob', 'web:carol'],
+      quorum: 1,
+      commit: 'on_approve',
+    }),
+  ]);
 
 function configProblems(yaml: string): string[] {
   try {
@@ -48,11 +37,12 @@ function configProblems(yaml: string): string[] {
   return [];
 }
 
-const withRule = (rule: string) => refundConfig().replace(/ {4}policy:\n(.|\n)*? {4}approval:/, `    policy:\n${rule}\n    approval:`);
+/** The refund operation with these rules in place of its own. */
+const withRule = (...rules: PolicyRule[]) => refundConfig(rules);
 
 describe('policy rules at start', () => {
   it('a syntax error names the rule', () => {
-    expect(configProblems(withRule('      - { when: "params.amount_cents <=", decide: approve }'))).toEqual([
+    expect(configProblems(withRule({ when: 'params.amount_cents <=', decide: 'approve' }))).toEqual([
       expect.stringMatching(/^operations\[0\]\.policy\[0\]\.when: not a CEL expression/),
     ]);
   });
@@ -60,16 +50,14 @@ describe('policy rules at start', () => {
   it('type errors are found at start, each naming its rule', () => {
     const problems = configProblems(
       withRule(
-        [
-          '      - { when: "agent > 5", decide: approve }',
-          '      - { when: "params.amount_cents < \'10\'", decide: approve }',
-          '      - { when: "params.amount_cents + 1", decide: approve }',
-          '      - { when: "params.amount_cents <= 10", decide: approve }',
-        ].join('\n'),
+        { when: 'agent > 5', decide: 'approve' },
+        { when: "params.amount_cents < '10'", decide: 'approve' },
+        { when: 'params.amount_cents + 1', decide: 'approve' },
+        { when: 'params.amount_cents <= 10', decide: 'approve' },
       ),
     );
     expect(problems).toHaveLength(3);
-    expect(configProblems(withRule('      - { when: "params.customer", decide: approve }'))).toEqual([
+    expect(configProblems(withRule({ when: 'params.customer', decide: 'approve' }))).toEqual([
       'operations[0].policy[0].when: the condition returned a string, not a boolean',
     ]);
     expect(problems[0]).toMatch(/^operations\[0\]\.policy\[0\]\.when: /);
@@ -78,14 +66,14 @@ describe('policy rules at start', () => {
   });
 
   it('an undeclared param or an unknown name is refused at start', () => {
-    expect(configProblems(withRule('      - { when: "params.amount < 10", decide: approve }'))).toEqual([
+    expect(configProblems(withRule({ when: 'params.amount < 10', decide: 'approve' }))).toEqual([
       'operations[0].policy[0].when: params.amount is not a param of this operation',
     ]);
-    expect(configProblems(withRule('      - { when: "user == \'x\'", decide: approve }'))[0]).toMatch(/unknown name "user"/);
+    expect(configProblems(withRule({ when: "user == 'x'", decide: 'approve' }))[0]).toMatch(/unknown name "user"/);
   });
 
   it('quorum belongs to require only', () => {
-    expect(configProblems(withRule('      - { when: "true", decide: approve, quorum: 2 }'))).toEqual([
+    expect(configProblems(withRule({ when: 'true', decide: 'approve', quorum: 2 }))).toEqual([
       'operations[0].policy[0]: quorum and approvers belong to decide: require',
     ]);
   });

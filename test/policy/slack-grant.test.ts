@@ -1,53 +1,28 @@
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { createSlackIntegration } from '../../src/slack/index.js';
 import { drivers } from '../support/database.js';
-import { startTestTwokey, type TestTwokey } from '../support/twokey.js';
-import { startFakeSlack, type FakeSlack } from '../slack/support/fake-slack.js';
-import { BOT_TOKEN, SIGNING_SECRET, buttonClick, grantSubmission, interactionBody, slackPoster, type SlackPoster } from '../slack/support/slack-requests.js';
+import { configYaml, refundOperation } from '../support/operations.js';
+import type { FakeSlack } from '../slack/support/fake-slack.js';
+import { buttonClick, grantSubmission, interactionBody, type SlackPoster } from '../slack/support/slack-requests.js';
+import { startSlackTwokey, type SlackTwokey } from '../slack/support/slack-twokey.js';
 
 const WAIT = { timeout: 20_000, interval: 50 };
 const HOUR = 3_600_000;
 
-const CONFIG = `
-operations:
-  - name: refund
-    description: Refund a customer
-    params:
-      type: object
-      required: [amount_cents]
-      properties:
-        amount_cents: { type: integer }
-    summary: "{{agent}} refunds {{params.amount_cents}} cents."
-    expiresIn: 1h
-    approval:
-      approvers: [slack:U0ALICE]
-      slack: { channel: C0KEYS }
-    grants: { allow: true, maxDuration: 8h, durations: [15m, 1h, 8h] }
-    executor: { type: echo }
-`;
+const CONFIG = configYaml([
+  refundOperation({ expiresIn: '1h', approvers: ['slack:U0ALICE'], slack: 'C0KEYS', grants: { maxDuration: '8h', durations: ['15m', '1h', '8h'] } }),
+]);
 
 describe.each(drivers)('"Approve for 1 h" from Slack (%s)', (driver) => {
   let fake: FakeSlack;
-  let twokey: TestTwokey;
+  let twokey: SlackTwokey;
   let apiKey: string;
   let post: SlackPoster;
 
   beforeAll(async () => {
-    fake = await startFakeSlack();
-    twokey = await startTestTwokey({
-      driver,
-      configYaml: CONFIG,
-      outboxPollMs: 20,
-      env: { SLACK_BOT_TOKEN: BOT_TOKEN, SLACK_SIGNING_SECRET: SIGNING_SECRET, SLACK_API_URL: fake.url },
-      integrations: (services, env, wiring) => [createSlackIntegration({ env, services, clickConcurrency: wiring.concurrency.slackClicks })],
-    });
-    ({ apiKey } = await twokey.createAgent('argus'));
-    post = slackPoster(twokey.app, twokey.services.clock);
+    twokey = await startSlackTwokey({ driver, configYaml: CONFIG, outboxPollMs: 20 });
+    ({ fake, apiKey, post } = twokey);
   });
-  afterAll(async () => {
-    await twokey?.close();
-    await fake?.close();
-  });
+  afterAll(() => twokey?.close());
 
   const propose = async (amount: number) =>
     (await twokey.request('POST', '/v1/proposals', { apiKey, body: { operation: 'refund', params: { amount_cents: amount } } })).body;

@@ -7,12 +7,11 @@
  */
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { createSlackIntegration } from '../../src/slack/index.js';
 import { manualClock } from '../support/clock.js';
 import { drivers } from '../support/database.js';
-import { startTestTwokey, type TestTwokey } from '../support/twokey.js';
-import { startFakeSlack, type FakeSlack } from '../slack/support/fake-slack.js';
-import { BOT_TOKEN, SIGNING_SECRET, grantSubmission, interactionBody, slackPoster, type SlackPoster } from '../slack/support/slack-requests.js';
+import type { FakeSlack } from '../slack/support/fake-slack.js';
+import { grantSubmission, interactionBody, type SlackPoster } from '../slack/support/slack-requests.js';
+import { startSlackTwokey, type SlackTwokey } from '../slack/support/slack-twokey.js';
 
 const MINUTE = 60_000;
 const HOUR = 60 * MINUTE;
@@ -29,27 +28,15 @@ function readmePolicyConfig(): string {
 describe.each(drivers)("the README's policies config (%s)", (driver) => {
   const clock = manualClock();
   let fake: FakeSlack;
-  let twokey: TestTwokey;
+  let twokey: SlackTwokey;
   let apiKey: string;
   let post: SlackPoster;
 
   beforeAll(async () => {
-    fake = await startFakeSlack();
-    twokey = await startTestTwokey({
-      driver,
-      clock,
-      configYaml: readmePolicyConfig(),
-      outboxPollMs: 20,
-      env: { SLACK_BOT_TOKEN: BOT_TOKEN, SLACK_SIGNING_SECRET: SIGNING_SECRET, SLACK_API_URL: fake.url },
-      integrations: (services, env, wiring) => [createSlackIntegration({ env, services, clickConcurrency: wiring.concurrency.slackClicks })],
-    });
-    ({ apiKey } = await twokey.createAgent('argus'));
-    post = slackPoster(twokey.app, twokey.services.clock);
+    twokey = await startSlackTwokey({ driver, clock, configYaml: readmePolicyConfig(), outboxPollMs: 20 });
+    ({ fake, apiKey, post } = twokey);
   });
-  afterAll(async () => {
-    await twokey?.close();
-    await fake?.close();
-  });
+  afterAll(() => twokey?.close());
 
   const refund = async (customer: string, amount: number) =>
     (await twokey.request('POST', '/v1/proposals', { apiKey, body: { operation: 'refund', params: { customer, amount_cents: amount } } })).body;

@@ -1,10 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import type { Executor } from '../../src/core/executor.js';
-import { createSlackIntegration } from '../../src/slack/index.js';
 import { manualClock } from '../support/clock.js';
 import { drivers } from '../support/database.js';
-import { startTestTwokey, type TestTwokey } from '../support/twokey.js';
-import { startFakeSlack, type FakeSlack, type SlackCall } from './support/fake-slack.js';
+import { USD_COST, configYaml, deleteWorkspaceOperation, upgradePlanOperation } from '../support/operations.js';
+import type { FakeSlack, SlackCall } from './support/fake-slack.js';
 import {
   BOT_TOKEN,
   LEGACY_TOKEN,
@@ -14,47 +13,23 @@ import {
   interactionBody,
   rejectSubmission,
   slackHeaders,
-  slackPoster,
   type SlackPoster,
 } from './support/slack-requests.js';
+import { startSlackTwokey, type SlackTwokey } from './support/slack-twokey.js';
 
-const CONFIG = `
-operations:
-  - name: upgrade_plan
-    description: Change an organisation's billing plan
-    confirmationType: payment
-    params:
-      type: object
-      required: [org, plan]
-      properties:
-        org: { type: string }
-        plan: { type: string, enum: [pro, scale, enterprise] }
-        amount_cents: { type: integer }
-    summary: "{{agent}} is requesting to upgrade {{params.org}} to the {{params.plan}} plan."
-    cost: "{{ params.amount_cents | usd | default: 'not stated' }}"
-    expiresIn: 5m
-    approval:
-      approvers: [slack:U0ALICE, slack:U0OWNER, slack:group:S0OPS]
-      quorum: 1
-      slack: { channel: C0APPROVALS }
-    commit: on_approve
-    executor: { type: echo }
-  - name: delete_workspace
-    description: Delete a workspace
-    confirmationType: approval
-    params:
-      type: object
-      required: [workspace]
-      properties:
-        workspace: { type: string }
-    summary: "{{agent}} wants to delete workspace {{params.workspace}}."
-    approval:
-      approvers: [slack:U0ALICE, slack:U0BOB]
-      quorum: 2
-      slack: { channel: C0DANGER }
-    commit: on_approve
-    executor: { type: echo }
-`;
+const CONFIG = configYaml([
+  upgradePlanOperation({
+    confirmationType: 'payment',
+    amountCents: true,
+    cost: USD_COST,
+    expiresIn: '5m',
+    approvers: ['slack:U0ALICE', 'slack:U0OWNER', 'slack:group:S0OPS'],
+    quorum: 1,
+    slack: 'C0APPROVALS',
+    commit: 'on_approve',
+  }),
+  deleteWorkspaceOperation({ confirmationType: 'approval', approvers: ['slack:U0ALICE', 'slack:U0BOB'], quorum: 2, slack: 'C0DANGER', commit: 'on_approve' }),
+]);
 
 const WAIT = { timeout: 5_000, interval: 20 };
 
@@ -81,34 +56,23 @@ describe.each(drivers)('Slack approver (%s)', (driver) => {
   };
 
   let fake: FakeSlack;
-  let twokey: TestTwokey;
+  let twokey: SlackTwokey;
   let apiKey: string;
   let post: SlackPoster;
 
   beforeAll(async () => {
-    fake = await startFakeSlack();
-    fake.usergroups.set('S0OPS', ['U0OPSPERSON', 'U0OTHER']);
-    twokey = await startTestTwokey({
+    twokey = await startSlackTwokey({
       driver,
       clock,
-      chatPayloads: () => [...fake.calls.map((call) => call.args), ...fake.socketMessages],
       configYaml: CONFIG,
       executorFor: () => executor,
-      env: {
-        SLACK_BOT_TOKEN: BOT_TOKEN,
-        SLACK_SIGNING_SECRET: SIGNING_SECRET,
-        SLACK_API_URL: fake.url,
-        TWOKEY_PUBLIC_URL: 'https://twokey.example.test',
-      },
-      integrations: (services, env, wiring) => [createSlackIntegration({ env, services, clickConcurrency: wiring.concurrency.slackClicks })],
+      env: { TWOKEY_PUBLIC_URL: 'https://twokey.example.test' },
+      agent: { name: 'billing-bot', owners: ['slack:U0OWNER'] },
     });
-    ({ apiKey } = await twokey.createAgent('billing-bot', { owners: ['slack:U0OWNER'] }));
-    post = slackPoster(twokey.app, clock);
+    ({ fake, apiKey, post } = twokey);
+    fake.usergroups.set('S0OPS', ['U0OPSPERSON', 'U0OTHER']);
   });
-  afterAll(async () => {
-    await twokey?.close();
-    await fake?.close();
-  });
+  afterAll(() => twokey?.close());
 
   async function propose(operation: string, params: Record<string, unknown>): Promise<{ id: string; confirmToken: string }> {
     const response = await twokey.request('POST', '/v1/proposals', { apiKey, body: { operation, params } });

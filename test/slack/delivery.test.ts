@@ -4,9 +4,9 @@ import { DeliveryError } from '../../src/lib/delivery-error.js';
 import { createSlackIntegration } from '../../src/slack/index.js';
 import { drivers } from '../support/database.js';
 import { freePort } from '../support/processes.js';
-import { startTestTwokey, type TestTwokey } from '../support/twokey.js';
-import { startFakeSlack, type FakeSlack, type SlackCall } from './support/fake-slack.js';
+import type { FakeSlack, SlackCall } from './support/fake-slack.js';
 import { BOT_TOKEN, SIGNING_SECRET } from './support/slack-requests.js';
+import { startSlackTwokey, type SlackTwokey } from './support/slack-twokey.js';
 
 const CONFIG = `
 operations:
@@ -64,25 +64,15 @@ function view(overrides: Partial<ProposalMessageView> = {}): ProposalMessageView
 
 describe.each(drivers)('Slack delivery through the outbox (%s)', (driver) => {
   let fake: FakeSlack;
-  let twokey: TestTwokey;
+  let twokey: SlackTwokey;
   let slack: ChatIntegration;
   let apiKey: string;
 
   beforeAll(async () => {
-    fake = await startFakeSlack();
-    twokey = await startTestTwokey({
-      driver,
-      chatPayloads: () => [...fake.calls.map((call) => call.args), ...fake.socketMessages],
-      configYaml: CONFIG,
-      env: { SLACK_BOT_TOKEN: BOT_TOKEN, SLACK_SIGNING_SECRET: SIGNING_SECRET, SLACK_API_URL: fake.url },
-      integrations: (services, env, wiring) => [(slack = createSlackIntegration({ env, services, clickConcurrency: wiring.concurrency.slackClicks }))],
-    });
-    ({ apiKey } = await twokey.createAgent('keybot'));
+    twokey = await startSlackTwokey({ driver, configYaml: CONFIG, agent: { name: 'keybot' } });
+    ({ fake, slack, apiKey } = twokey);
   });
-  afterAll(async () => {
-    await twokey?.close();
-    await fake?.close();
-  });
+  afterAll(() => twokey?.close());
 
   async function propose(operation: string, params: Record<string, unknown>): Promise<string> {
     const response = await twokey.request('POST', '/v1/proposals', { apiKey, body: { operation, params } });

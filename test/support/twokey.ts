@@ -12,42 +12,21 @@ import type { OutboxLane } from '../../src/outbox/worker.js';
 import type { Services } from '../../src/runtime/services.js';
 import { startTwokey, type ChatWiring, type RunningTwokey } from '../../src/runtime/server.js';
 import { openTestDatabase, type Driver } from './database.js';
+import { configYaml, deleteWorkspaceOperation, upgradePlanOperation } from './operations.js';
 import { freePort } from './processes.js';
 import { assertNoSecrets } from './secret-scan.js';
 
-export const testConfigYaml = `
-operations:
-  - name: upgrade_plan
-    description: Change an organisation's billing plan
-    confirmationType: payment
-    params:
-      type: object
-      required: [org, plan]
-      properties:
-        org: { type: string }
-        plan: { type: string, enum: [pro, scale, enterprise] }
-        amount_cents: { type: integer }
-    summary: "{{agent}} is requesting to upgrade {{params.org}} to the {{params.plan}} plan."
-    expiresIn: 5m
-    approval:
-      approvers: [web:alice, web:bob, web:owner, slack:U0ALICE]
-      quorum: 1
-    commit: agent
-    executor: { type: echo }
-  - name: delete_workspace
-    description: Delete a workspace
-    params:
-      type: object
-      required: [workspace]
-      properties:
-        workspace: { type: string }
-    summary: "{{agent}} wants to delete workspace {{params.workspace}}."
-    approval:
-      approvers: [web:alice, web:bob, web:carol]
-      quorum: 2
-    commit: on_approve
-    executor: { type: echo }
-`;
+export const testConfigYaml = configYaml([
+  upgradePlanOperation({
+    confirmationType: 'payment',
+    amountCents: true,
+    expiresIn: '5m',
+    approvers: ['web:alice', 'web:bob', 'web:owner', 'slack:U0ALICE'],
+    quorum: 1,
+    commit: 'agent',
+  }),
+  deleteWorkspaceOperation({ approvers: ['web:alice', 'web:bob', 'web:carol'], quorum: 2, commit: 'on_approve' }),
+]);
 
 /** The checkpoint signing key every test instance shares (a fleet shares one key). */
 export const TEST_AUDIT_KEY = Buffer.alloc(32, 7).toString('base64');
