@@ -121,9 +121,9 @@ async function insertProposal(
   proposal: ProposalRecord,
   agent: AgentRecord,
   operation: OperationSpec,
-  maxPendingPerAgent: number | undefined,
+  /** The agent's limit of proposals waiting for a decision; none when undefined. */
+  max: number | undefined,
 ): Promise<ProposalRecord> {
-  const max = maxPendingPerAgent;
   // Counted under the agent's row lock, so concurrent proposals of one agent cannot overshoot it.
   if (max !== undefined && (await tx.lockAgentAndCountWaiting(agent.id, proposal.createdAt, max)) >= max) {
     throw new TwokeyError('rate_limited', `this agent has ${max} proposals waiting for a decision (the limit); wait for decisions or cancel some`);
