@@ -47,11 +47,21 @@ const commaList = (value: string) =>
     .map((item) => item.trim())
     .filter(Boolean);
 
+type Run = (operation: string, args?: Record<string, unknown>, options?: { json?: boolean }) => Promise<void>;
+
 function buildProgram(env: () => Env): Command {
   const program = new Command('twokey').description('Two-key approval bridge for AI agents').showHelpAfterError();
-  const run = (operation: string, args?: Record<string, unknown>, options: { json?: boolean } = {}) =>
-    runOperation(env(), operation, args).then((result) => printAdminResult(operation, result, options));
+  const run: Run = (operation, args, options = {}) => runOperation(env(), operation, args).then((result) => printAdminResult(operation, result, options));
+  addProcessCommands(program, env);
+  addAgentAndProposalCommands(program, env, run);
+  addPolicyAndGrantCommands(program, run);
+  addOperatorCommands(program, env, run);
+  addAuditCommands(program, env);
+  return program;
+}
 
+/** Commands that run a process: the gateway, the MCP stdio proxy, the migrations. */
+function addProcessCommands(program: Command, env: () => Env): void {
   program
     .command('serve')
     .description('start the gateway (what `npm start` runs)')
@@ -96,7 +106,9 @@ function buildProgram(env: () => Env): Command {
       await database.close();
       console.log(`migrations applied (${database.kind})`);
     });
+}
 
+function addAgentAndProposalCommands(program: Command, env: () => Env, run: Run): void {
   const agents = program.command('agents').description('manage agents and their API keys');
   agents
     .command('create')
@@ -141,6 +153,20 @@ function buildProgram(env: () => Env): Command {
     .description('reject a proposal as an approver (same rules as a chat click)')
     .action((id: string, options: { as: string; reason?: string }) => run('proposals.reject', { id, as: options.as, reason: options.reason }));
 
+  proposals
+    .command('retry')
+    .argument('<id>')
+    .requiredOption('--as <identity>', 'the approver identity you act as (slack:U…, discord:user:…, web:NAME)')
+    .description('run an approved proposal again after its execution failed (same rules and idempotency key as the chat Retry button)')
+    .action(async (id: string, options: { as: string }) => {
+      const result = (await runOperation(env(), 'proposals.retry', { id, as: options.as })) as { status: string };
+      printAdminResult('proposals.retry', result);
+      // Still not committed means the run failed again: say so to scripts too.
+      if (result.status !== 'committed') process.exitCode = 1;
+    });
+}
+
+function addPolicyAndGrantCommands(program: Command, run: Run): void {
   const policy = program.command('policy').description('policy rules of the operations');
   policy
     .command('test')
@@ -161,19 +187,10 @@ function buildProgram(env: () => Env): Command {
     .option('--as <identity>', 'who revokes (recorded in the audit log; default operator:cli)')
     .description('revoke a grant at once')
     .action((id: string, options: { as?: string }) => run('grants.revoke', { id, as: options.as }));
+}
 
-  proposals
-    .command('retry')
-    .argument('<id>')
-    .requiredOption('--as <identity>', 'the approver identity you act as (slack:U…, discord:user:…, web:NAME)')
-    .description('run an approved proposal again after its execution failed (same rules and idempotency key as the chat Retry button)')
-    .action(async (id: string, options: { as: string }) => {
-      const result = (await runOperation(env(), 'proposals.retry', { id, as: options.as })) as { status: string };
-      printAdminResult('proposals.retry', result);
-      // Still not committed means the run failed again: say so to scripts too.
-      if (result.status !== 'committed') process.exitCode = 1;
-    });
-
+/** The console's approvers and the outbox. */
+function addOperatorCommands(program: Command, env: () => Env, run: Run): void {
   const approvers = program.command('approvers').description('people who approve in the web console (web:NAME)');
   approvers
     .command('link')
@@ -196,7 +213,9 @@ function buildProgram(env: () => Env): Command {
     .argument('<id>')
     .description('queue a dead job again with a fresh set of attempts')
     .action((id: string) => run('jobs.retry', { id }));
+}
 
+function addAuditCommands(program: Command, env: () => Env): void {
   const audit = program
     .command('audit')
     .description('print the audit log')
@@ -233,8 +252,6 @@ function buildProgram(env: () => Env): Command {
       const key = localAuditPublicKey(env(), { create: true });
       console.log(key);
     });
-
-  return program;
 }
 
 /** The public half of the checkpoint key configured here, without creating a key file unless asked. */

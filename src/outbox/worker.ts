@@ -74,6 +74,91 @@ interface LaneState {
 }
 
 /**
+ * Completions go out together: while one statement is on its way, the jobs that finish meanwhile
+ * wait and go in the next, each still fenced by its own claim stamp. `complete` resolves false when
+ * another worker re-claimed the job after this one's lease ran out.
+ */
+function createCompletionBatcher(jobs: JobStore, clock: () => Date) {
+  let waiting: Array<{ job: JobRow; settle: (held: boolean) => void; fail: (error: unknown) => void }> = [];
+  let sending = false;
+  async function send(): Promise<void> {
+    sending = true;
+    while (waiting.length > 0) {
+      const batch = waiting;
+      waiting = [];
+      try {
+        const held = await jobs.completeAll(
+          batch.map((entry) => entry.job),
+          clock(),
+        );
+        for (const entry of batch) entry.settle(held.has(entry.job.id));
+      } catch (error) {
+        for (const entry of batch) entry.fail(error);
+      }
+    }
+    sending = false;
+  }
+  return {
+    complete(job: JobRow): Promise<boolean> {
+      return new Promise((settle, fail) => {
+        waiting.push({ job, settle, fail });
+        if (!sending) void send();
+      });
+    },
+  };
+}
+
+/** Runs one claimed job and records its outcome, each outcome fenced by the job's claim stamp. */
+function createJobRunner(
+  options: OutboxWorkerOptions,
+  settings: { clock: () => Date; handlerDeadlineMs: number; backoff: { baseMs: number; maxMs: number }; random: () => number },
+) {
+  const { clock, handlerDeadlineMs, backoff, random } = settings;
+  const completions = createCompletionBatcher(options.jobs, clock);
+
+  function runWithDeadline(handler: JobHandler, job: JobRow): Promise<void> {
+    return withDeadline(
+      handlerDeadlineMs,
+      (signal) => handler(job.payload, { signal }),
+      () => new DeliveryError(`no answer within ${handlerDeadlineMs} ms`),
+    );
+  }
+
+  function superseded(job: JobRow) {
+    options.logger.warn(
+      { jobId: job.id, kind: job.kind, attempts: job.attempts },
+      'outbox job was re-claimed by another worker after its lease ran out; this outcome is dropped',
+    );
+    options.onSettled?.(job, 'superseded');
+  }
+
+  return async function runJob(job: JobRow): Promise<void> {
+    const handler = options.handlers[job.kind];
+    try {
+      if (!handler) throw new DeliveryError(`no handler for job kind "${job.kind}"`, { permanent: true });
+      await runWithDeadline(handler, job);
+      if (!(await completions.complete(job))) return superseded(job);
+      options.onSettled?.(job, 'done');
+    } catch (error) {
+      const message = scrubSecrets(error instanceof Error ? error.message : String(error)).slice(0, 1000);
+      const delivery = error instanceof DeliveryError ? error.options : {};
+      if (delivery.permanent || job.attempts >= job.maxAttempts) {
+        if (!(await options.jobs.bury(job, message, clock()))) return superseded(job);
+        options.logger.error({ jobId: job.id, kind: job.kind, attempts: job.attempts, error: message }, 'outbox job is dead');
+        options.onSettled?.(job, 'dead');
+        return;
+      }
+      // Retry-After is the least we wait; our own backoff still applies, so "0" cannot make us hammer.
+      const delay = Math.max(delivery.retryAfterMs ?? 0, backoffDelay(job.attempts, backoff.baseMs, backoff.maxMs, random));
+      const now = clock();
+      if (!(await options.jobs.reschedule(job, new Date(now.getTime() + delay), message, now))) return superseded(job);
+      options.logger.warn({ jobId: job.id, kind: job.kind, attempts: job.attempts, retryInMs: delay, error: message }, 'outbox job failed; will retry');
+      options.onSettled?.(job, 'retry');
+    }
+  };
+}
+
+/**
  * Runs the outbox: claims due jobs, runs their handler, and records the outcome — done, retried
  * later (honouring a platform's Retry-After), or dead after its last attempt (kept for
  * `twokey jobs list|retry`). Every replica runs one; the claim keeps each job to one worker.
@@ -107,82 +192,9 @@ export function createOutboxWorker(options: OutboxWorkerOptions) {
   const runsKind = (state: LaneState, kind: string) => (state.lane.kinds ? state.lane.kinds.includes(kind) : !namedKinds.includes(kind));
   let running = false;
 
-  /**
-   * Completions go out together: while one statement is on its way, the jobs that finish meanwhile
-   * wait and go in the next, each still fenced by its own claim stamp.
-   */
-  const completions = (() => {
-    let waiting: Array<{ job: JobRow; settle: (held: boolean) => void; fail: (error: unknown) => void }> = [];
-    let sending = false;
-    async function send(): Promise<void> {
-      sending = true;
-      while (waiting.length > 0) {
-        const batch = waiting;
-        waiting = [];
-        try {
-          const held = await options.jobs.completeAll(
-            batch.map((entry) => entry.job),
-            clock(),
-          );
-          for (const entry of batch) entry.settle(held.has(entry.job.id));
-        } catch (error) {
-          for (const entry of batch) entry.fail(error);
-        }
-      }
-      sending = false;
-    }
-    return {
-      complete(job: JobRow): Promise<boolean> {
-        return new Promise((settle, fail) => {
-          waiting.push({ job, settle, fail });
-          if (!sending) void send();
-        });
-      },
-    };
-  })();
+  const runJob = createJobRunner(options, { clock, handlerDeadlineMs, backoff, random });
 
   const destinationOf = (job: JobRow): string | null => (typeof job.payload.destination === 'string' ? job.payload.destination : null);
-
-  function runWithDeadline(handler: JobHandler, job: JobRow): Promise<void> {
-    return withDeadline(
-      handlerDeadlineMs,
-      (signal) => handler(job.payload, { signal }),
-      () => new DeliveryError(`no answer within ${handlerDeadlineMs} ms`),
-    );
-  }
-
-  function superseded(job: JobRow) {
-    options.logger.warn(
-      { jobId: job.id, kind: job.kind, attempts: job.attempts },
-      'outbox job was re-claimed by another worker after its lease ran out; this outcome is dropped',
-    );
-    options.onSettled?.(job, 'superseded');
-  }
-
-  async function runJob(job: JobRow): Promise<void> {
-    const handler = options.handlers[job.kind];
-    try {
-      if (!handler) throw new DeliveryError(`no handler for job kind "${job.kind}"`, { permanent: true });
-      await runWithDeadline(handler, job);
-      if (!(await completions.complete(job))) return superseded(job);
-      options.onSettled?.(job, 'done');
-    } catch (error) {
-      const message = scrubSecrets(error instanceof Error ? error.message : String(error)).slice(0, 1000);
-      const delivery = error instanceof DeliveryError ? error.options : {};
-      if (delivery.permanent || job.attempts >= job.maxAttempts) {
-        if (!(await options.jobs.bury(job, message, clock()))) return superseded(job);
-        options.logger.error({ jobId: job.id, kind: job.kind, attempts: job.attempts, error: message }, 'outbox job is dead');
-        options.onSettled?.(job, 'dead');
-        return;
-      }
-      // Retry-After is the least we wait; our own backoff still applies, so "0" cannot make us hammer.
-      const delay = Math.max(delivery.retryAfterMs ?? 0, backoffDelay(job.attempts, backoff.baseMs, backoff.maxMs, random));
-      const now = clock();
-      if (!(await options.jobs.reschedule(job, new Date(now.getTime() + delay), message, now))) return superseded(job);
-      options.logger.warn({ jobId: job.id, kind: job.kind, attempts: job.attempts, retryInMs: delay, error: message }, 'outbox job failed; will retry');
-      options.onSettled?.(job, 'retry');
-    }
-  }
 
   /** Starts a claimed job in its lane's slot; when it settles the slot is refilled at once. */
   function launch(state: LaneState, job: JobRow, refill: boolean): Promise<void> {

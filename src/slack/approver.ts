@@ -60,6 +60,17 @@ export function explainRefusal(error: unknown, verb: Verb, proposalId: string): 
  * again under the proposal's row lock, so the checks here only shape what the person is told.
  */
 export function registerSlackApprover(bolt: App, deps: SlackApproverDeps): void {
+  const people = slackPeople(deps);
+  const closeModal = modalCloser(deps, people.tell);
+  registerDecisionButtons(bolt, deps, people, closeModal);
+  registerGrantFlow(bolt, deps, people, closeModal);
+}
+
+type SlackPeople = ReturnType<typeof slackPeople>;
+type CloseModal = ReturnType<typeof modalCloser>;
+
+/** Who clicked, and how twokey speaks to them privately. */
+function slackPeople(deps: SlackApproverDeps) {
   const { client } = deps;
 
   /** The person behind a click, with the user groups of this operation's approvers they belong to. */
@@ -91,6 +102,43 @@ export function registerSlackApprover(bolt: App, deps: SlackApproverDeps): void 
     }
   }
 
+  async function refuse(error: unknown, verb: Verb, userId: string, channel: string | undefined, proposalId: string) {
+    if (error instanceof TwokeyError) {
+      deps.log().info({ proposalId, user: `slack:${userId}`, code: error.code, verb }, 'Slack click changed nothing');
+    } else {
+      deps.log().error({ proposalId, err: error }, `Slack ${verb} failed`);
+    }
+    await tell(userId, channel, explainRefusal(error, verb, proposalId));
+  }
+
+  return { deciderFor, tell, refuse };
+}
+
+function modalCloser(deps: SlackApproverDeps, tell: SlackPeople['tell']) {
+  /**
+   * Answers a modal's submission with its outcome (null, or the refusal to show under `block`). A
+   * grant or a rejection is one short transaction: waiting for it lets a refusal show inside the
+   * modal. If it is slow, the modal closes within Slack's 3 s and the outcome is said afterwards.
+   */
+  async function closeModal(ack: AckFn<ViewResponseAction>, userId: string, outcome: Promise<string | null>, block: string): Promise<void> {
+    const early = await settleWithin(outcome, deps.modalBudgetMs ?? 2000);
+    if (!early.settled) {
+      await ack();
+      const refusal = await outcome;
+      if (refusal) await tell(userId, undefined, refusal);
+      return;
+    }
+    if (early.value === null) await ack();
+    else await ack({ response_action: 'errors', errors: { [block]: early.value.replace(/[*`]/g, '') } });
+  }
+  return closeModal;
+}
+
+/** Approve, Retry and Reject (through its modal). */
+function registerDecisionButtons(bolt: App, deps: SlackApproverDeps, people: SlackPeople, closeModal: CloseModal): void {
+  const { client } = deps;
+  const { deciderFor, tell, refuse } = people;
+
   async function approveClick(userId: string, channel: string | undefined, proposalId: string): Promise<void> {
     try {
       const decider = await deciderFor(userId, await deps.store.getProposal(proposalId));
@@ -113,15 +161,6 @@ export function registerSlackApprover(bolt: App, deps: SlackApproverDeps): void 
     } catch (error) {
       await refuse(error, 'retry', userId, channel, proposalId);
     }
-  }
-
-  async function refuse(error: unknown, verb: Verb, userId: string, channel: string | undefined, proposalId: string) {
-    if (error instanceof TwokeyError) {
-      deps.log().info({ proposalId, user: `slack:${userId}`, code: error.code, verb }, 'Slack click changed nothing');
-    } else {
-      deps.log().error({ proposalId, err: error }, `Slack ${verb} failed`);
-    }
-    await tell(userId, channel, explainRefusal(error, verb, proposalId));
   }
 
   async function rejectClick(userId: string, channel: string | undefined, proposalId: string, triggerId: string): Promise<void> {
@@ -188,6 +227,23 @@ export function registerSlackApprover(bolt: App, deps: SlackApproverDeps): void 
     if (action.value) await deps.afterAck(() => rejectClick(body.user.id, body.channel?.id, action.value ?? '', body.trigger_id));
   });
 
+  bolt.view<ViewSubmitAction>(REJECT_MODAL, async ({ ack, body, view }) => {
+    const proposalId = view.private_metadata;
+    const reason = view.state.values[REASON_BLOCK]?.[REASON_INPUT]?.value ?? null;
+    await closeModal(
+      ack,
+      body.user.id,
+      deps.afterAck(() => rejectSubmission(body.user.id, proposalId, reason)),
+      REASON_BLOCK,
+    );
+  });
+}
+
+/** "Approve for…": the modal that approves and grants a standing approval. */
+function registerGrantFlow(bolt: App, deps: SlackApproverDeps, people: SlackPeople, closeModal: CloseModal): void {
+  const { client } = deps;
+  const { deciderFor, tell, refuse } = people;
+
   async function grantClick(userId: string, channel: string | undefined, proposalId: string, triggerId: string): Promise<void> {
     let proposal: ProposalRecord;
     let durations: number[];
@@ -239,23 +295,6 @@ export function registerSlackApprover(bolt: App, deps: SlackApproverDeps): void 
     if (action.value) await deps.afterAck(() => grantClick(body.user.id, body.channel?.id, action.value ?? '', body.trigger_id));
   });
 
-  /**
-   * Answers a modal's submission with its outcome (null, or the refusal to show under `block`). A
-   * grant or a rejection is one short transaction: waiting for it lets a refusal show inside the
-   * modal. If it is slow, the modal closes within Slack's 3 s and the outcome is said afterwards.
-   */
-  async function closeModal(ack: AckFn<ViewResponseAction>, userId: string, outcome: Promise<string | null>, block: string): Promise<void> {
-    const early = await settleWithin(outcome, deps.modalBudgetMs ?? 2000);
-    if (!early.settled) {
-      await ack();
-      const refusal = await outcome;
-      if (refusal) await tell(userId, undefined, refusal);
-      return;
-    }
-    if (early.value === null) await ack();
-    else await ack({ response_action: 'errors', errors: { [block]: early.value.replace(/[*`]/g, '') } });
-  }
-
   bolt.view<ViewSubmitAction>(GRANT_MODAL, async ({ ack, body, view }) => {
     const values = view.state.values;
     const durationMs = Number(values[GRANT_DURATION_BLOCK]?.[GRANT_INPUT]?.selected_option?.value ?? Number.NaN);
@@ -264,16 +303,5 @@ export function registerSlackApprover(bolt: App, deps: SlackApproverDeps): void 
     const bounded = (values[GRANT_BOUNDED_BLOCK]?.[GRANT_INPUT]?.selected_options ?? []).some((option) => option.value === 'bounded');
     const outcome = deps.afterAck(() => grantSubmission(body.user.id, view.private_metadata, { durationMs, maxUses, bounded }));
     await closeModal(ack, body.user.id, outcome, GRANT_DURATION_BLOCK);
-  });
-
-  bolt.view<ViewSubmitAction>(REJECT_MODAL, async ({ ack, body, view }) => {
-    const proposalId = view.private_metadata;
-    const reason = view.state.values[REASON_BLOCK]?.[REASON_INPUT]?.value ?? null;
-    await closeModal(
-      ack,
-      body.user.id,
-      deps.afterAck(() => rejectSubmission(body.user.id, proposalId, reason)),
-      REASON_BLOCK,
-    );
   });
 }
