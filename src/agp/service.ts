@@ -86,162 +86,229 @@ function asAgpRefusal(error: unknown): unknown {
   }
 }
 
+const envelope = (transactionId: string, operation: AgpOperation, businessId: string, data: unknown): AgpEnvelope => ({
+  transactionId,
+  operation,
+  businessId,
+  status: 'succeeded',
+  data,
+});
+
+function requireBusiness(businesses: BusinessDirectory, businessId: string): BusinessDefinition {
+  const business = businesses.get(businessId);
+  if (!business) throw new TwokeyError('not_found', `No business registered with ID '${businessId}'.`);
+  return business;
+}
+
+/** What `prepare` hands out: a token for this agent, business and request, and the audit row of its issue. */
+interface PreparedRequest {
+  agent: AgentRecord;
+  business: BusinessDefinition;
+  request: Record<string, unknown>;
+  requestHash: string;
+  now: Date;
+}
+
+const preparedAudit = (prepared: PreparedRequest, proposalId: string | null) => ({
+  type: 'agp.prepared',
+  actor: agentActor(prepared.agent),
+  agentId: prepared.agent.id,
+  proposalId,
+  data: { businessId: prepared.business.id, requestHash: prepared.requestHash },
+});
+
+/** A business that needs approval: the proposal's own token is the AGP token, so the core checks approval, expiry and single use. */
+async function prepareWithApproval(deps: AgpServiceDeps, prepared: PreparedRequest, approvalOperation: string): Promise<PrepareResult> {
+  const { agent, business, request } = prepared;
+  const businessId = business.id;
+  const { proposal, confirmToken } = await deps.proposals.propose(agent, { operation: approvalOperation, params: { businessId, request } });
+  try {
+    await deps.tokens.insert(
+      {
+        tokenHash: sha256Hex(confirmToken),
+        kind: 'gateway',
+        agentId: agent.id,
+        businessId,
+        requestHash: prepared.requestHash,
+        proposalId: proposal.id,
+        data: null,
+        createdAt: prepared.now,
+        expiresAt: proposal.expiresAt,
+        consumedAt: null,
+      },
+      { audit: preparedAudit(prepared, proposal.id) },
+    );
+  } catch (error) {
+    // No approver should be asked about a request the agent can never execute.
+    await deps.proposals.cancel(agent, proposal.id).catch(() => undefined);
+    throw error;
+  }
+  return {
+    confirmationToken: confirmToken,
+    expiresAt: proposal.expiresAt.toISOString(),
+    summary: proposal.summary,
+    businessId,
+    proposalId: proposal.id,
+    approval:
+      proposal.status === 'pending' || !proposal.decidedBy
+        ? { status: 'pending', quorum: proposal.quorum }
+        : {
+            status: proposal.status === 'rejected' ? 'rejected' : 'approved',
+            quorum: proposal.quorum,
+            decidedBy: proposal.decidedBy,
+            reason: proposal.decisionReason,
+          },
+  };
+}
+
+/** A business without approval: a gateway token of its own, good for `GATEWAY_TOKEN_TTL_MS`. */
+async function prepareGatewayToken(deps: AgpServiceDeps, prepared: PreparedRequest): Promise<PrepareResult> {
+  const { agent, business, request, now } = prepared;
+  const confirmationToken = mintConfirmToken();
+  const expiresAt = new Date(now.getTime() + GATEWAY_TOKEN_TTL_MS);
+  await deps.tokens.insert(
+    {
+      tokenHash: sha256Hex(confirmationToken),
+      kind: 'gateway',
+      agentId: agent.id,
+      businessId: business.id,
+      requestHash: prepared.requestHash,
+      proposalId: null,
+      data: null,
+      createdAt: now,
+      expiresAt,
+      consumedAt: null,
+    },
+    { audit: preparedAudit(prepared, null) },
+  );
+  return {
+    confirmationToken,
+    expiresAt: expiresAt.toISOString(),
+    summary: describeExecuteRequest(business.id, request, business.amounts),
+    businessId: business.id,
+  };
+}
+
+/**
+ * The key the business sees. Under a token it is fixed by the token alone: a failed call releases
+ * the token for a retry, and a retry must carry the same key whatever Idempotency-Key header the
+ * agent sends, or a business that already acted would act twice for one token. Only `open`, which
+ * has no token, uses the agent's header (scoped to the agent: businesses see every agent as one twokey).
+ */
+function businessIdempotencyKey(agent: AgentRecord, headers: ExecuteHeaders, tokenHash: string | null, transactionId: string): string {
+  if (tokenHash) return `agp_${tokenHash.slice(0, 40)}`;
+  if (headers.idempotencyKey) return `agp_${sha256Hex(`${agent.id}:${headers.idempotencyKey}`).slice(0, 40)}`;
+  return transactionId;
+}
+
+/** One execute request as it runs: who asks, for which business, under which transaction, and its audit data. */
+interface ExecuteRun {
+  agent: AgentRecord;
+  business: BusinessDefinition;
+  request: Record<string, unknown>;
+  transactionId: string;
+  auditData: Record<string, unknown>;
+}
+
+function runExecute(runner: AdapterRunner, run: ExecuteRun, idempotencyKey: string) {
+  const { business, agent, request, transactionId } = run;
+  return runner.run({ business, agentId: agent.id, transactionId }, (ctx): Promise<ExecuteResult> =>
+    business.adapter.execute(request, { idempotencyKey }, ctx),
+  );
+}
+
+/** `open`: no token at all; X-Confirmation-Token is ignored entirely, as the specification says. */
+async function executeOpen(deps: AgpServiceDeps, run: ExecuteRun, headers: ExecuteHeaders): Promise<AgpEnvelope> {
+  const { agent, transactionId } = run;
+  const result = await runExecute(deps.runner, run, businessIdempotencyKey(agent, headers, null, transactionId));
+  await deps.tokens.audit(
+    { type: 'agp.executed', actor: agentActor(agent), agentId: agent.id, data: { ...run.auditData, adapterStatus: result.status } },
+    deps.clock(),
+  );
+  return envelope(transactionId, 'execute', run.business.id, result);
+}
+
+/** A token backed by a proposal: the core's commit runs it, and its refusals are said the AGP way. */
+async function executeApproved(deps: AgpServiceDeps, run: ExecuteRun, proposalId: string, token: string): Promise<AgpEnvelope> {
+  const { agent, business, request } = run;
+  const proposal: ProposalRecord = await deps.proposals.get(proposalId);
+  if (proposal.status === 'cancelled') throw agpRefusal.cancelled();
+  let committed: ProposalRecord;
+  try {
+    committed = await deps.proposals.commit(agent, proposalId, token, {
+      operation: proposal.operation,
+      params: { businessId: business.id, request },
+    });
+  } catch (error) {
+    throw asAgpRefusal(error);
+  }
+  return envelope(committed.id, 'execute', business.id, committed.result ?? null);
+}
+
+/** A gateway token: consumed with the record that this execution started, released again if the business does not answer. */
+async function executeUnderGatewayToken(deps: AgpServiceDeps, run: ExecuteRun, tokenHash: string, claim: ExecuteClaim, now: Date): Promise<AgpEnvelope> {
+  const { agent, transactionId, auditData } = run;
+  const { tokens } = deps;
+  // Checked again under the row lock.
+  await tokens.consume(tokenHash, 'gateway', now, (row) => verifyGatewayToken(row, claim, now), {
+    data: { execution: { transactionId, status: 'running', startedAt: now.toISOString() } },
+    audit: { type: 'agp.execute.started', actor: agentActor(agent), agentId: agent.id, data: auditData },
+  });
+  let result: ExecuteResult;
+  try {
+    result = await runExecute(deps.runner, run, businessIdempotencyKey(agent, {}, tokenHash, transactionId));
+  } catch (error) {
+    const message = error instanceof TwokeyError ? error.message : 'adapter failed';
+    // The business did not answer: the token is released so the agent can retry it (the business
+    // sees the same Idempotency-Key), as a failed execution of a proposal goes back to approved.
+    await tokens.finish(tokenHash, deps.clock(), {
+      release: true,
+      data: { execution: { transactionId, status: 'failed', error: message } },
+      audit: { type: 'agp.execute.failed', actor: agentActor(agent), agentId: agent.id, data: { ...auditData, error: message } },
+    });
+    throw error;
+  }
+  const finishedAt = deps.clock();
+  await tokens.finish(tokenHash, finishedAt, {
+    release: false,
+    data: { execution: { transactionId, status: 'done', adapterStatus: result.status, finishedAt: finishedAt.toISOString() } },
+    audit: { type: 'agp.executed', actor: agentActor(agent), agentId: agent.id, data: { ...auditData, adapterStatus: result.status } },
+  });
+  return envelope(transactionId, 'execute', run.business.id, result);
+}
+
 export function createAgpService(deps: AgpServiceDeps) {
   const { businesses, runner, tokens, clock } = deps;
 
-  function requireBusiness(businessId: string): BusinessDefinition {
-    const business = businesses.get(businessId);
-    if (!business) throw new TwokeyError('not_found', `No business registered with ID '${businessId}'.`);
-    return business;
-  }
-
-  const envelope = (transactionId: string, operation: AgpOperation, businessId: string, data: unknown): AgpEnvelope => ({
-    transactionId,
-    operation,
-    businessId,
-    status: 'succeeded',
-    data,
-  });
-
   async function discover(agent: AgentRecord, businessId: string): Promise<AgpEnvelope> {
-    const business = requireBusiness(businessId);
+    const business = requireBusiness(businesses, businessId);
     const transactionId = newTransactionId();
     const data = await runner.run({ business, agentId: agent.id, transactionId }, (ctx) => business.adapter.discover(ctx));
     return envelope(transactionId, 'discover', businessId, data);
   }
 
   async function query(agent: AgentRecord, businessId: string, request: Record<string, unknown>): Promise<AgpEnvelope> {
-    const business = requireBusiness(businessId);
+    const business = requireBusiness(businesses, businessId);
     const transactionId = newTransactionId();
     const data = await runner.run({ business, agentId: agent.id, transactionId }, (ctx) => business.adapter.query(request, ctx));
     return envelope(transactionId, 'query', businessId, data);
   }
 
   async function prepare(agent: AgentRecord, businessId: string, request: Record<string, unknown>): Promise<PrepareResult> {
-    const business = requireBusiness(businessId);
+    const business = requireBusiness(businesses, businessId);
     // A token `strict` will refuse at execute is not worth a human's attention now.
     if (deps.policy.mode === 'strict') checkAmountCeiling(request, deps.policy.maxAmountCents, business.amounts);
-    const hash = requestHash(request);
-    const now = clock();
-    const audit = (proposalId: string | null) => ({
-      type: 'agp.prepared',
-      actor: agentActor(agent),
-      agentId: agent.id,
-      proposalId,
-      data: { businessId, requestHash: hash },
-    });
-
-    if (business.approval) {
-      // The proposal's own token is the AGP token: the core then checks approval, expiry and single use.
-      const { proposal, confirmToken } = await deps.proposals.propose(agent, {
-        operation: business.approval.operation,
-        params: { businessId, request },
-      });
-      try {
-        await tokens.insert(
-          {
-            tokenHash: sha256Hex(confirmToken),
-            kind: 'gateway',
-            agentId: agent.id,
-            businessId,
-            requestHash: hash,
-            proposalId: proposal.id,
-            data: null,
-            createdAt: now,
-            expiresAt: proposal.expiresAt,
-            consumedAt: null,
-          },
-          { audit: audit(proposal.id) },
-        );
-      } catch (error) {
-        // No approver should be asked about a request the agent can never execute.
-        await deps.proposals.cancel(agent, proposal.id).catch(() => undefined);
-        throw error;
-      }
-      return {
-        confirmationToken: confirmToken,
-        expiresAt: proposal.expiresAt.toISOString(),
-        summary: proposal.summary,
-        businessId,
-        proposalId: proposal.id,
-        approval:
-          proposal.status === 'pending' || !proposal.decidedBy
-            ? { status: 'pending', quorum: proposal.quorum }
-            : {
-                status: proposal.status === 'rejected' ? 'rejected' : 'approved',
-                quorum: proposal.quorum,
-                decidedBy: proposal.decidedBy,
-                reason: proposal.decisionReason,
-              },
-      };
-    }
-
-    const confirmationToken = mintConfirmToken();
-    const expiresAt = new Date(now.getTime() + GATEWAY_TOKEN_TTL_MS);
-    await tokens.insert(
-      {
-        tokenHash: sha256Hex(confirmationToken),
-        kind: 'gateway',
-        agentId: agent.id,
-        businessId,
-        requestHash: hash,
-        proposalId: null,
-        data: null,
-        createdAt: now,
-        expiresAt,
-        consumedAt: null,
-      },
-      { audit: audit(null) },
-    );
-    return { confirmationToken, expiresAt: expiresAt.toISOString(), summary: describeExecuteRequest(businessId, request, business.amounts), businessId };
-  }
-
-  /**
-   * The key the business sees. Under a token it is fixed by the token alone: a failed call releases
-   * the token for a retry, and a retry must carry the same key whatever Idempotency-Key header the
-   * agent sends, or a business that already acted would act twice for one token. Only `open`, which
-   * has no token, uses the agent's header (scoped to the agent: businesses see every agent as one twokey).
-   */
-  function businessIdempotencyKey(agent: AgentRecord, headers: ExecuteHeaders, tokenHash: string | null, transactionId: string): string {
-    if (tokenHash) return `agp_${tokenHash.slice(0, 40)}`;
-    if (headers.idempotencyKey) return `agp_${sha256Hex(`${agent.id}:${headers.idempotencyKey}`).slice(0, 40)}`;
-    return transactionId;
-  }
-
-  function runExecute(business: BusinessDefinition, agent: AgentRecord, request: Record<string, unknown>, transactionId: string, idempotencyKey: string) {
-    return runner.run({ business, agentId: agent.id, transactionId }, (ctx): Promise<ExecuteResult> =>
-      business.adapter.execute(request, { idempotencyKey }, ctx),
-    );
-  }
-
-  async function executeApproved(agent: AgentRecord, business: BusinessDefinition, request: Record<string, unknown>, proposalId: string, token: string) {
-    const proposal: ProposalRecord = await deps.proposals.get(proposalId);
-    if (proposal.status === 'cancelled') throw agpRefusal.cancelled();
-    let committed: ProposalRecord;
-    try {
-      committed = await deps.proposals.commit(agent, proposalId, token, {
-        operation: proposal.operation,
-        params: { businessId: business.id, request },
-      });
-    } catch (error) {
-      throw asAgpRefusal(error);
-    }
-    return envelope(committed.id, 'execute', business.id, committed.result ?? null);
+    const prepared: PreparedRequest = { agent, business, request, requestHash: requestHash(request), now: clock() };
+    return business.approval ? prepareWithApproval(deps, prepared, business.approval.operation) : prepareGatewayToken(deps, prepared);
   }
 
   async function execute(agent: AgentRecord, businessId: string, request: Record<string, unknown>, headers: ExecuteHeaders = {}): Promise<AgpEnvelope> {
-    const business = requireBusiness(businessId);
+    const business = requireBusiness(businesses, businessId);
     const policy = effectivePolicy(deps.policy.mode, business.approval !== null);
     const transactionId = newTransactionId();
     const hash = requestHash(request);
-    const auditData = { businessId, requestHash: hash, transactionId, policy };
-
-    if (policy === 'open') {
-      // `open` ignores X-Confirmation-Token entirely, as the specification says.
-      const result = await runExecute(business, agent, request, transactionId, businessIdempotencyKey(agent, headers, null, transactionId));
-      await tokens.audit({ type: 'agp.executed', actor: agentActor(agent), agentId: agent.id, data: { ...auditData, adapterStatus: result.status } }, clock());
-      return envelope(transactionId, 'execute', businessId, result);
-    }
+    const run: ExecuteRun = { agent, business, request, transactionId, auditData: { businessId, requestHash: hash, transactionId, policy } };
+    if (policy === 'open') return executeOpen(deps, run, headers);
 
     const token = headers.confirmationToken?.trim();
     if (!token) throw agpRefusal.missingToken();
@@ -251,34 +318,8 @@ export function createAgpService(deps: AgpServiceDeps) {
     const record = await tokens.find(tokenHash, 'gateway');
     verifyGatewayToken(record, claim, now);
     if (policy === 'strict') checkAmountCeiling(request, deps.policy.maxAmountCents, business.amounts);
-    if (record?.proposalId) return executeApproved(agent, business, request, record.proposalId, token);
-
-    // Consumed together with the record that this execution started; checked again under the row lock.
-    await tokens.consume(tokenHash, 'gateway', now, (row) => verifyGatewayToken(row, claim, now), {
-      data: { execution: { transactionId, status: 'running', startedAt: now.toISOString() } },
-      audit: { type: 'agp.execute.started', actor: agentActor(agent), agentId: agent.id, data: auditData },
-    });
-    let result: ExecuteResult;
-    try {
-      result = await runExecute(business, agent, request, transactionId, businessIdempotencyKey(agent, headers, tokenHash, transactionId));
-    } catch (error) {
-      const message = error instanceof TwokeyError ? error.message : 'adapter failed';
-      // The business did not answer: the token is released so the agent can retry it (the business
-      // sees the same Idempotency-Key), as a failed execution of a proposal goes back to approved.
-      await tokens.finish(tokenHash, clock(), {
-        release: true,
-        data: { execution: { transactionId, status: 'failed', error: message } },
-        audit: { type: 'agp.execute.failed', actor: agentActor(agent), agentId: agent.id, data: { ...auditData, error: message } },
-      });
-      throw error;
-    }
-    const finishedAt = clock();
-    await tokens.finish(tokenHash, finishedAt, {
-      release: false,
-      data: { execution: { transactionId, status: 'done', adapterStatus: result.status, finishedAt: finishedAt.toISOString() } },
-      audit: { type: 'agp.executed', actor: agentActor(agent), agentId: agent.id, data: { ...auditData, adapterStatus: result.status } },
-    });
-    return envelope(transactionId, 'execute', businessId, result);
+    if (record?.proposalId) return executeApproved(deps, run, record.proposalId, token);
+    return executeUnderGatewayToken(deps, run, tokenHash, claim, now);
   }
 
   return { discover, query, prepare, execute, businesses: () => [...businesses.values()] };

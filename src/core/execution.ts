@@ -5,8 +5,8 @@ import { isAutomaticDecider, operationFor, type AgentRecord, type ApprovalRecord
 import { noPeople, type People } from './people.js';
 import type { Store, StoreTransaction } from './ports.js';
 import { digestsEqual, paramsHash, sha256Hex } from './secrets.js';
+import { noTracer, type CommitSpan, type Tracer } from './tracer.js';
 import { agentActor, type Transitions } from './transitions.js';
-import { ATTRIBUTES, SPANS, deferredProposalSpan, type DeferredProposalSpan } from '../tracing/index.js';
 
 /**
  * The execution pipeline of an approved proposal: claim it under the row lock, run the executor,
@@ -25,6 +25,8 @@ export interface ExecutionDeps {
    * than the executor's own timeout, so a live call is never taken over.
    */
   executionLeaseMs?(operation: string): number;
+  /** Records each commit and executor call; nothing is recorded without it. */
+  tracer?: Tracer;
 }
 
 export interface CommitClaim {
@@ -115,142 +117,168 @@ async function recordCommitted(tx: StoreTransaction, proposal: ProposalRecord, r
 const isAutomaticallyApproved = (proposal: ProposalRecord): boolean =>
   isAutomaticDecider(proposal.decidedBy) && (proposal.status === 'approved' || proposal.status === 'executing');
 
+/** Claims on remote executors last this long when the operation does not say. */
+const DEFAULT_LEASE_MS = 60_000;
+
+const leaseMsFor = (deps: ExecutionDeps, operation: string): number => deps.executionLeaseMs?.(operation) ?? DEFAULT_LEASE_MS;
+
+/** What the executor is told: the proposal and the people (one identity each) whose approvals count. */
+function requestFor(deps: ExecutionDeps, proposal: ProposalRecord, agent: AgentRecord, approvals: readonly ApprovalRecord[], now: Date): ExecutionRequest {
+  const operation = operationFor(proposal, deps.transitions.requireOperation(proposal.operation));
+  const counted = countedApprovers(approvals, operation, agent.owners, deps.people ?? noPeople);
+  // A policy rule or a grant decided it at propose time: that recorded decision is the approval.
+  const approvedBy = isAutomaticallyApproved(proposal) && counted.length === 0 ? [proposal.decidedBy as string] : counted;
+  return {
+    proposalId: proposal.id,
+    operation: proposal.operation,
+    params: proposal.params,
+    agent: agent.name,
+    approvedBy,
+    approvedAt: (proposal.decidedAt ?? now).toISOString(),
+  };
+}
+
+/** The executor call, as the commit span's child: a downstream receives that span's trace context. */
+function runExecutor(deps: ExecutionDeps, span: CommitSpan, request: ExecutionRequest): Promise<unknown> {
+  const executor = deps.executorFor(request.operation);
+  return span.execute(request, executor.kind, () => executor.run(request));
+}
+
+/**
+ * The claim, under the proposal's row lock: the checks, then either a lease for a remote executor
+ * (run after this transaction commits) or, for a local one, the run itself and its result.
+ */
+async function claimAndMaybeRun(deps: ExecutionDeps, tx: StoreTransaction, proposalId: string, trigger: ExecutionTrigger, span: CommitSpan): Promise<Claimed> {
+  const now = deps.clock();
+  const locked = await tx.lockProposalWithContext(proposalId);
+  const proposal = locked?.proposal ?? null;
+  span.begin(proposal);
+  if (trigger.commit) {
+    checkCommitClaim(proposal, trigger.commit.agent, trigger.commit.token, trigger.commit.claim, now);
+  } else if (!proposal) {
+    throw new TwokeyError('not_found', `no proposal ${proposalId}`);
+  } else if (proposal.status !== 'approved') {
+    throw new TwokeyError('not_pending', `proposal ${proposal.id} is ${proposal.status}, not approved`);
+  }
+  const agent = locked?.agent;
+  if (!agent) throw new TwokeyError('internal', 'proposal without agent');
+  const approvals = locked.approvals;
+  const request = requestFor(deps, proposal, agent, approvals, now);
+  if (!isAutomaticallyApproved(proposal) && request.approvedBy.length < proposal.quorum) {
+    throw new TwokeyError('not_approved', `${request.approvedBy.length} of ${proposal.quorum} approvals still count`);
+  }
+  const { settle } = deps.transitions;
+  const executor = deps.executorFor(proposal.operation);
+  if (executor.kind === 'remote') {
+    const executing = await tx.updateProposal(proposal.id, {
+      status: 'executing',
+      leaseUntil: new Date(now.getTime() + leaseMsFor(deps, proposal.operation)),
+      executionAttempts: proposal.executionAttempts + 1,
+      updatedAt: now,
+    });
+    await tx.appendAudit({ type: 'execution.started', actor: trigger.actor, proposalId: proposal.id, agentId: agent.id, data: {} }, now);
+    return { done: false, request, proposal: await settle(tx, executing), approvals };
+  }
+  const result = await runExecutor(deps, span, request).catch((error: unknown) => {
+    throw new ExecutionFailure(describeFailure(error));
+  });
+  return { done: true, proposal: await settle(tx, await recordCommitted(tx, proposal, result, trigger.actor, now)), approvals };
+}
+
+async function recordFailure(deps: ExecutionDeps, proposalId: string, message: string, actor: string): Promise<ProposalRecord | null> {
+  const now = deps.clock();
+  return deps.store.transaction(async (tx) => {
+    const proposal = await tx.lockProposal(proposalId);
+    if (!proposal || (proposal.status !== 'approved' && proposal.status !== 'executing')) return null;
+    // Back to approved with the token unconsumed: the same proposal can be retried.
+    const failed = await tx.updateProposal(proposal.id, {
+      status: 'approved',
+      error: message,
+      leaseUntil: null,
+      executionAttempts: proposal.status === 'executing' ? proposal.executionAttempts : proposal.executionAttempts + 1,
+      updatedAt: now,
+    });
+    await tx.appendAudit({ type: 'execution.failed', actor, proposalId: proposal.id, agentId: proposal.agentId, data: { error: message } }, now);
+    return deps.transitions.settle(tx, failed);
+  });
+}
+
+/** Records the failure of the side effect, then refuses with `execution_failed`. */
+async function failed(deps: ExecutionDeps, proposalId: string, message: string, actor: string): Promise<never> {
+  const recorded = await recordFailure(deps, proposalId, message, actor);
+  if (recorded) deps.transitions.announce(recorded);
+  throw new TwokeyError('execution_failed', `execution failed: ${message}`);
+}
+
+/** The run of a committed remote claim, and its result recorded in a transaction of its own. */
+async function finishRemote(deps: ExecutionDeps, request: ExecutionRequest, actor: string, span: CommitSpan): Promise<ProposalRecord> {
+  let result: unknown;
+  try {
+    result = await runExecutor(deps, span, request);
+  } catch (error) {
+    return failed(deps, request.proposalId, describeFailure(error), actor);
+  }
+  const now = deps.clock();
+  const proposal = await deps.store.transaction(async (tx) => {
+    const current = await tx.lockProposal(request.proposalId);
+    if (!current) throw new TwokeyError('internal', 'proposal vanished during execution');
+    // Another replica may have recovered an expired claim and finished first: one result only.
+    const finished = current.status === 'executing' && !current.consumedAt ? await recordCommitted(tx, current, result, actor, now) : current;
+    return deps.transitions.settle(tx, finished);
+  });
+  return deps.transitions.announce(proposal);
+}
+
+/** Claims a stale execution again (a new lease, one more attempt); null when it is no longer stale. */
+async function reclaim(deps: ExecutionDeps, tx: StoreTransaction, proposalId: string, now: Date, span: CommitSpan): Promise<ExecutionRequest | null> {
+  const current = await tx.lockProposal(proposalId);
+  if (!current || current.status !== 'executing' || (current.leaseUntil && current.leaseUntil.getTime() > now.getTime())) return null;
+  const agent = await tx.getAgent(current.agentId);
+  if (!agent || !deps.transitions.operationExists(current.operation)) return null;
+  const approvals = await tx.listApprovals(current.id);
+  span.begin(current);
+  await tx.updateProposal(current.id, {
+    leaseUntil: new Date(now.getTime() + leaseMsFor(deps, current.operation)),
+    executionAttempts: current.executionAttempts + 1,
+    updatedAt: now,
+  });
+  await tx.appendAudit(
+    { type: 'execution.resumed', actor: 'system', proposalId: current.id, agentId: current.agentId, data: { attempt: current.executionAttempts + 1 } },
+    now,
+  );
+  return requestFor(deps, current, agent, approvals, now);
+}
+
+/** Ends the commit span with the proposal's status, or failed with the error's code. */
+async function traced<T extends ProposalRecord | Executed>(span: CommitSpan, work: () => Promise<T>): Promise<T> {
+  try {
+    const done = await work();
+    span.end({ status: 'proposal' in done ? done.proposal.status : done.status });
+    return done;
+  } catch (error) {
+    span.end({ error });
+    throw error;
+  }
+}
+
 export function createExecutionPipeline(deps: ExecutionDeps) {
-  const { store, clock, transitions } = deps;
-  const { settle, announce } = transitions;
-  const people = deps.people ?? noPeople;
-  const leaseMs = (operation: string) => deps.executionLeaseMs?.(operation) ?? 60_000;
-
-  /** What the executor is told: the proposal and the people (one identity each) whose approvals count. */
-  function requestFor(proposal: ProposalRecord, agent: AgentRecord, approvals: readonly ApprovalRecord[], now: Date): ExecutionRequest {
-    const operation = operationFor(proposal, transitions.requireOperation(proposal.operation));
-    const counted = countedApprovers(approvals, operation, agent.owners, people);
-    // A policy rule or a grant decided it at propose time: that recorded decision is the approval.
-    const approvedBy = isAutomaticallyApproved(proposal) && counted.length === 0 ? [proposal.decidedBy as string] : counted;
-    return {
-      proposalId: proposal.id,
-      operation: proposal.operation,
-      params: proposal.params,
-      agent: agent.name,
-      approvedBy,
-      approvedAt: (proposal.decidedAt ?? now).toISOString(),
-    };
-  }
-
-  /** The executor call, as the commit span's child: a downstream receives that span's trace context. */
-  function runExecutor(span: DeferredProposalSpan, request: ExecutionRequest): Promise<unknown> {
-    const executor = deps.executorFor(request.operation);
-    return span.child(
-      SPANS.execute,
-      { [ATTRIBUTES.proposalId]: request.proposalId, [ATTRIBUTES.operation]: request.operation, [ATTRIBUTES.executorKind]: executor.kind },
-      () => executor.run(request),
-    );
-  }
-
-  async function claimAndMaybeRun(tx: StoreTransaction, proposalId: string, trigger: ExecutionTrigger, span: DeferredProposalSpan): Promise<Claimed> {
-    const now = clock();
-    const locked = await tx.lockProposalWithContext(proposalId);
-    const proposal = locked?.proposal ?? null;
-    span.begin(proposal);
-    if (trigger.commit) {
-      checkCommitClaim(proposal, trigger.commit.agent, trigger.commit.token, trigger.commit.claim, now);
-    } else if (!proposal) {
-      throw new TwokeyError('not_found', `no proposal ${proposalId}`);
-    } else if (proposal.status !== 'approved') {
-      throw new TwokeyError('not_pending', `proposal ${proposal.id} is ${proposal.status}, not approved`);
-    }
-    const agent = locked?.agent;
-    if (!agent) throw new TwokeyError('internal', 'proposal without agent');
-    const approvals = locked.approvals;
-    const request = requestFor(proposal, agent, approvals, now);
-    if (!isAutomaticallyApproved(proposal) && request.approvedBy.length < proposal.quorum) {
-      throw new TwokeyError('not_approved', `${request.approvedBy.length} of ${proposal.quorum} approvals still count`);
-    }
-    const executor = deps.executorFor(proposal.operation);
-    if (executor.kind === 'remote') {
-      const executing = await tx.updateProposal(proposal.id, {
-        status: 'executing',
-        leaseUntil: new Date(now.getTime() + leaseMs(proposal.operation)),
-        executionAttempts: proposal.executionAttempts + 1,
-        updatedAt: now,
-      });
-      await tx.appendAudit({ type: 'execution.started', actor: trigger.actor, proposalId: proposal.id, agentId: agent.id, data: {} }, now);
-      return { done: false, request, proposal: await settle(tx, executing), approvals };
-    }
-    const result = await runExecutor(span, request).catch((error: unknown) => {
-      throw new ExecutionFailure(describeFailure(error));
-    });
-    return { done: true, proposal: await settle(tx, await recordCommitted(tx, proposal, result, trigger.actor, now)), approvals };
-  }
-
-  async function recordFailure(proposalId: string, message: string, actor: string): Promise<ProposalRecord | null> {
-    const now = clock();
-    return store.transaction(async (tx) => {
-      const proposal = await tx.lockProposal(proposalId);
-      if (!proposal || (proposal.status !== 'approved' && proposal.status !== 'executing')) return null;
-      // Back to approved with the token unconsumed: the same proposal can be retried.
-      const failed = await tx.updateProposal(proposal.id, {
-        status: 'approved',
-        error: message,
-        leaseUntil: null,
-        executionAttempts: proposal.status === 'executing' ? proposal.executionAttempts : proposal.executionAttempts + 1,
-        updatedAt: now,
-      });
-      await tx.appendAudit({ type: 'execution.failed', actor, proposalId: proposal.id, agentId: proposal.agentId, data: { error: message } }, now);
-      return settle(tx, failed);
-    });
-  }
-
-  async function failed(proposalId: string, message: string, actor: string): Promise<never> {
-    const recorded = await recordFailure(proposalId, message, actor);
-    if (recorded) announce(recorded);
-    throw new TwokeyError('execution_failed', `execution failed: ${message}`);
-  }
-
-  async function finishRemote(request: ExecutionRequest, actor: string, span: DeferredProposalSpan): Promise<ProposalRecord> {
-    let result: unknown;
-    try {
-      result = await runExecutor(span, request);
-    } catch (error) {
-      return failed(request.proposalId, describeFailure(error), actor);
-    }
-    const now = clock();
-    const proposal = await store.transaction(async (tx) => {
-      const current = await tx.lockProposal(request.proposalId);
-      if (!current) throw new TwokeyError('internal', 'proposal vanished during execution');
-      // Another replica may have recovered an expired claim and finished first: one result only.
-      const finished = current.status === 'executing' && !current.consumedAt ? await recordCommitted(tx, current, result, actor, now) : current;
-      return settle(tx, finished);
-    });
-    return announce(proposal);
-  }
+  const { store, clock } = deps;
+  const tracer = deps.tracer ?? noTracer;
 
   async function runExecution(proposalId: string, trigger: ExecutionTrigger): Promise<Executed> {
-    const span = deferredProposalSpan(SPANS.commit, proposalId);
+    const span = tracer.commit(proposalId);
     return traced(span, async () => {
       let claimed: Claimed;
       try {
-        claimed = await store.transaction((tx) => claimAndMaybeRun(tx, proposalId, trigger, span));
+        claimed = await store.transaction((tx) => claimAndMaybeRun(deps, tx, proposalId, trigger, span));
       } catch (error) {
         if (!(error instanceof ExecutionFailure)) throw error;
-        return failed(proposalId, error.causeMessage, trigger.actor);
+        return failed(deps, proposalId, error.causeMessage, trigger.actor);
       }
-      announce(claimed.proposal);
+      deps.transitions.announce(claimed.proposal);
       if (claimed.done) return { proposal: claimed.proposal, approvals: claimed.approvals };
-      return { proposal: await finishRemote(claimed.request, trigger.actor, span), approvals: claimed.approvals };
+      return { proposal: await finishRemote(deps, claimed.request, trigger.actor, span), approvals: claimed.approvals };
     });
-  }
-
-  /** Ends the commit span with the proposal's status, or failed with the error's code. */
-  async function traced<T extends ProposalRecord | Executed>(span: DeferredProposalSpan, work: () => Promise<T>): Promise<T> {
-    try {
-      const done = await work();
-      span.end({ status: 'proposal' in done ? done.proposal.status : done.status });
-      return done;
-    } catch (error) {
-      span.end({ error });
-      throw error;
-    }
   }
 
   /** The agent's commit with its confirmation token, and the approvals, so the answer needs no re-read. */
@@ -268,26 +296,6 @@ export function createExecutionPipeline(deps: ExecutionDeps) {
     return (await runExecution(proposalId, { actor })).proposal;
   }
 
-  /** Claims a stale execution again (a new lease, one more attempt); null when it is no longer stale. */
-  async function reclaim(tx: StoreTransaction, proposalId: string, now: Date, span: DeferredProposalSpan): Promise<ExecutionRequest | null> {
-    const current = await tx.lockProposal(proposalId);
-    if (!current || current.status !== 'executing' || (current.leaseUntil && current.leaseUntil.getTime() > now.getTime())) return null;
-    const agent = await tx.getAgent(current.agentId);
-    if (!agent || !transitions.operationExists(current.operation)) return null;
-    const approvals = await tx.listApprovals(current.id);
-    span.begin(current);
-    await tx.updateProposal(current.id, {
-      leaseUntil: new Date(now.getTime() + leaseMs(current.operation)),
-      executionAttempts: current.executionAttempts + 1,
-      updatedAt: now,
-    });
-    await tx.appendAudit(
-      { type: 'execution.resumed', actor: 'system', proposalId: current.id, agentId: current.agentId, data: { attempt: current.executionAttempts + 1 } },
-      now,
-    );
-    return requestFor(current, agent, approvals, now);
-  }
-
   /**
    * Takes over executions whose process died while the executor held the request: claims them
    * again and re-invokes the executor with the same idempotency key (the proposal id), so the
@@ -297,9 +305,9 @@ export function createExecutionPipeline(deps: ExecutionDeps) {
     let resumed = 0;
     for (const stale of await store.listStaleExecutions(clock(), limit)) {
       const now = clock();
-      const span = deferredProposalSpan(SPANS.commit, stale.id);
+      const span = tracer.commit(stale.id);
       const request = await store
-        .transaction((tx) => reclaim(tx, stale.id, now, span))
+        .transaction((tx) => reclaim(deps, tx, stale.id, now, span))
         .catch((error: unknown) => {
           span.end({ error });
           throw error;
@@ -307,7 +315,7 @@ export function createExecutionPipeline(deps: ExecutionDeps) {
       // No longer stale (another replica took it over): no span was started.
       if (!request) continue;
       resumed += 1;
-      await traced(span, () => finishRemote(request, 'system', span)).catch((error: unknown) => {
+      await traced(span, () => finishRemote(deps, request, 'system', span)).catch((error: unknown) => {
         if (!(error instanceof TwokeyError && error.code === 'execution_failed')) throw error;
       });
     }

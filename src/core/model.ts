@@ -53,7 +53,7 @@ export interface ProposalRecord {
   escalatedAt: Date | null;
   /**
    * The trace context of the propose span (`traceparent`, `tracestate`), so the decision, execution
-   * and callbacks join the agent's trace wherever and whenever they happen; null without tracing.
+   * and callbacks join the agent's trace wherever and whenever they happen; null when nothing traced it.
    */
   traceContext?: Record<string, string> | null;
 }

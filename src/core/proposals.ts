@@ -7,10 +7,10 @@ import { outcomeOf } from './outcome.js';
 import { decideAtPropose } from './automatic-decisions.js';
 import type { AgentRecord, ApprovalRecord, Clock, OperationSpec, ProposalRecord } from './model.js';
 import { noPeople, type People } from './people.js';
-import type { OutboxJobSpec, Store } from './ports.js';
+import type { OutboxJobSpec, Store, StoreTransaction } from './ports.js';
 import { mintConfirmToken, paramsHash, sha256Hex } from './secrets.js';
+import { noTracer, type Tracer } from './tracer.js';
 import { agentActor, createTransitions } from './transitions.js';
-import { ATTRIBUTES, SPANS, captureTrace, inSpan } from '../tracing/index.js';
 
 export type { CommitClaim } from './execution.js';
 export type { ApproveOutcome, DecisionResult } from './decisions.js';
@@ -37,6 +37,8 @@ export interface ProposalServiceDeps {
   callbackUrlProblem?(url: string): string | null;
   /** Proposals one agent may have waiting for a decision at once (TWOKEY_MAX_PENDING_PER_AGENT); unlimited when absent. */
   maxPendingPerAgent?: number;
+  /** Records proposals, decisions, commits and executor calls in a trace; nothing is recorded without it. */
+  tracer?: Tracer;
 }
 
 export interface ProposeInput {
@@ -45,107 +47,136 @@ export interface ProposeInput {
   callbackUrl?: string | null;
 }
 
+/** A new pending proposal and its confirmation token (returned once; only its hash is kept). */
+function newProposal(
+  agent: AgentRecord,
+  operation: OperationSpec,
+  input: { params: Record<string, unknown>; callbackUrl: string | null },
+  now: Date,
+  traceContext: ProposalRecord['traceContext'],
+) {
+  const { params, callbackUrl } = input;
+  const context = { agent: agent.name, operation: operation.name, params };
+  // The server writes the summary: the human approves what twokey says, never what the agent says.
+  const summary = operation.renderSummary(context);
+  const confirmToken = mintConfirmToken();
+  const proposal: ProposalRecord = {
+    id: newId('prp'),
+    agentId: agent.id,
+    operation: operation.name,
+    params,
+    paramsHash: paramsHash(params),
+    summary,
+    summaryHash: sha256Hex(summary),
+    cost: operation.renderCost?.(context) ?? null,
+    confirmationType: operation.confirmationType,
+    tokenHash: sha256Hex(confirmToken),
+    status: 'pending',
+    quorum: operation.approval.quorum,
+    commitMode: operation.commit,
+    callbackUrl,
+    createdAt: now,
+    expiresAt: new Date(now.getTime() + operation.expiresInMs),
+    consumedAt: null,
+    decidedBy: null,
+    decidedAt: null,
+    decisionReason: null,
+    result: null,
+    error: null,
+    executionAttempts: 0,
+    leaseUntil: null,
+    updatedAt: now,
+    approvers: null,
+    reminders: 0,
+    escalatedAt: null,
+    traceContext,
+  };
+  return { proposal, confirmToken };
+}
+
+/** The checks a proposal passes before anything is stored: the operation, the agent's right to it, its params, its callback. */
+function checkProposal(deps: ProposalServiceDeps, agent: AgentRecord, input: ProposeInput): OperationSpec {
+  const operation = deps.operation(input.operation);
+  if (!operation) throw new TwokeyError('unknown_operation', `unknown operation "${input.operation}"`);
+  if (agent.operations && !agent.operations.includes(operation.name)) {
+    throw new TwokeyError('operation_not_allowed', `agent "${agent.name}" may not propose "${operation.name}"`);
+  }
+  const problems = operation.validateParams(input.params);
+  if (problems.length > 0) {
+    throw new TwokeyError('invalid_params', `params do not match the schema of "${operation.name}"`, problems);
+  }
+  const callbackProblem = input.callbackUrl ? deps.callbackUrlProblem?.(input.callbackUrl) : null;
+  if (callbackProblem) {
+    throw new TwokeyError('invalid_request', `callbackUrl ${callbackProblem}`, [{ path: '/callbackUrl', message: callbackProblem }]);
+  }
+  return operation;
+}
+
+/**
+ * Stores a new proposal with its audit row, and lets policy rules and grants decide it in the same
+ * transaction when they can (their audit rows follow the creation's). Returns it as they left it.
+ */
+async function insertProposal(
+  tx: StoreTransaction,
+  proposal: ProposalRecord,
+  agent: AgentRecord,
+  operation: OperationSpec,
+  /** The agent's limit of proposals waiting for a decision; none when undefined. */
+  max: number | undefined,
+): Promise<ProposalRecord> {
+  // Counted under the agent's row lock, so concurrent proposals of one agent cannot overshoot it.
+  if (max !== undefined && (await tx.lockAgentAndCountWaiting(agent.id, proposal.createdAt, max)) >= max) {
+    throw new TwokeyError('rate_limited', `this agent has ${max} proposals waiting for a decision (the limit); wait for decisions or cancel some`);
+  }
+  const stored = await tx.insertProposal(proposal);
+  const automatic = await decideAtPropose(tx, { proposal: stored, agent, operation, now: proposal.createdAt });
+  await tx.appendAudit(
+    {
+      type: 'proposal.created',
+      actor: agentActor(agent),
+      proposalId: proposal.id,
+      agentId: agent.id,
+      data: {
+        operation: proposal.operation,
+        paramsHash: proposal.paramsHash,
+        summaryHash: proposal.summaryHash,
+        expiresAt: proposal.expiresAt.toISOString(),
+      },
+    },
+    proposal.createdAt,
+  );
+  for (const event of automatic.audit) await tx.appendAudit(event, proposal.createdAt);
+  return automatic.proposal;
+}
+
 export function createProposalService(deps: ProposalServiceDeps) {
   const { store, clock } = deps;
   const people = deps.people ?? noPeople;
-  const transitions = createTransitions(deps);
+  const tracer = deps.tracer ?? noTracer;
+  const transitions = createTransitions({ ...deps, tracer });
   const { settle, announce, announceDecision } = transitions;
-  const execution = createExecutionPipeline({ ...deps, transitions, people });
+  const execution = createExecutionPipeline({ ...deps, transitions, people, tracer });
   const decisions = createDecisions({ store, clock, people, operation: deps.operation, transitions, execution });
 
-  function newProposal(agent: AgentRecord, operation: OperationSpec, params: Record<string, unknown>, callbackUrl: string | null) {
-    const context = { agent: agent.name, operation: operation.name, params };
-    // The server writes the summary: the human approves what twokey says, never what the agent says.
-    const summary = operation.renderSummary(context);
-    const now = clock();
-    const confirmToken = mintConfirmToken();
-    const proposal: ProposalRecord = {
-      id: newId('prp'),
-      agentId: agent.id,
-      operation: operation.name,
-      params,
-      paramsHash: paramsHash(params),
-      summary,
-      summaryHash: sha256Hex(summary),
-      cost: operation.renderCost?.(context) ?? null,
-      confirmationType: operation.confirmationType,
-      tokenHash: sha256Hex(confirmToken),
-      status: 'pending',
-      quorum: operation.approval.quorum,
-      commitMode: operation.commit,
-      callbackUrl,
-      createdAt: now,
-      expiresAt: new Date(now.getTime() + operation.expiresInMs),
-      consumedAt: null,
-      decidedBy: null,
-      decidedAt: null,
-      decisionReason: null,
-      result: null,
-      error: null,
-      executionAttempts: 0,
-      leaseUntil: null,
-      updatedAt: now,
-      approvers: null,
-      reminders: 0,
-      escalatedAt: null,
-      // The propose span's context: what the decision, execution and callbacks join later.
-      traceContext: captureTrace(),
-    };
-    return { proposal, confirmToken };
-  }
-
   function propose(agent: AgentRecord, input: ProposeInput) {
-    const attributes = { [ATTRIBUTES.agent]: agent.name, [ATTRIBUTES.agentId]: agent.id, [ATTRIBUTES.operation]: input.operation };
-    return inSpan(SPANS.propose, { attributes }, async (span) => {
+    return tracer.propose(agent, input.operation, async (span) => {
       const proposed = await proposeInSpan(agent, input);
-      span.setAttributes({ [ATTRIBUTES.proposalId]: proposed.proposal.id, [ATTRIBUTES.outcome]: proposed.proposal.status });
+      span.proposed(proposed.proposal);
       return proposed;
     });
   }
 
   async function proposeInSpan(agent: AgentRecord, input: ProposeInput) {
-    const operation = deps.operation(input.operation);
-    if (!operation) throw new TwokeyError('unknown_operation', `unknown operation "${input.operation}"`);
-    if (agent.operations && !agent.operations.includes(operation.name)) {
-      throw new TwokeyError('operation_not_allowed', `agent "${agent.name}" may not propose "${operation.name}"`);
-    }
-    const problems = operation.validateParams(input.params);
-    if (problems.length > 0) {
-      throw new TwokeyError('invalid_params', `params do not match the schema of "${operation.name}"`, problems);
-    }
-    const callbackProblem = input.callbackUrl ? deps.callbackUrlProblem?.(input.callbackUrl) : null;
-    if (callbackProblem) {
-      throw new TwokeyError('invalid_request', `callbackUrl ${callbackProblem}`, [{ path: '/callbackUrl', message: callbackProblem }]);
-    }
-    const { proposal, confirmToken } = newProposal(agent, operation, input.params as Record<string, unknown>, input.callbackUrl ?? null);
-    const created = await store.transaction(async (tx) => {
-      const max = deps.maxPendingPerAgent;
-      // Counted under the agent's row lock, so concurrent proposals of one agent cannot overshoot it.
-      if (max !== undefined && (await tx.lockAgentAndCountWaiting(agent.id, proposal.createdAt, max)) >= max) {
-        throw new TwokeyError('rate_limited', `this agent has ${max} proposals waiting for a decision (the limit); wait for decisions or cancel some`);
-      }
-      const stored = await tx.insertProposal(proposal);
-      // Policy rules and grants decide here, in the same transaction, when they can (their audit
-      // rows follow the creation's).
-      const automatic = await decideAtPropose(tx, { proposal: stored, agent, operation, now: proposal.createdAt });
-      await tx.appendAudit(
-        {
-          type: 'proposal.created',
-          actor: agentActor(agent),
-          proposalId: proposal.id,
-          agentId: agent.id,
-          data: {
-            operation: proposal.operation,
-            paramsHash: proposal.paramsHash,
-            summaryHash: proposal.summaryHash,
-            expiresAt: proposal.expiresAt.toISOString(),
-          },
-        },
-        proposal.createdAt,
-      );
-      for (const event of automatic.audit) await tx.appendAudit(event, proposal.createdAt);
-      return settle(tx, automatic.proposal);
-    });
+    const operation = checkProposal(deps, agent, input);
+    const { proposal, confirmToken } = newProposal(
+      agent,
+      operation,
+      { params: input.params as Record<string, unknown>, callbackUrl: input.callbackUrl ?? null },
+      clock(),
+      // The propose span's context: what the decision, execution and callbacks join later.
+      tracer.currentContext(),
+    );
+    const created = await store.transaction(async (tx) => settle(tx, await insertProposal(tx, proposal, agent, operation, deps.maxPendingPerAgent)));
     // A policy rule or a grant may have decided it already.
     if (created.status === 'pending') announce(created);
     else announceDecision(created);

@@ -1,7 +1,7 @@
-import { recordWaitForApproval } from '../tracing/index.js';
 import { TwokeyError } from './errors.js';
 import type { AgentRecord, Clock, OperationSpec, ProposalRecord } from './model.js';
 import type { OutboxJobSpec, StoreTransaction } from './ports.js';
+import { noTracer, type Tracer } from './tracer.js';
 
 /** What every state change of a proposal needs, shared by decisions and the execution pipeline. */
 export interface TransitionDeps {
@@ -16,11 +16,15 @@ export interface TransitionDeps {
    * cancelled), by whoever made it: a person, a rule, a grant, the agent, the sweeper. Must not throw.
    */
   onDecided?(proposal: ProposalRecord): void;
+  /** Records each decision's wait for approval; nothing is recorded without it. */
+  tracer?: Tracer;
 }
 
 export const agentActor = (agent: Pick<AgentRecord, 'name'>): string => `agent:${agent.name}`;
 
 export function createTransitions(deps: TransitionDeps) {
+  const tracer = deps.tracer ?? noTracer;
+
   function requireOperation(name: string): OperationSpec {
     const operation = deps.operation(name);
     if (!operation) {
@@ -50,7 +54,7 @@ export function createTransitions(deps: TransitionDeps) {
   /** After the commit of a decision only: `announce`, and the decision's metrics and span, once. */
   function announceDecision(proposal: ProposalRecord): ProposalRecord {
     announce(proposal);
-    recordWaitForApproval(proposal);
+    tracer.waitedForApproval(proposal);
     deps.onDecided?.(proposal);
     return proposal;
   }

@@ -1,8 +1,9 @@
 import type { Server } from 'node:http';
+import type { Agent } from 'undici';
 import type { FastifyInstance } from 'fastify';
 import { pino, type DestinationStream, type Logger } from 'pino';
 import { startAdminSocket } from '../admin/socket.js';
-import { createFailedAuthLimiter, createLongPollLimiter } from '../limits/index.js';
+import { createFailedAuthLimiter, createLongPollLimiter, type FailedAuthLimiter } from '../limits/index.js';
 import { createAgpService, registerAgpRoutes } from '../agp/index.js';
 import { createChatSync, type ChatSync } from '../chat/sync.js';
 import { createWebConsole, publicBaseUrl, type WebConsole } from '../console/index.js';
@@ -34,11 +35,11 @@ import { ESCALATE_JOB, REMIND_JOB } from '../core/automatic-decisions.js';
 import { CHAT_FOLLOW_UP_JOB } from '../core/follow-ups.js';
 import { createLeaderElection } from '../db/leader-election.js';
 import { createAuditLog } from '../db/audit-log.js';
-import { createSharedRateLimitStore } from '../db/rate-limit-store.js';
+import { createSharedRateLimitStore, type SharedRateLimitStore } from '../db/rate-limit-store.js';
 import { createAuditIntegrator, type AuditIntegrator } from '../audit/integrator.js';
 import { signerFromEnvironment } from '../audit/key.js';
 import { defaultCheckpointDir, directorySink, webhookSink, type CheckpointSink } from '../audit/sinks.js';
-import { createUpstreamClients, withUpstreamOperations } from '../mcp/upstreams.js';
+import { createUpstreamClients, withUpstreamOperations, type UpstreamClients } from '../mcp/upstreams.js';
 import { registerMcpRoutes } from '../mcp/http-route.js';
 import type { McpCalls } from '../mcp/calls.js';
 import { createMcpStore } from '../db/mcp-store.js';
@@ -124,9 +125,21 @@ export function createLogger(level: string, stream?: DestinationStream): Logger 
   return pino(loggerOptions(level), stream ?? pino.destination({ dest: 1, sync: false }));
 }
 
-export async function startTwokey(options: StartOptions): Promise<RunningTwokey> {
+/** What every later phase of start-up builds on. */
+interface Foundation {
+  env: Env;
+  logger: Logger;
+  config: TwokeyConfig;
+  database: Database;
+  /** false when the caller passed the database in (tests share one): the caller closes it. */
+  ownsDatabase: boolean;
+  upstreamClients: UpstreamClients;
+  services: Services;
+}
+
+/** The configuration, with the MCP upstreams' tools as operations, and the database and services it runs on. */
+async function openFoundation(options: StartOptions, logger: Logger): Promise<Foundation> {
   const { env } = options;
-  const logger = createLogger(env.LOG_LEVEL, options.logStream);
   const upstreamClients = createUpstreamClients();
   // MCP upstreams' tools become operations before anything else reads the configuration.
   const config = await withUpstreamOperations(options.config ?? loadConfigFile(resolveConfigPath(env), process.env), upstreamClients).catch(
@@ -146,10 +159,11 @@ export async function startTwokey(options: StartOptions): Promise<RunningTwokey>
     upstreamClients,
     maxPendingPerAgent: env.TWOKEY_MAX_PENDING_PER_AGENT,
   });
-  const failedAuth = createFailedAuthLimiter({ max: env.TWOKEY_MAX_FAILED_AUTH_PER_MINUTE, windowMs: 60_000, clock: services.clock });
-  // Agents choose callback URLs: every connection they cause goes through the address guard.
-  const callbackAgent = createGuardedAgent(services.callbackPolicy);
+  return { env, logger, config, database, ownsDatabase, upstreamClients, services };
+}
 
+/** The chat platforms, and the sync that keeps their messages in step with the proposals. */
+function wireChat(options: StartOptions, { env, logger, database, services }: Foundation): { integrations: ChatIntegration[]; chatSync: ChatSync } {
   const chatWiring: ChatWiring = { concurrency: chatConcurrencyFor(database.kind), ...(database.kind === 'postgres' ? { databaseUrl: database.url } : {}) };
   const integrations = options.integrations?.(services, chatWiring) ?? chatFromEnvironment(env, services, chatWiring, logger);
   const chatSync = createChatSync({
@@ -167,8 +181,12 @@ export async function startTwokey(options: StartOptions): Promise<RunningTwokey>
     clock: services.clock,
   });
   for (const integration of integrations) services.chatPlatforms.add(integration.publisher.platform);
+  return { integrations, chatSync };
+}
 
-  const outbox = createOutboxWorker({
+/** The outbox worker with a handler for every job kind the core and the chat sync queue. */
+function createOutbox(options: StartOptions, { logger, database, services }: Foundation, chatSync: ChatSync, callbackAgent: Agent): OutboxWorker {
+  return createOutboxWorker({
     jobs: services.jobs,
     logger,
     clock: services.clock,
@@ -192,10 +210,13 @@ export async function startTwokey(options: StartOptions): Promise<RunningTwokey>
     },
     onSettled: (job, outcome) => services.metrics.jobOutcomes.inc({ kind: job.kind, outcome }),
   });
+}
+
+/** How this replica's work is woken by changes: its own at once, other replicas' through PostgreSQL. */
+async function wakeOnChanges({ database, services }: Foundation, outbox: OutboxWorker) {
   // A change made here has just queued jobs: run them now rather than at the next poll, and only
   // in the lanes that have something new.
   const unsubscribeOutbox = services.onJobsQueued((kinds) => outbox.wake(kinds));
-
   // On PostgreSQL a change made by any replica wakes this replica's long-polls, and jobs queued by
   // another replica wake this one's outbox too (its own it has woken already).
   const listener = database.client ? await database.client.listen(PROPOSAL_CHANNEL, (proposalId) => services.changes.notify(proposalId)) : null;
@@ -205,36 +226,71 @@ export async function startTwokey(options: StartOptions): Promise<RunningTwokey>
         if (notice.replica !== services.replica) outbox.wake(notice.kinds);
       })
     : null;
+  return {
+    unsubscribeOutbox,
+    async unlisten(): Promise<void> {
+      await listener?.unlisten().catch(() => undefined);
+      await jobsListener?.unlisten().catch(() => undefined);
+    },
+  };
+}
 
-  // On PostgreSQL every replica counts against one limit per key (leased in blocks, so most requests cost no round trip).
-  const sharedRateLimits = database.kind === 'postgres' ? createSharedRateLimitStore({ db: database.db, now: () => services.clock().getTime() }) : null;
-  // Long-polls wake on the change feed; the interval is the fallback re-read (on PostgreSQL it covers
-  // a lost NOTIFY; on the embedded database, a second service instance on the same database).
-  const longPollIntervalMs = options.longPollIntervalMs ?? (database.kind === 'postgres' ? 2_000 : 250);
+/** The limits every agent-facing route shares. */
+interface AgentLimits {
+  rateLimit: { max: number; timeWindowMs: number };
+  failedAuth: FailedAuthLimiter;
+  /** On PostgreSQL every replica counts against one limit per key (leased in blocks, so most requests cost no round trip). */
+  sharedRateLimits: SharedRateLimitStore | null;
+  longPollIntervalMs: number;
+}
+
+function agentLimits(options: StartOptions, { database, services }: Foundation): AgentLimits {
+  return {
+    rateLimit: options.rateLimit ?? { max: 600, timeWindowMs: 60_000 },
+    failedAuth: createFailedAuthLimiter({ max: options.env.TWOKEY_MAX_FAILED_AUTH_PER_MINUTE, windowMs: 60_000, clock: services.clock }),
+    sharedRateLimits: database.kind === 'postgres' ? createSharedRateLimitStore({ db: database.db, now: () => services.clock().getTime() }) : null,
+    // Long-polls wake on the change feed; the interval is the fallback re-read (on PostgreSQL it covers
+    // a lost NOTIFY; on the embedded database, a second service instance on the same database).
+    longPollIntervalMs: options.longPollIntervalMs ?? (database.kind === 'postgres' ? 2_000 : 250),
+  };
+}
+
+/** The HTTP app with the /v1 API, and Idempotency-Key on every POST of /v1 and on /agp/execute. */
+async function createApp({ env, logger, database, services }: Foundation, limits: AgentLimits) {
   const app = await buildHttpApp({
     logger,
-    rateLimitStore: sharedRateLimits?.Store,
+    rateLimitStore: limits.sharedRateLimits?.Store,
     agents: services.agents,
     proposals: services.proposals,
     changes: services.changes,
     operations: services.operations,
     ping: () => services.store.ping(),
     metrics: services.metrics.registry,
-    rateLimit: options.rateLimit ?? { max: 600, timeWindowMs: 60_000 },
-    longPollIntervalMs,
+    rateLimit: limits.rateLimit,
+    longPollIntervalMs: limits.longPollIntervalMs,
     longPolls: createLongPollLimiter(env.TWOKEY_MAX_LONG_POLLS_PER_AGENT),
-    failedAuth,
+    failedAuth: limits.failedAuth,
   });
-
-  const rateLimit = options.rateLimit ?? { max: 600, timeWindowMs: 60_000 };
-  // Idempotency-Key on every POST of /v1 and on /agp/execute, registered here only: root hooks reach
-  // every route, in any plugin, whenever it is added.
+  // Registered here only: root hooks reach every route, in any plugin, whenever it is added.
   const idempotency = createIdempotency({
     store: createIdempotencyStore(database.db),
     clock: services.clock,
     maxStoredResponseBytes: env.TWOKEY_IDEMPOTENCY_MAX_RESPONSE_BYTES,
   });
   applyIdempotency(app, idempotency, isIdempotentRoute);
+  return { app, idempotency };
+}
+
+/** The other dialects and surfaces on the app: AGP, resume states, the web console, MCP, the chat platforms. */
+async function registerSurfaces(
+  app: FastifyInstance,
+  { env, database, services }: Foundation,
+  limits: AgentLimits,
+  integrations: readonly ChatIntegration[],
+  /** Known once the app listens, after the routes are registered. */
+  listeningUrl: () => string | null,
+) {
+  const { rateLimit, failedAuth } = limits;
   registerAgpRoutes(app, {
     agp: createAgpService({
       ...services.agp,
@@ -265,33 +321,26 @@ export async function startTwokey(options: StartOptions): Promise<RunningTwokey>
     operation: services.operation,
     clock: services.clock,
     waitMs: env.TWOKEY_MCP_WAIT * 1000,
-    longPollIntervalMs,
-    consoleBase: () => publicBaseUrl(env, url),
+    longPollIntervalMs: limits.longPollIntervalMs,
+    consoleBase: () => publicBaseUrl(env, listeningUrl()),
     rateLimit,
   });
 
   for (const integration of integrations) await integration.registerRoutes?.(app);
-  for (const integration of integrations) await integration.start?.();
+  return { webConsole, mcp };
+}
 
-  let adminSocket: Server | null = null;
-  let url: string | null = null;
-  if (options.listen !== false) {
-    url = await app.listen({ host: env.HOST, port: env.PORT });
-    if (database.kind === 'pglite' && ownsDatabase) adminSocket = await startAdminSocket(services, env.TWOKEY_DATA_DIR);
-  }
-
-  outbox.start();
-  // The first minute: with no Slack or Discord, the console is the way to approve; say how to get in.
-  if (url && integrations.length === 0 && options.announceConsole) options.announceConsole(await webConsole.firstRunSignIn(url));
-
-  // One replica sweeps at a time (an advisory lock elects it). Row locks would keep concurrent
-  // sweeps correct anyway; the election only saves the others the work.
-  const sweeperLeader = createLeaderElection({ databaseUrl: database.url, key: SWEEPER_LOCK_KEY, log: () => logger, name: 'sweeper' });
-  sweeperLeader.start();
+/**
+ * One replica sweeps at a time (an advisory lock elects it). Row locks would keep concurrent
+ * sweeps correct anyway; the election only saves the others the work.
+ */
+function startSweeper(options: StartOptions, { logger, database, services }: Foundation, sharedRateLimits: SharedRateLimitStore | null) {
+  const leader = createLeaderElection({ databaseUrl: database.url, key: SWEEPER_LOCK_KEY, log: () => logger, name: 'sweeper' });
+  leader.start();
   const sweeper = createSweeper({
     clock: services.clock,
     logger,
-    isLeader: () => sweeperLeader.isLeader(),
+    isLeader: () => leader.isLeader(),
     tasks: {
       expiry: () => services.proposals.expireDue(),
       'execution recovery': () => services.proposals.resumeStaleExecutions(),
@@ -301,13 +350,16 @@ export async function startTwokey(options: StartOptions): Promise<RunningTwokey>
     pruneBatchSize: PRUNE_BATCH_SIZE,
     pruneEveryMs: options.pruneIntervalMs ?? 10 * 60_000,
   });
-  const sweepTimer = setInterval(() => void sweeper.tick(), options.sweepIntervalMs ?? 1_000);
-  sweepTimer.unref();
+  const timer = setInterval(() => void sweeper.tick(), options.sweepIntervalMs ?? 1_000);
+  timer.unref();
+  return { sweeper, leader, timer };
+}
 
-  // Audit rows are placed in the chain off the hot path, by one replica at a time (docs/audit.md).
-  const auditSinks: CheckpointSink[] = [directorySink(env.TWOKEY_AUDIT_CHECKPOINTS ?? defaultCheckpointDir(env.TWOKEY_DATA_DIR))];
-  if (env.TWOKEY_AUDIT_WEBHOOK_URL) auditSinks.push(webhookSink(env.TWOKEY_AUDIT_WEBHOOK_URL));
-  const auditLeader = createLeaderElection({
+/** Audit rows are placed in the chain off the hot path, by one replica at a time (docs/audit.md). */
+function startAuditIntegrator(options: StartOptions, { env, logger, database, services }: Foundation) {
+  const sinks: CheckpointSink[] = [directorySink(env.TWOKEY_AUDIT_CHECKPOINTS ?? defaultCheckpointDir(env.TWOKEY_DATA_DIR))];
+  if (env.TWOKEY_AUDIT_WEBHOOK_URL) sinks.push(webhookSink(env.TWOKEY_AUDIT_WEBHOOK_URL));
+  const leader = createLeaderElection({
     databaseUrl: database.url,
     key: AUDIT_LEADER_LOCK_KEY,
     log: () => logger,
@@ -317,40 +369,71 @@ export async function startTwokey(options: StartOptions): Promise<RunningTwokey>
   const audit = createAuditIntegrator({
     log: createAuditLog(database.db),
     signer: signerFromEnvironment(env),
-    sinks: auditSinks,
+    sinks,
     logger: () => logger,
     clock: services.clock,
-    isLeader: () => auditLeader.isLeader(),
+    isLeader: () => leader.isLeader(),
     intervalMs: options.auditIntervalMs,
   });
-  auditLeader.start();
+  leader.start();
   audit.start();
+  return { audit, leader };
+}
+
+export async function startTwokey(options: StartOptions): Promise<RunningTwokey> {
+  const { env } = options;
+  const logger = createLogger(env.LOG_LEVEL, options.logStream);
+  const foundation = await openFoundation(options, logger);
+  const { config, database, services } = foundation;
+  // Agents choose callback URLs: every connection they cause goes through the address guard.
+  const callbackAgent = createGuardedAgent(services.callbackPolicy);
+  const { integrations, chatSync } = wireChat(options, foundation);
+  const outbox = createOutbox(options, foundation, chatSync, callbackAgent);
+  const wake = await wakeOnChanges(foundation, outbox);
+
+  const limits = agentLimits(options, foundation);
+  const { app, idempotency } = await createApp(foundation, limits);
+  let url: string | null = null;
+  const { webConsole, mcp } = await registerSurfaces(app, foundation, limits, integrations, () => url);
+  for (const integration of integrations) await integration.start?.();
+
+  let adminSocket: Server | null = null;
+  if (options.listen !== false) {
+    url = await app.listen({ host: env.HOST, port: env.PORT });
+    if (database.kind === 'pglite' && foundation.ownsDatabase) adminSocket = await startAdminSocket(services, env.TWOKEY_DATA_DIR);
+  }
+
+  outbox.start();
+  // The first minute: with no Slack or Discord, the console is the way to approve; say how to get in.
+  if (url && integrations.length === 0 && options.announceConsole) options.announceConsole(await webConsole.firstRunSignIn(url));
+
+  const sweeping = startSweeper(options, foundation, limits.sharedRateLimits);
+  const { audit, leader: auditLeader } = startAuditIntegrator(options, foundation);
 
   let closing: Promise<void> | null = null;
   const close = () => {
     closing ??= (async () => {
-      clearInterval(sweepTimer);
-      unsubscribeOutbox();
+      clearInterval(sweeping.timer);
+      wake.unsubscribeOutbox();
       for (const integration of integrations) await integration.stop?.();
       // fastify's close waits for in-flight requests, so a commit under way finishes before the database closes.
       await app.close();
       await new Promise<void>((done) => (adminSocket ? adminSocket.close(() => done()) : done()));
       await outbox.stop();
-      await sweeper.idle();
-      await sweeperLeader.stop();
+      await sweeping.sweeper.idle();
+      await sweeping.leader.stop();
       await callbackAgent.close();
       // The leader places what is committed before it goes; a replica that dies leaves it to the next.
       await audit.stop();
       if (auditLeader.isLeader()) await audit.flush().catch((error: unknown) => logger.warn({ err: error }, 'audit integration failed at shutdown'));
       await auditLeader.stop();
-      await listener?.unlisten().catch(() => undefined);
-      await jobsListener?.unlisten().catch(() => undefined);
-      await upstreamClients.closeAll();
-      if (ownsDatabase) await database.close();
+      await wake.unlisten();
+      await foundation.upstreamClients.closeAll();
+      if (foundation.ownsDatabase) await database.close();
     })();
     return closing;
   };
 
   logger.info({ url, database: database.kind, config: config.source, operations: config.operations.length }, 'twokey started');
-  return { app, webConsole, chatSync, outbox, sweeper, audit, idempotency, services, mcp, logger, url, close };
+  return { app, webConsole, chatSync, outbox, sweeper: sweeping.sweeper, audit, idempotency, services, mcp, logger, url, close };
 }

@@ -21,6 +21,7 @@ import { echoExecutor } from '../executors/echo.js';
 import { createAddressPolicy, staticUrlRefusal, type AddressPolicy } from '../executors/address-guard.js';
 import { createHttpExecutor } from '../executors/http.js';
 import { callbackDestination } from '../outbox/callbacks.js';
+import { openTelemetryTracer } from '../tracing/index.js';
 import { createMetrics, type Metrics } from './metrics.js';
 import { createMcpExecutor, createUpstreamClients, type UpstreamClients } from '../mcp/upstreams.js';
 
@@ -158,6 +159,7 @@ export function createServices(options: ServicesOptions) {
     effects,
     callbackUrlProblem: (url) => staticUrlRefusal(url, callbackPolicy),
     maxPendingPerAgent: options.maxPendingPerAgent,
+    tracer: openTelemetryTracer,
     operation: (name) => operations.get(name),
     // The executor's timeout ends every live call before its claim runs out.
     executionLeaseMs: (name) => {

@@ -16,6 +16,7 @@ import {
   type Span,
   type TextMapSetter,
 } from '@opentelemetry/api';
+import type { TraceCarrier, TracedProposal, Tracer } from '../core/tracer.js';
 
 export const SPANS = {
   /** An agent's proposal, from its validation to the answer (policy, grant and an `on_approve` run included). */
@@ -48,20 +49,7 @@ export const ATTRIBUTES = {
   httpStatus: 'http.response.status_code',
 } as const;
 
-/** A trace context as the configured propagator writes it (W3C: `traceparent`, `tracestate`). */
-export type TraceCarrier = Record<string, string>;
-
-/** What the spans of a proposal's later life read from it. */
-export interface TracedProposal {
-  id: string;
-  agentId: string;
-  operation: string;
-  status: string;
-  createdAt: Date;
-  decidedAt: Date | null;
-  decidedBy: string | null;
-  traceContext?: TraceCarrier | null;
-}
+export type { TraceCarrier, TracedProposal } from '../core/tracer.js';
 
 /** A `tracestate` may carry 32 vendors' entries; more than this is not kept with a proposal. */
 const MAX_CARRIER_VALUE_CHARS = 1024;
@@ -218,3 +206,28 @@ export function deferredProposalSpan(name: string, proposalId: string) {
 }
 
 export type DeferredProposalSpan = ReturnType<typeof deferredProposalSpan>;
+
+/** The core's `Tracer` port, recorded with the spans and attributes above. */
+export const openTelemetryTracer: Tracer = {
+  currentContext: captureTrace,
+  propose(agent, operation, work) {
+    const attributes = { [ATTRIBUTES.agent]: agent.name, [ATTRIBUTES.agentId]: agent.id, [ATTRIBUTES.operation]: operation };
+    return inSpan(SPANS.propose, { attributes }, (span) =>
+      work({ proposed: (proposal) => span.setAttributes({ [ATTRIBUTES.proposalId]: proposal.id, [ATTRIBUTES.outcome]: proposal.status }) }),
+    );
+  },
+  waitedForApproval: recordWaitForApproval,
+  commit(proposalId) {
+    const span = deferredProposalSpan(SPANS.commit, proposalId);
+    return {
+      begin: (proposal) => span.begin(proposal),
+      execute: (request, executorKind, work) =>
+        span.child(
+          SPANS.execute,
+          { [ATTRIBUTES.proposalId]: request.proposalId, [ATTRIBUTES.operation]: request.operation, [ATTRIBUTES.executorKind]: executorKind },
+          work,
+        ),
+      end: (outcome) => span.end(outcome),
+    };
+  },
+};
