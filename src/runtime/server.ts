@@ -17,9 +17,10 @@ import { JOBS_CHANNEL, parseJobsNotice, PROPOSAL_CHANNEL } from '../db/store.js'
 import { createCallbackDelivery } from '../outbox/callbacks.js';
 import { createOutboxWorker, type OutboxLane, type OutboxWorker } from '../outbox/worker.js';
 import { createCallbackStore } from '../db/callback-store.js';
-import { pruneExpired } from '../db/retention.js';
 import { createGuardedAgent } from '../executors/address-guard.js';
-import { createSweeper, type Sweeper } from './sweeper.js';
+import type { Sweeper } from './sweeper.js';
+import type { AuditIntegrator } from '../audit/integrator.js';
+import { startAuditIntegrator, startSweeper } from './elected-work.js';
 import { loadConfigFile, resolveConfigPath, type TwokeyConfig } from '../config/config-file.js';
 import type { Env } from '../config/env.js';
 import type { Executor } from '../core/executor.js';
@@ -33,21 +34,11 @@ import { chatConcurrencyFor, type ChatConcurrency } from './concurrency.js';
 import { createServices, type Services } from './services.js';
 import { ESCALATE_JOB, REMIND_JOB } from '../core/automatic-decisions.js';
 import { CHAT_FOLLOW_UP_JOB } from '../core/follow-ups.js';
-import { createLeaderElection } from '../db/leader-election.js';
-import { createAuditLog } from '../db/audit-log.js';
 import { createSharedRateLimitStore, type SharedRateLimitStore } from '../db/rate-limit-store.js';
-import { createAuditIntegrator, type AuditIntegrator } from '../audit/integrator.js';
-import { signerFromEnvironment } from '../audit/key.js';
-import { defaultCheckpointDir, directorySink, webhookSink, type CheckpointSink } from '../audit/sinks.js';
 import { createUpstreamClients, withUpstreamOperations, type UpstreamClients } from '../mcp/upstreams.js';
 import { registerMcpRoutes } from '../mcp/http-route.js';
 import type { McpCalls } from '../mcp/calls.js';
 import { createMcpStore } from '../db/mcp-store.js';
-
-const SWEEPER_LOCK_KEY = 0x73776570; // "swep"
-const PRUNE_BATCH_SIZE = 500;
-const AUDIT_LEADER_LOCK_KEY = 0x6175646c; // "audl"
-const DAY_MS = 24 * 3_600_000;
 
 export interface StartOptions {
   env: Env;
@@ -328,56 +319,6 @@ async function registerSurfaces(
 
   for (const integration of integrations) await integration.registerRoutes?.(app);
   return { webConsole, mcp };
-}
-
-/**
- * One replica sweeps at a time (an advisory lock elects it). Row locks would keep concurrent
- * sweeps correct anyway; the election only saves the others the work.
- */
-function startSweeper(options: StartOptions, { logger, database, services }: Foundation, sharedRateLimits: SharedRateLimitStore | null) {
-  const leader = createLeaderElection({ databaseUrl: database.url, key: SWEEPER_LOCK_KEY, log: () => logger, name: 'sweeper' });
-  leader.start();
-  const sweeper = createSweeper({
-    clock: services.clock,
-    logger,
-    isLeader: () => leader.isLeader(),
-    tasks: {
-      expiry: () => services.proposals.expireDue(),
-      'execution recovery': () => services.proposals.resumeStaleExecutions(),
-      ...(sharedRateLimits ? { 'rate-limit window pruning': () => sharedRateLimits.prune(services.clock().getTime() - DAY_MS) } : {}),
-    },
-    prune: (now) => pruneExpired(database.db, now, PRUNE_BATCH_SIZE),
-    pruneBatchSize: PRUNE_BATCH_SIZE,
-    pruneEveryMs: options.pruneIntervalMs ?? 10 * 60_000,
-  });
-  const timer = setInterval(() => void sweeper.tick(), options.sweepIntervalMs ?? 1_000);
-  timer.unref();
-  return { sweeper, leader, timer };
-}
-
-/** Audit rows are placed in the chain off the hot path, by one replica at a time (docs/audit.md). */
-function startAuditIntegrator(options: StartOptions, { env, logger, database, services }: Foundation) {
-  const sinks: CheckpointSink[] = [directorySink(env.TWOKEY_AUDIT_CHECKPOINTS ?? defaultCheckpointDir(env.TWOKEY_DATA_DIR))];
-  if (env.TWOKEY_AUDIT_WEBHOOK_URL) sinks.push(webhookSink(env.TWOKEY_AUDIT_WEBHOOK_URL));
-  const leader = createLeaderElection({
-    databaseUrl: database.url,
-    key: AUDIT_LEADER_LOCK_KEY,
-    log: () => logger,
-    name: 'audit integrator',
-    retryMs: options.auditLeaderRetryMs,
-  });
-  const audit = createAuditIntegrator({
-    log: createAuditLog(database.db),
-    signer: signerFromEnvironment(env),
-    sinks,
-    logger: () => logger,
-    clock: services.clock,
-    isLeader: () => leader.isLeader(),
-    intervalMs: options.auditIntervalMs,
-  });
-  leader.start();
-  audit.start();
-  return { audit, leader };
 }
 
 export async function startTwokey(options: StartOptions): Promise<RunningTwokey> {
