@@ -1,7 +1,6 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import { serializerCompiler, validatorCompiler, type ZodTypeProvider } from 'fastify-type-provider-zod';
 import { TwokeyError } from '../core/errors.js';
-import { agentOf, authenticateAgent, perAgentRateLimit } from '../http/agent-auth.js';
+import { agentOf, asAgentScope, perAgentRateLimit } from '../http/agent-auth.js';
 import type { FailedAuthLimiter } from '../limits/index.js';
 import { agpCallBodySchema, agpEnvelopeSchema, agpErrorSchema, discoverBodySchema, executeHeadersSchema, prepareAnswerSchema } from './schemas.js';
 import type { AgpServices } from './ports.js';
@@ -35,9 +34,7 @@ export function registerAgpRoutes(app: FastifyInstance, deps: AgpRouteDeps): voi
   // top-level `message` AGP clients read.
   app.register(
     async (scope) => {
-      scope.setValidatorCompiler(validatorCompiler);
-      scope.setSerializerCompiler(serializerCompiler);
-      scope.addHook('onRequest', authenticateAgent(deps.agents, deps.failedAuth));
+      const agp = asAgentScope(scope, deps);
       scope.setNotFoundHandler((request) => {
         throw new TwokeyError('not_found', `no route ${request.method} ${request.url.split('?')[0] ?? ''}`);
       });
@@ -49,7 +46,6 @@ export function registerAgpRoutes(app: FastifyInstance, deps: AgpRouteDeps): voi
         const message = typeof error === 'object' && error !== null && 'message' in error ? error.message : undefined;
         return typeof message === 'string' ? { ...payload, message } : payload;
       });
-      const agp = scope.withTypeProvider<ZodTypeProvider>();
 
       const limited = perAgentRateLimit(deps.rateLimit);
 

@@ -1,4 +1,5 @@
-import type { FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { serializerCompiler, validatorCompiler, type ZodTypeProvider } from 'fastify-type-provider-zod';
 import type { AgentService } from '../core/agents.js';
 import { TwokeyError } from '../core/errors.js';
 import type { AgentRecord } from '../core/model.js';
@@ -52,4 +53,12 @@ export function perAgentRateLimit(limit: { max: number; timeWindowMs: number }) 
       keyGenerator: (request: FastifyRequest) => request.agent?.id ?? request.ip,
     },
   };
+}
+
+/** Makes a scope the agents' own: zod schemas for its routes, and only an agent's key gets in (the agent API's and AGP's). */
+export function asAgentScope(scope: FastifyInstance, deps: { agents: Pick<AgentService, 'authenticate'>; failedAuth?: FailedAuthCounter | undefined }) {
+  scope.setValidatorCompiler(validatorCompiler);
+  scope.setSerializerCompiler(serializerCompiler);
+  scope.addHook('onRequest', authenticateAgent(deps.agents, deps.failedAuth));
+  return scope.withTypeProvider<ZodTypeProvider>();
 }

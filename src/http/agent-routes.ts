@@ -1,11 +1,10 @@
 import type { FastifyInstance, FastifyReply } from 'fastify';
-import { serializerCompiler, validatorCompiler, type ZodTypeProvider } from 'fastify-type-provider-zod';
 import { TwokeyError } from '../core/errors.js';
 import { outcomeOf } from '../core/outcome.js';
 import type { AgentProposalView } from '../core/proposals.js';
 import { finalStatuses, type AgentRecord } from '../core/model.js';
 import type { FailedAuthLimiter, LongPollLimiter } from '../limits/index.js';
-import { agentOf, authenticateAgent, perAgentRateLimit } from './agent-auth.js';
+import { agentOf, asAgentScope, perAgentRateLimit } from './agent-auth.js';
 import type { AgentApiServices } from './ports.js';
 import {
   commitAnswerSchema,
@@ -88,10 +87,7 @@ function awaitsItsAgent(deps: AgentRouteDeps, view: AgentProposalView): boolean 
 
 export function registerAgentRoutes(app: FastifyInstance, deps: AgentRouteDeps): void {
   app.register(async (scope) => {
-    scope.setValidatorCompiler(validatorCompiler);
-    scope.setSerializerCompiler(serializerCompiler);
-    scope.addHook('onRequest', authenticateAgent(deps.agents, deps.failedAuth));
-    const v1 = scope.withTypeProvider<ZodTypeProvider>();
+    const v1 = asAgentScope(scope, deps);
 
     const limited = perAgentRateLimit(deps.rateLimit);
 
