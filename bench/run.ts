@@ -198,6 +198,18 @@ async function coreFigures(world: World, database: BenchDatabase, twokey: Twokey
   }
 }
 
+/** AGP `open` execute on echo at 16 agents, with twokey's CPU per execute (the /healthz floor runs first, outside it). */
+async function agpFigures(twokey: TwokeyProcess, benchAgents: BenchAgent[]) {
+  const requests = Math.max(CONCURRENT * 5, 2_000);
+  let cpuMs = 0;
+  const figures = await agpOpenExecutes(twokey.url, benchAgents, 16, requests, async (executes) => {
+    const measured = await withCpu(twokey.pid, executes);
+    cpuMs = measured.cpuMs;
+    return measured.result;
+  });
+  return { ...figures, cpuMsPerExecute: round(cpuMs / requests, 2) };
+}
+
 async function benchDriver(serverUrl: string | undefined) {
   const world = await startWorld();
   const database = await createBenchDatabase(serverUrl);
@@ -217,7 +229,7 @@ async function benchDriver(serverUrl: string | undefined) {
         : null;
       const raw = SECTIONS.has('raw') ? await rawCycles(world, database, serverUrl) : null;
       const hotpath = await coreFigures(world, database, twokey, benchAgents);
-      const agp = SECTIONS.has('agp') ? await agpOpenExecutes(twokey.url, benchAgents, 16, Math.max(CONCURRENT * 5, 2_000)) : null;
+      const agp = SECTIONS.has('agp') ? await agpFigures(twokey, benchAgents) : null;
       const rssAfterBulkMiB = SECTIONS.has('memory') ? await memoryAfterBulk(world, twokey.pid, agents) : null;
       return {
         driver: database.kind,

@@ -124,7 +124,13 @@ export async function coreCycles(urls: string[], agents: BenchAgent[], approve: 
 }
 
 /** AGP execute on the built-in echo business under the `open` policy; added latency = p50 over the /healthz round trip. */
-export async function agpOpenExecutes(url: string, agents: BenchAgent[], concurrency: number, requests: number) {
+export async function agpOpenExecutes(
+  url: string,
+  agents: BenchAgent[],
+  concurrency: number,
+  requests: number,
+  measure: (executes: () => Promise<number>) => Promise<number> = (executes) => executes(),
+) {
   const floor: number[] = [];
   await runConcurrently(requests, concurrency, async () => {
     const started = performance.now();
@@ -144,7 +150,7 @@ export async function agpOpenExecutes(url: string, agents: BenchAgent[], concurr
     latencies.push(performance.now() - started);
     if (answer.status !== 'succeeded' && answer.status !== 'pending') throw new Error(`AGP execute answered ${JSON.stringify(answer)}`);
   };
-  const seconds = await runConcurrently(requests, concurrency, execute);
+  const seconds = await measure(() => runConcurrently(requests, concurrency, execute));
   const measured = percentiles(latencies);
   const base = percentiles(floor);
   return {

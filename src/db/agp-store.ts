@@ -4,6 +4,7 @@ import type { AuditEventInput } from '../core/model.js';
 import type { IdempotencyRecord, IdempotencyStore } from '../idempotency/ports.js';
 import type { Db } from './database.js';
 import { agpTokens, idempotencyKeys } from './schema.js';
+import { withAuditRow } from './audit-log.js';
 import { appendAuditEvent, type Executor } from './store.js';
 
 type TokenRow = typeof agpTokens.$inferSelect;
@@ -13,20 +14,24 @@ const toToken = (row: TokenRow): AgpTokenRecord => ({ ...row, kind: row.kind as 
 
 const toIdempotency = (row: IdempotencyRow): IdempotencyRecord => ({ ...row, status: row.status as IdempotencyRecord['status'] });
 
-/** Audit rows are chained by the store's one writer, inside `tx`, with the change they describe. */
+/** Audit rows are written by the audit log's one writer, inside `tx`, with the change they describe. */
 async function appendAudit(tx: Executor, event: AuditEventInput | undefined, at: Date): Promise<void> {
   if (event) await appendAuditEvent(tx, event, at);
 }
+
+/** Every data-modifying CTE needs a RETURNING to be a CTE; nothing reads it. */
+const returningNothing = { one: sql<number>`1` };
 
 const mergeData = (patch: Record<string, unknown>) => sql`coalesce(${agpTokens.data}, '{}'::jsonb) || ${JSON.stringify(patch)}::jsonb`;
 
 export function createAgpTokenStore(db: Db): AgpTokenStore {
   return {
     async insert(record, effects: TokenEffects = {}) {
-      await db.transaction(async (tx) => {
-        await tx.insert(agpTokens).values({ ...record, data: { ...record.data, ...effects.data } });
-        await appendAudit(tx, effects.audit, record.createdAt);
-      });
+      const insert = db
+        .insert(agpTokens)
+        .values({ ...record, data: { ...record.data, ...effects.data } })
+        .returning(returningNothing);
+      await db.execute(withAuditRow(insert, effects.audit, record.createdAt));
     },
 
     async find(tokenHash, kind) {
@@ -60,20 +65,19 @@ export function createAgpTokenStore(db: Db): AgpTokenStore {
     },
 
     async finish(tokenHash, at, effects) {
-      await db.transaction(async (tx) => {
-        await tx
-          .update(agpTokens)
-          .set({
-            ...(effects.release ? { consumedAt: null } : {}),
-            ...(effects.data ? { data: mergeData(effects.data) } : {}),
-          })
-          .where(eq(agpTokens.tokenHash, tokenHash));
-        await appendAudit(tx, effects.audit, at);
-      });
+      const update = db
+        .update(agpTokens)
+        .set({
+          ...(effects.release ? { consumedAt: null } : {}),
+          ...(effects.data ? { data: mergeData(effects.data) } : {}),
+        })
+        .where(eq(agpTokens.tokenHash, tokenHash))
+        .returning(returningNothing);
+      await db.execute(withAuditRow(update, effects.audit, at));
     },
 
     async audit(event, at) {
-      await db.transaction((tx) => appendAudit(tx, event, at));
+      await appendAudit(db, event, at);
     },
 
     async deleteExpired(before) {

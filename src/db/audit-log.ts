@@ -1,4 +1,4 @@
-import { and, asc, desc, eq, gt, isNotNull, isNull, sql, type SQL } from 'drizzle-orm';
+import { and, asc, desc, eq, gt, isNotNull, isNull, sql, type SQL, type SQLWrapper } from 'drizzle-orm';
 import { auditHash, genesisHash, type AuditCheckpoint, type UnsignedCheckpoint } from '../core/audit-chain.js';
 import type { AuditEventInput, AuditEventRecord, ChainedAuditEvent } from '../core/model.js';
 import type { AuditQuery } from '../core/ports.js';
@@ -53,6 +53,17 @@ export function auditInsertCtes(events: ReadonlyArray<{ event: AuditEventInput; 
 }
 
 export const appendAuditEvent = (tx: Executor, event: AuditEventInput, at: Date): Promise<void> => appendAuditEvents(tx, [event], at);
+
+/**
+ * One change and its audit row as one statement (a data-modifying CTE each): atomic without a
+ * transaction, so a single round trip instead of BEGIN, two statements and COMMIT.
+ */
+export function withAuditRow(change: SQLWrapper, event: AuditEventInput | undefined, at: Date): SQL {
+  // The query's own SQL: embedded as a wrapper, drizzle would put it in parentheses, as a subquery.
+  const statement = change.getSQL();
+  if (!event) return statement;
+  return sql`with change as (${statement}), ${sql.join(auditInsertCtes([{ event, at }]), sql`, `)} select 1`;
+}
 
 export interface IntegratedBatch {
   rows: number;

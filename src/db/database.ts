@@ -45,7 +45,7 @@ export const pgliteDirectory = (dataDir: string): string => join(resolve(dataDir
 
 /**
  * PGlite puts no lock on its directory and two processes writing one directory lose rows silently
- * (shared/notes/database.md), so twokey holds a lock of its own for as long as the database is open.
+ * (tried: rows written by one were missing for the other), so twokey holds a lock of its own for as long as the database is open.
  * A crashed holder's lock goes stale after 5 seconds; a start waits that long before refusing.
  */
 async function lockDataDir(dataDir: string): Promise<() => Promise<void>> {
@@ -155,10 +155,41 @@ export function reconnectDelaySeconds(failedAttempts: number): number {
   return (0.5 + Math.random() / 2) * Math.min(0.05 * 2 ** failedAttempts, 2);
 }
 
+/**
+ * drizzle asks postgres.js for an unnamed statement on every query but its own `.prepare()`d ones,
+ * and postgres.js then describes each parameterised statement before it binds it: two round trips,
+ * and two socket writes, per statement (a quarter of a busy server's CPU went to those writes).
+ * Named statements, kept per connection, need one round trip from their second use on. The
+ * client-level option still wins: `?prepare=false` in DATABASE_URL turns them off for a pooler that
+ * cannot hold them. The set of statement texts is bounded (drizzle renders each query shape to one
+ * text), and postgres.js recycles connections (`max_lifetime`), which bounds what each one keeps.
+ */
+export function withNamedStatements<T extends postgres.Sql | postgres.TransactionSql>(sql: T): T {
+  return new Proxy(sql, {
+    get(target, property, receiver) {
+      const value: unknown = Reflect.get(target, property, receiver);
+      if (property === 'unsafe') {
+        const unsafe = target.unsafe.bind(target);
+        return (text: string, params?: postgres.ParameterOrJSON<never>[], options?: postgres.UnsafeQueryOptions) =>
+          unsafe(text, params, { ...options, prepare: true });
+      }
+      // The transaction's own client (drizzle runs every statement of a transaction on it) too.
+      if ((property === 'begin' || property === 'savepoint') && typeof value === 'function') {
+        return (...args: unknown[]) => {
+          const work = args.at(-1);
+          if (typeof work === 'function') args[args.length - 1] = (tx: postgres.TransactionSql) => (work as (tx: unknown) => unknown)(withNamedStatements(tx));
+          return (value as (...args: unknown[]) => unknown).apply(target, args);
+        };
+      }
+      return value;
+    },
+  });
+}
+
 async function openPostgres(url: string, poolSize: number): Promise<Database> {
   await migratePostgresLocked(url);
   const client = postgres(url, { max: poolSize, onnotice: () => {}, backoff: reconnectDelaySeconds });
-  const db = drizzlePostgres({ client, schema });
+  const db = drizzlePostgres({ client: withNamedStatements(client), schema });
   return { db, kind: 'postgres', client, url, close: () => client.end({ timeout: 5 }) };
 }
 

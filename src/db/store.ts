@@ -1,4 +1,6 @@
 import { and, asc, desc, eq, gt, lte, ne, sql, type SQL } from 'drizzle-orm';
+import { PgDialect } from 'drizzle-orm/pg-core';
+import type postgres from 'postgres';
 import type { AgentRecord, ApprovalRecord, AuditEventInput, ConfirmationType, CommitMode, ProposalRecord, ProposalStatus } from '../core/model.js';
 import type { AuditQuery, OutboxJobSpec, ProposalFilter, Store, StoreTransaction } from '../core/ports.js';
 import { auditInsertCtes, createAuditLog } from './audit-log.js';
@@ -88,11 +90,45 @@ function readsFrom(db: Executor) {
 export { appendAuditEvent } from './audit-log.js';
 
 /**
- * A transaction's store, plus `flush`. The writes that only add rows — audit events, outbox jobs,
- * the change notification — are buffered and sent before commit as one statement (data-modifying
- * CTEs), instead of one round trip each.
+ * A row lock and a read that must see what the lock's previous holder committed, sent together.
+ * A transaction's statements run one after another on its connection, and under READ COMMITTED
+ * each takes its snapshot when it starts, so the read still starts only once the lock is held;
+ * sending both at once (postgres.js writes them in one packet) saves a round trip. Order matters:
+ * both go through the same drizzle path, which hands them to the driver in the order they are
+ * awaited here (PGlite runs them one after the other anyway).
  */
-function transactionStore(tx: Executor, replica: string): StoreTransaction & { flush(): Promise<string[]> } {
+async function lockedThenRead<L, R>(lock: PromiseLike<L>, read: PromiseLike<R>): Promise<[L, R]> {
+  return Promise.all([lock, read]);
+}
+
+/** What a transaction buffered: one statement that adds its rows, and the job kinds it queued to run now. */
+interface BufferedWrites {
+  statement: SQL | null;
+  dueKinds: string[];
+}
+
+const dialect = new PgDialect();
+
+/**
+ * On PostgreSQL, hands `statement` to the transaction's connection now and answers its result
+ * later. postgres.js writes everything a connection was handed before the event loop's next turn
+ * in one packet, so the statement and the COMMIT that postgres.js sends once the transaction's
+ * work returns go out, and come back, together. Null on PGlite, which has no connection to share.
+ */
+function sendBeforeCommit(tx: Executor, statement: SQL): Promise<unknown> | null {
+  const client = (tx as Partial<Pick<Db, '_'>>)._?.session as { client?: Partial<Pick<postgres.TransactionSql, 'unsafe'>> } | undefined;
+  if (typeof client?.client?.unsafe !== 'function') return null;
+  const query = dialect.sqlToQuery(statement);
+  // `execute()` queues it on the connection at once, ahead of the COMMIT that follows.
+  return client.client.unsafe(query.sql, query.params as postgres.ParameterOrJSON<never>[], { prepare: true }).execute();
+}
+
+/**
+ * A transaction's store, plus `buffered`. The writes that only add rows — audit events, outbox
+ * jobs, the change notification — are buffered and sent before commit as one statement
+ * (data-modifying CTEs), instead of one round trip each.
+ */
+function transactionStore(tx: Executor, replica: string): StoreTransaction & { buffered(): BufferedWrites } {
   const audit: Array<{ event: AuditEventInput; at: Date }> = [];
   const queued: Array<{ spec: OutboxJobSpec; at: Date }> = [];
   const notify = new Set<string>();
@@ -100,14 +136,17 @@ function transactionStore(tx: Executor, replica: string): StoreTransaction & { f
     ...readsFrom(tx),
     grants: grantTransactionStore(tx),
     async lockAgentAndCountWaiting(agentId, now, atMost) {
-      await tx.select({ id: agents.id }).from(agents).where(eq(agents.id, agentId)).for('update');
       const waiting = tx
         .select({ one: sql`1` })
         .from(proposals)
         .where(and(eq(proposals.agentId, agentId), eq(proposals.status, 'pending'), gt(proposals.expiresAt, now)))
         .limit(atMost)
         .as('waiting');
-      const [row] = await tx.select({ count: sql<number>`count(*)::int` }).from(waiting);
+      // Sent together, in this order (see `lockedThenRead`): the count starts once the lock is held.
+      const [, [row]] = await lockedThenRead(
+        tx.select({ id: agents.id }).from(agents).where(eq(agents.id, agentId)).for('update'),
+        tx.select({ count: sql<number>`count(*)::int` }).from(waiting),
+      );
       return Number(row?.count ?? 0);
     },
     async countRecentProposals(agentId, operation, since, exceptId) {
@@ -122,17 +161,19 @@ function transactionStore(tx: Executor, replica: string): StoreTransaction & { f
       return row ? toProposal(row) : null;
     },
     async lockProposalWithContext(id) {
-      const [row] = await tx
-        .select({ proposal: proposals, agent: agents })
-        .from(proposals)
-        .leftJoin(agents, eq(agents.id, proposals.agentId))
-        .where(eq(proposals.id, id))
-        .for('update', { of: proposals });
+      // The approvals are not read in the locking statement: one that waited for the lock still
+      // reads with the snapshot it started with, and would miss the approvals the lock holder just
+      // committed. A statement of its own, started once the lock is held, sees them.
+      const [[row], listed] = await lockedThenRead(
+        tx
+          .select({ proposal: proposals, agent: agents })
+          .from(proposals)
+          .leftJoin(agents, eq(agents.id, proposals.agentId))
+          .where(eq(proposals.id, id))
+          .for('update', { of: proposals }),
+        tx.select().from(approvals).where(eq(approvals.proposalId, id)).orderBy(asc(approvals.at)),
+      );
       if (!row) return null;
-      // Not in the locking statement: one that waited for the lock still reads with the snapshot it
-      // started with, and would miss the approvals the lock holder just committed. A statement of
-      // its own, after the lock, sees them.
-      const listed = await tx.select().from(approvals).where(eq(approvals.proposalId, id)).orderBy(asc(approvals.at));
       return { proposal: toProposal(row.proposal), agent: row.agent ? toAgent(row.agent) : null, approvals: listed };
     },
     async insertProposal(proposal) {
@@ -164,8 +205,8 @@ function transactionStore(tx: Executor, replica: string): StoreTransaction & { f
     async notifyChange(proposalId) {
       notify.add(proposalId);
     },
-    /** Sends what was buffered; returns the kinds of the jobs queued to run now (reminders wait). */
-    async flush() {
+    /** Takes what was buffered, as one statement, with the kinds of the jobs queued to run now (reminders wait). */
+    buffered() {
       const parts = [...auditInsertCtes(audit), ...queued.map(({ spec, at }, index) => jobInsertCte(spec, at, index))];
       const dueKinds = [...new Set(queued.filter(({ spec, at }) => !spec.runAt || spec.runAt <= at).map(({ spec }) => spec.kind))];
       audit.length = 0;
@@ -174,12 +215,32 @@ function transactionStore(tx: Executor, replica: string): StoreTransaction & { f
       const notifications = [...notify].map((id) => sql`pg_notify(${PROPOSAL_CHANNEL}, ${id})`);
       if (dueKinds.length > 0) notifications.push(sql`pg_notify(${JOBS_CHANNEL}, ${`${replica}|${dueKinds.join(',')}`})`);
       notify.clear();
-      if (parts.length === 0 && notifications.length === 0) return dueKinds;
+      if (parts.length === 0 && notifications.length === 0) return { statement: null, dueKinds };
       const select = notifications.length > 0 ? sql`select ${sql.join(notifications, sql`, `)}` : sql`select 1`;
-      await tx.execute(parts.length > 0 ? sql`with ${sql.join(parts, sql`, `)} ${select}` : select);
-      return dueKinds;
+      return { statement: parts.length > 0 ? sql`with ${sql.join(parts, sql`, `)} ${select}` : select, dueKinds };
     },
   };
+}
+
+/**
+ * Runs `work` in a transaction and sends what it buffered last. On PostgreSQL that statement shares
+ * a packet with the COMMIT: if it fails, the transaction is already aborted, PostgreSQL answers the
+ * COMMIT with a rollback, and its error is thrown here, after the fact, as if it had come first.
+ */
+async function inTransaction<T>(db: Db, replica: string, work: (tx: StoreTransaction) => Promise<T>): Promise<{ value: T; dueKinds: string[] }> {
+  let beforeCommit: Promise<unknown> | null = null;
+  const done = await db.transaction(async (tx) => {
+    const store = transactionStore(tx, replica);
+    const value = await work(store);
+    const { statement, dueKinds } = store.buffered();
+    if (statement) {
+      beforeCommit = sendBeforeCommit(tx, statement);
+      if (!beforeCommit) await tx.execute(statement);
+    }
+    return { value, dueKinds };
+  });
+  if (beforeCommit) await beforeCommit;
+  return done;
 }
 
 function jobInsertCte(spec: OutboxJobSpec, at: Date, index: number): SQL {
@@ -247,15 +308,9 @@ export function createStore(db: Db, options: StoreOptions = {}): Store {
       return row ? { proposal: toProposal(row.proposal), approvals: toApprovals(id, row.approvals) } : null;
     },
     async transaction(work) {
-      let queuedKinds: string[] = [];
-      const result = await db.transaction(async (tx) => {
-        const store = transactionStore(tx, replica);
-        const value = await work(store);
-        queuedKinds = await store.flush();
-        return value;
-      });
-      if (queuedKinds.length > 0) options.onJobsQueued?.(queuedKinds);
-      return result;
+      const { value, dueKinds } = await inTransaction(db, replica, work);
+      if (dueKinds.length > 0) options.onJobsQueued?.(dueKinds);
+      return value;
     },
     async getProposal(id) {
       const [row] = await prepared.proposal.execute({ id });

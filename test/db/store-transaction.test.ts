@@ -1,0 +1,170 @@
+import { eq, sql } from 'drizzle-orm';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Database } from '../../src/db/database.js';
+import { agents, auditEvents, jobs } from '../../src/db/schema.js';
+import { createStore } from '../../src/db/store.js';
+import { drivers, openTestDatabase } from '../support/database.js';
+
+/**
+ * The store's transaction sends what it buffered (audit rows, jobs, notifications) last; on
+ * PostgreSQL in the same packet as the COMMIT. Whatever the driver, that statement is part of the
+ * transaction: it lands with the change, or it fails and nothing lands.
+ */
+describe.each(drivers)('store transactions (%s)', (driver) => {
+  let database: Database;
+  beforeAll(async () => {
+    database = await openTestDatabase(driver);
+  }, 180_000);
+  afterAll(() => database.close());
+
+  const at = new Date('2026-11-24T10:00:00.000Z');
+  const agent = (id: string) => ({
+    id,
+    name: id,
+    keyHash: `hash_${id}`,
+    keyPrefix: 'tk_agent_x',
+    callbackSecret: 'whsec_test',
+    owners: [],
+    operations: null,
+    createdAt: at,
+    revokedAt: null,
+  });
+  const rows = async (id: string) => ({
+    agents: await database.db.select().from(agents).where(eq(agents.id, id)),
+    audit: await database.db.select().from(auditEvents).where(eq(auditEvents.agentId, id)),
+    jobs: await database.db
+      .select()
+      .from(jobs)
+      .where(sql`${jobs.payload}->>'agent' = ${id}`),
+  });
+
+  it('commits the change with its buffered audit row and job', async () => {
+    const store = createStore(database.db);
+    const answer = await store.transaction(async (tx) => {
+      await tx.insertAgent(agent('agt_lands'));
+      await tx.appendAudit({ type: 'agent.created', actor: 'test', agentId: 'agt_lands' }, at);
+      await tx.enqueue([{ kind: 'test.job', payload: { agent: 'agt_lands' } }], at);
+      return 'done';
+    });
+    expect(answer).toBe('done');
+    const landed = await rows('agt_lands');
+    expect(landed.agents).toHaveLength(1);
+    expect(landed.audit.map((row) => row.type)).toEqual(['agent.created']);
+    expect(landed.jobs).toHaveLength(1);
+  });
+
+  it('a buffered write the database refuses rolls the whole change back and is thrown', async () => {
+    const store = createStore(database.db);
+    // PostgreSQL's jsonb holds no NUL: the audit row fails in the buffered statement, after the
+    // agent row was written earlier in the same transaction.
+    await expect(
+      store.transaction(async (tx) => {
+        await tx.insertAgent(agent('agt_rolled_back'));
+        await tx.appendAudit({ type: 'agent.created', actor: 'test', agentId: 'agt_rolled_back', data: { bad: '\u0000' } }, at);
+        await tx.enqueue([{ kind: 'test.job', payload: { agent: 'agt_rolled_back' } }], at);
+      }),
+    ).rejects.toThrow(/unicode|\\u0000/i);
+    const left = await rows('agt_rolled_back');
+    expect(left).toEqual({ agents: [], audit: [], jobs: [] });
+    // The connection the failure happened on serves the next transaction normally.
+    for (let i = 0; i < 3; i += 1) {
+      await store.transaction(async (tx) => {
+        await tx.insertAgent(agent(`agt_after_${i}`));
+        await tx.appendAudit({ type: 'agent.created', actor: 'test', agentId: `agt_after_${i}` }, at);
+      });
+      expect((await rows(`agt_after_${i}`)).audit).toHaveLength(1);
+    }
+  });
+
+  it('the row lock and the read after it see what the previous lock holder committed', async () => {
+    const store = createStore(database.db);
+    await store.transaction((tx) => tx.insertAgent(agent('agt_lock')));
+    let releaseFirst: () => void = () => {};
+    const firstHolds = new Promise<void>((resolve) => (releaseFirst = resolve));
+    let firstLocked: () => void = () => {};
+    const locked = new Promise<void>((resolve) => (firstLocked = resolve));
+    const now = new Date(at.getTime() + 1000);
+    const first = store.transaction(async (tx) => {
+      await tx.lockAgentAndCountWaiting('agt_lock', now, 10);
+      firstLocked();
+      await firstHolds;
+      await tx.insertProposal({ ...pendingProposal('prp_lock_1'), agentId: 'agt_lock' });
+    });
+    await locked;
+    // Queued behind the first transaction's lock; its count must include the first's proposal.
+    const second = store.transaction((tx) => tx.lockAgentAndCountWaiting('agt_lock', now, 10));
+    // On PostgreSQL, release the first only once the second waits for the row lock (PGlite runs
+    // one transaction at a time, and the second simply starts after the first).
+    if (driver === 'postgres') await waitForLockWaiter(database);
+    releaseFirst();
+    await first;
+    expect(await second).toBe(1);
+  });
+});
+
+async function waitForLockWaiter(database: Database): Promise<void> {
+  for (let attempt = 0; attempt < 500; attempt += 1) {
+    const result = await database.db.execute(
+      sql`select count(*)::int as n from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'`,
+    );
+    if (Number((result as unknown as Array<{ n: number }>)[0]?.n ?? 0) > 0) return;
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+  throw new Error('no transaction ever waited for the row lock');
+}
+
+function pendingProposal(id: string) {
+  const createdAt = new Date('2026-11-24T10:00:00.000Z');
+  return {
+    id,
+    agentId: 'agt_lock',
+    operation: 'refund',
+    params: {},
+    paramsHash: 'p',
+    summary: 's',
+    summaryHash: 's',
+    cost: null,
+    confirmationType: 'approval' as const,
+    tokenHash: `t_${id}`,
+    status: 'pending' as const,
+    quorum: 1,
+    commitMode: 'on_approve' as const,
+    callbackUrl: null,
+    createdAt,
+    expiresAt: new Date(createdAt.getTime() + 3_600_000),
+    consumedAt: null,
+    decidedBy: null,
+    decidedAt: null,
+    decisionReason: null,
+    result: null,
+    error: null,
+    executionAttempts: 0,
+    leaseUntil: null,
+    updatedAt: createdAt,
+    approvers: null,
+    reminders: 0,
+    escalatedAt: null,
+  };
+}
+
+describe.skipIf(!process.env.TEST_DATABASE_URL)('named statements (postgres)', () => {
+  let database: Database;
+  beforeAll(async () => {
+    database = await openTestDatabase('postgres', { poolSize: 1 });
+  }, 180_000);
+  afterAll(() => database.close());
+
+  it('drizzle queries are kept as named statements on their connection, inside transactions too', async () => {
+    const store = createStore(database.db);
+    const statements = async () => {
+      const result = await database.db.execute(sql`select count(*)::int as n from pg_prepared_statements`);
+      return Number((result as unknown as Array<{ n: number }>)[0]?.n ?? 0);
+    };
+    const before = await statements();
+    await store.getAgent('agt_none');
+    await database.db.select().from(agents).where(eq(agents.name, 'nobody'));
+    await store.transaction((tx) => tx.getAgent('agt_none'));
+    // One pooled connection: every statement above is now prepared on it (the count query too).
+    expect(await statements()).toBeGreaterThanOrEqual(before + 3);
+  });
+});
