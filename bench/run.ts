@@ -21,7 +21,8 @@
  * BENCH_DRIVERS=postgres (skip PGlite).
  * Also: CPU ms per cycle of `twokey serve` (utime+stime from /proc/<pid>/stat), SQL statements and
  * transactions per step, the minimal raw propose + commit cycle (2 transactions) and twokey's core
- * cycle over HTTP as a ratio of it (and with two replicas on PostgreSQL), AGP `open` execute on echo.
+ * cycle over HTTP as a ratio of it (and on PostgreSQL with two replicas against one, with the share of
+ * busy backends waiting on a lock meanwhile), AGP `open` execute on echo with twokey's CPU per execute.
  * Figures are printed and written to bench/results/latest.json (section "run").
  */
 import { execFileSync } from 'node:child_process';
@@ -47,7 +48,7 @@ import {
   type BenchDatabase,
   type TwokeyProcess,
 } from './support/twokey-process.js';
-import { agpOpenExecutes, coreCycles, createApprover, minimalCycles, withCpu } from './support/hotpath.js';
+import { agpOpenExecutes, coreCycles, createApprover, minimalCycles, sampleLockWaits, withCpu } from './support/hotpath.js';
 import { startWorld, type World } from './support/world.js';
 
 const SEQUENTIAL = Number(process.env.BENCH_SEQUENTIAL ?? 100);
@@ -184,10 +185,21 @@ async function coreFigures(world: World, database: BenchDatabase, twokey: Twokey
       ofMinimal: minimal ? round(oneReplica.cyclesPerSecond / minimal.cyclesPerSecond, 2) : null,
     };
     let twoReplicas = null;
-    if (database.kind === 'postgres') {
+    if (database.url) {
+      const url = database.url;
+      // The same once more on one replica, then on two, each with what its backends wait on.
+      const one = await sampleLockWaits(url, () => coreCycles([twokey.url], benchAgents, approver.approve, concurrency, CONCURRENT));
       const second = await startTwokeyProcess(database, world.configYaml, world.env);
       try {
-        twoReplicas = await coreCycles([twokey.url, second.url], benchAgents, approver.approve, concurrency, CONCURRENT);
+        // The new replica warms up (JIT, its connections' named statements) before it is measured.
+        const two = await sampleLockWaits(url, () => coreCycles([twokey.url, second.url], benchAgents, approver.approve, concurrency, CONCURRENT, CONCURRENT));
+        twoReplicas = {
+          ...two.result,
+          oneReplicaAgain: one.result.cyclesPerSecond,
+          ofOneReplica: round(two.result.cyclesPerSecond / one.result.cyclesPerSecond, 2),
+          lockWaitShare: { oneReplica: one.lockWaitShare, twoReplicas: two.lockWaitShare },
+          lockWaits: { oneReplica: one.byEvent, twoReplicas: two.byEvent },
+        };
       } finally {
         await second.stop();
       }
@@ -271,16 +283,22 @@ function printReport(drivers: Array<Awaited<ReturnType<typeof benchDriver>>>) {
   );
   console.log("(step columns: p50 / p99; raw SQL = the same statements and transactions, replayed directly; CPU = twokey serve's user+system time / cycles)");
   if (drivers.some((figures) => figures.raw)) {
-    console.log('\nSQL per step of one full cycle (statements / transactions), recorded at the driver');
+    console.log('\nSQL per step of one full cycle (statements / transactions / round trips), recorded at the driver');
+    const roundTrips = (count: number | null) => (count === null ? '' : ` / ${count}`);
     console.table(
       drivers
         .filter((figures) => figures.raw)
-        .map((figures) => ({
-          database: figures.driver,
-          ...Object.fromEntries(figures.raw!.steps.map((step) => [step.step, `${step.statements} / ${step.transactions}`])),
-          total: `${figures.raw!.statementsPerCycle} / ${figures.raw!.transactionsPerCycle}`,
-        })),
+        .map((figures) => {
+          const steps = figures.raw!.steps;
+          const total = steps.every((step) => step.roundTrips !== null) ? steps.reduce((sum, step) => sum + (step.roundTrips ?? 0), 0) : null;
+          return {
+            database: figures.driver,
+            ...Object.fromEntries(steps.map((step) => [step.step, `${step.statements} / ${step.transactions}${roundTrips(step.roundTrips)}`])),
+            total: `${figures.raw!.statementsPerCycle} / ${figures.raw!.transactionsPerCycle}${roundTrips(total)}`,
+          };
+        }),
     );
+    console.log('(round trips: writes to the database socket, PostgreSQL only; BEGIN and COMMIT count, pipelined statements share one)');
   }
   if (drivers.some((figures) => figures.minimal || figures.core)) {
     console.log(
@@ -294,6 +312,10 @@ function printReport(drivers: Array<Awaited<ReturnType<typeof benchDriver>>>) {
         'core/minimal': figures.core?.ofMinimal ?? null,
         'core CPU ms/cycle': figures.core?.cpuMsPerCycle ?? null,
         'core cycles/s, two replicas': figures.twoReplicas?.cyclesPerSecond ?? null,
+        'two / one replica': figures.twoReplicas?.ofOneReplica ?? null,
+        'lock waits, one / two replicas': figures.twoReplicas
+          ? `${figures.twoReplicas.lockWaitShare.oneReplica} / ${figures.twoReplicas.lockWaitShare.twoReplicas}`
+          : null,
       })),
     );
   }

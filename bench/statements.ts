@@ -12,7 +12,8 @@ try {
   const recorded = await recordOneCycle(world, process.env.DATABASE_URL);
   let index = 0;
   for (const step of recorded.steps) {
-    console.log(`\n${step.step}: ${step.statements} statements, ${step.transactions} transactions`);
+    const trips = step.roundTrips === null ? '' : `, ${step.roundTrips} round trips`;
+    console.log(`\n${step.step}: ${step.statements} statements, ${step.transactions} transactions${trips}`);
     const slice = recorded.statements.slice(index, index + step.statements);
     index += step.statements;
     if (process.env.BENCH_SQL_TEXT) {

@@ -7,6 +7,7 @@ import { randomBytes } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { performance } from 'node:perf_hooks';
 import { sql } from 'drizzle-orm';
+import postgres from 'postgres';
 import { callAdminSocket } from '../../src/admin/socket.js';
 import { runAdminOperation } from '../../src/admin/operations.js';
 import { parseConfig } from '../../src/config/config-file.js';
@@ -100,8 +101,51 @@ async function post(url: string, apiKey: string, body: unknown, headers: Record<
   return answer;
 }
 
+/**
+ * What the database's busy backends wait on while `work` runs: every 20 ms, the active backends of
+ * the bench database, and of those the ones waiting for a lock (a row, a transaction id, an advisory
+ * lock). A global lock shows up here as a large share of lock waits.
+ */
+export async function sampleLockWaits<T>(
+  url: string,
+  work: () => Promise<T>,
+): Promise<{ result: T; activeSamples: number; lockWaitShare: number; byEvent: Record<string, number> }> {
+  const sampler = postgres(url, { max: 1, onnotice: () => {} });
+  let active = 0;
+  const byEvent: Record<string, number> = {};
+  let running = true;
+  const sampling = (async () => {
+    while (running) {
+      const rows = await sampler<Array<{ wait_event_type: string | null; wait_event: string | null; n: number }>>`
+        select wait_event_type, wait_event, count(*)::int as n from pg_stat_activity
+        where datname = current_database() and state = 'active' and pid <> pg_backend_pid()
+        group by 1, 2`;
+      for (const row of rows) {
+        active += row.n;
+        if (row.wait_event_type === 'Lock') byEvent[row.wait_event ?? 'lock'] = (byEvent[row.wait_event ?? 'lock'] ?? 0) + row.n;
+      }
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+  })();
+  try {
+    const result = await work();
+    return { result, activeSamples: active, lockWaitShare: active ? round(Object.values(byEvent).reduce((a, b) => a + b, 0) / active, 3) : 0, byEvent };
+  } finally {
+    running = false;
+    await sampling;
+    await sampler.end();
+  }
+}
+
 /** Propose → approve (CLI path) → commit with the token, echo executor, no chat. */
-export async function coreCycles(urls: string[], agents: BenchAgent[], approve: (id: string) => Promise<unknown>, concurrency: number, cycles: number) {
+export async function coreCycles(
+  urls: string[],
+  agents: BenchAgent[],
+  approve: (id: string) => Promise<unknown>,
+  concurrency: number,
+  cycles: number,
+  warmUp = 20,
+) {
   const cycle = async (i: number) => {
     const agent = agents[i % agents.length] as BenchAgent;
     // With two replicas, consecutive steps of one cycle go to different replicas, as a load balancer would send them.
@@ -118,7 +162,7 @@ export async function coreCycles(urls: string[], agents: BenchAgent[], approve: 
     );
     if (committed.status !== 'committed') throw new Error(`core cycle ended ${String(committed.status)}`);
   };
-  for (let i = 0; i < 20; i += 1) await cycle(i);
+  await runConcurrently(warmUp, Math.min(concurrency, Math.ceil(warmUp / 10)), cycle);
   const seconds = await runConcurrently(cycles, concurrency, cycle);
   return { concurrency, cycles, cyclesPerSecond: round(cycles / seconds) };
 }

@@ -9,7 +9,7 @@ import { loadEnv } from '../../src/config/env.js';
 import { startTwokey } from '../../src/runtime/server.js';
 import { freePort } from '../../test/support/processes.js';
 import { approveCycle } from './cycles.js';
-import { openRecordedDatabase, prepareReplay, SqlRecorder, type CycleReplay, type RecordedStatement } from './sql-trace.js';
+import { countDatabaseWrites, openRecordedDatabase, prepareReplay, SqlRecorder, type CycleReplay, type RecordedStatement } from './sql-trace.js';
 import { agentClient, createBenchDatabase } from './twokey-process.js';
 import { sleep } from './stats.js';
 import type { World } from './world.js';
@@ -19,7 +19,8 @@ export const RECORDED_STEPS = ['propose', 'post', 'click', 'execute', 'commit', 
 
 export interface RecordedCycle {
   /** Statements and transactions of each step, in RECORDED_STEPS order. */
-  steps: Array<{ step: (typeof RECORDED_STEPS)[number]; statements: number; transactions: number }>;
+  /** `roundTrips`: writes to the database's socket (PostgreSQL only; PGlite runs in the process). */
+  steps: Array<{ step: (typeof RECORDED_STEPS)[number]; statements: number; transactions: number; roundTrips: number | null }>;
   /** The recording agent's id and key hash, which the replay must point at an agent of its own. */
   agentId: string;
   agentKeyHash: string;
@@ -58,9 +59,14 @@ export async function recordOneCycle(world: World, serverUrl: string | undefined
     await database.db.execute(sql`select setval(pg_get_serial_sequence('jobs', 'id'), 10000000)`);
     await database.db.execute(sql`select setval(pg_get_serial_sequence('audit_events', 'id'), 20000000)`);
     await sleep(300);
+    const writes = scratch?.url ? countDatabaseWrites(Number(new URL(scratch.url).port || 5432)) : null;
     recorder.recording = true;
     const marks: number[] = [];
-    const mark = () => marks.push(recorder.statements.length);
+    const writeMarks: number[] = [];
+    const mark = () => {
+      marks.push(recorder.statements.length);
+      writeMarks.push(writes?.count() ?? 0);
+    };
     const id = await client.propose('bench_slack', { n: 10 });
     mark();
     await world.arrivals.wait(`slack:${id}`);
@@ -83,10 +89,16 @@ export async function recordOneCycle(world: World, serverUrl: string | undefined
     }
     mark();
     recorder.recording = false;
+    writes?.stop();
     const statements = recorder.statements.slice();
     const steps = RECORDED_STEPS.map((step, i) => {
       const slice = statements.slice(i === 0 ? 0 : marks[i - 1], marks[i]);
-      return { step, statements: slice.length, transactions: new Set(slice.filter((s) => s.inTransaction).map((s) => s.unit)).size };
+      return {
+        step,
+        statements: slice.length,
+        transactions: new Set(slice.filter((s) => s.inTransaction).map((s) => s.unit)).size,
+        roundTrips: writes ? (writeMarks[i] ?? 0) - (i === 0 ? 0 : (writeMarks[i - 1] ?? 0)) : null,
+      };
     });
     const [keys] = rows<{ key_hash: string }>(await database.db.execute(sql`select key_hash from agents where id = ${agent.id}`));
     return { steps, agentId: agent.id, agentKeyHash: keys?.key_hash ?? '', statements };

@@ -8,12 +8,14 @@
  * issues without drizzle's query builder.
  */
 import { randomInt } from 'node:crypto';
+import { Socket } from 'node:net';
 import { PGlite, type Transaction } from '@electric-sql/pglite';
 import { drizzle as drizzlePglite } from 'drizzle-orm/pglite';
 import { migrate as migratePglite } from 'drizzle-orm/pglite/migrator';
 import { drizzle as drizzlePostgres } from 'drizzle-orm/postgres-js';
 import postgres from 'postgres';
-import { migratePostgresLocked, migrationsFolder, type Database } from '../../src/db/database.js';
+import { migratePostgresLocked, migrationsFolder, withNamedStatements, type Database } from '../../src/db/database.js';
+import { createNotifier } from '../../src/db/notifier.js';
 import { schema } from '../../src/db/schema.js';
 
 type Row = Record<string, unknown>;
@@ -102,13 +104,44 @@ function tracePgliteQuery(query: QueryFunction, recorder: SqlRecorder, unit: num
   }) as QueryFunction;
 }
 
+/**
+ * Counts the writes to sockets connected to `port` (the database's) while it is on: postgres.js
+ * writes once per round trip, whatever it pipelines into that write.
+ */
+export function countDatabaseWrites(port: number): { count(): number; stop(): void } {
+  const write = Socket.prototype.write;
+  let writes = 0;
+  Socket.prototype.write = function countedWrite(this: Socket, ...args: Parameters<Socket['write']>) {
+    if (this.remotePort === port) writes += 1;
+    return write.apply(this, args);
+  } as Socket['write'];
+  return {
+    count: () => writes,
+    stop: () => {
+      Socket.prototype.write = write;
+    },
+  };
+}
+
 /** A migrated database whose every statement `recorder` can see. Same shape as `openDatabase`'s. */
 export async function openRecordedDatabase(url: string | undefined, recorder: SqlRecorder): Promise<Database> {
   if (url) {
     await migratePostgresLocked(url);
     const client = postgres(url, { max: 20, onnotice: () => {} });
-    const db = drizzlePostgres({ client: tracePostgres(client, recorder, null), schema });
-    return { db, kind: 'postgres', client, url, close: () => client.end({ timeout: 5 }) };
+    // Named statements as `twokey serve` has them (src/db/database.ts), seen by the recorder.
+    const db = drizzlePostgres({ client: tracePostgres(withNamedStatements(client), recorder, null), schema });
+    const notifier = createNotifier(url);
+    return {
+      db,
+      kind: 'postgres',
+      client,
+      url,
+      notifier,
+      async close() {
+        await notifier.close();
+        await client.end({ timeout: 5 });
+      },
+    };
   }
   const client = new PGlite();
   const db = drizzlePglite({ client, schema });

@@ -10,6 +10,7 @@ import { drizzle as drizzlePostgres } from 'drizzle-orm/postgres-js';
 import { migrate as migratePostgres } from 'drizzle-orm/postgres-js/migrator';
 import postgres from 'postgres';
 import lockfile from 'proper-lockfile';
+import { createNotifier, type Notifier } from './notifier.js';
 import { schema } from './schema.js';
 
 export type Db = PgDatabase<PgQueryResultHKT, typeof schema>;
@@ -23,6 +24,8 @@ export interface Database {
   url?: string;
   /** The embedded database, for raw benchmarks; absent on PostgreSQL. */
   pglite?: PGlite;
+  /** Wakes the other replicas after a change commits; absent on PGlite, which serves one process. */
+  notifier?: Notifier;
   close(): Promise<void>;
 }
 
@@ -190,7 +193,18 @@ async function openPostgres(url: string, poolSize: number): Promise<Database> {
   await migratePostgresLocked(url);
   const client = postgres(url, { max: poolSize, onnotice: () => {}, backoff: reconnectDelaySeconds });
   const db = drizzlePostgres({ client: withNamedStatements(client), schema });
-  return { db, kind: 'postgres', client, url, close: () => client.end({ timeout: 5 }) };
+  const notifier = createNotifier(url, { backoff: reconnectDelaySeconds });
+  return {
+    db,
+    kind: 'postgres',
+    client,
+    url,
+    notifier,
+    async close() {
+      await notifier.close();
+      await client.end({ timeout: 5 });
+    },
+  };
 }
 
 /** Several replicas starting at once must not migrate concurrently (3 of 4 failed without this lock). */

@@ -6,6 +6,7 @@ import type { AuditQuery, OutboxJobSpec, ProposalFilter, Store, StoreTransaction
 import { auditInsertCtes, createAuditLog } from './audit-log.js';
 import type { Db } from './database.js';
 import { grantTransactionStore } from './grants-store.js';
+import type { Notifier } from './notifier.js';
 import { agents, approvals, proposals } from './schema.js';
 
 /** The channel every replica LISTENs on to wake long-polls. */
@@ -34,6 +35,8 @@ export interface StoreOptions {
   replica?: string;
   /** After a transaction that queued jobs due now commits: the kinds it queued. */
   onJobsQueued?(kinds: readonly string[]): void;
+  /** Wakes the other replicas after commit (PostgreSQL); without it, only this process hears of changes. */
+  notifier?: Notifier | undefined;
 }
 
 const DEFAULT_MAX_ATTEMPTS = 25;
@@ -101,10 +104,17 @@ async function lockedThenRead<L, R>(lock: PromiseLike<L>, read: PromiseLike<R>):
   return Promise.all([lock, read]);
 }
 
-/** What a transaction buffered: one statement that adds its rows, and the job kinds it queued to run now. */
+/** Wake-ups for other replicas: a channel and its payload. */
+type Notification = readonly [channel: string, payload: string];
+
+/**
+ * What a transaction buffered: one statement that adds its rows, the job kinds it queued to run
+ * now, and the notifications to send once it has committed.
+ */
 interface BufferedWrites {
   statement: SQL | null;
   dueKinds: string[];
+  notifications: Notification[];
 }
 
 const dialect = new PgDialect();
@@ -205,19 +215,16 @@ function transactionStore(tx: Executor, replica: string): StoreTransaction & { b
     async notifyChange(proposalId) {
       notify.add(proposalId);
     },
-    /** Takes what was buffered, as one statement, with the kinds of the jobs queued to run now (reminders wait). */
+    /** Takes what was buffered: one statement, the kinds of the jobs queued to run now (reminders wait), the wake-ups. */
     buffered() {
       const parts = [...auditInsertCtes(audit), ...queued.map(({ spec, at }, index) => jobInsertCte(spec, at, index))];
       const dueKinds = [...new Set(queued.filter(({ spec, at }) => !spec.runAt || spec.runAt <= at).map(({ spec }) => spec.kind))];
       audit.length = 0;
       queued.length = 0;
-      // Delivered by PostgreSQL only when the transaction commits, never for a rolled-back change.
-      const notifications = [...notify].map((id) => sql`pg_notify(${PROPOSAL_CHANNEL}, ${id})`);
-      if (dueKinds.length > 0) notifications.push(sql`pg_notify(${JOBS_CHANNEL}, ${`${replica}|${dueKinds.join(',')}`})`);
+      const notifications: Notification[] = [...notify].map((id) => [PROPOSAL_CHANNEL, id] as const);
+      if (dueKinds.length > 0) notifications.push([JOBS_CHANNEL, `${replica}|${dueKinds.join(',')}`]);
       notify.clear();
-      if (parts.length === 0 && notifications.length === 0) return { statement: null, dueKinds };
-      const select = notifications.length > 0 ? sql`select ${sql.join(notifications, sql`, `)}` : sql`select 1`;
-      return { statement: parts.length > 0 ? sql`with ${sql.join(parts, sql`, `)} ${select}` : select, dueKinds };
+      return { statement: parts.length > 0 ? sql`with ${sql.join(parts, sql`, `)} select 1` : null, dueKinds, notifications };
     },
   };
 }
@@ -227,17 +234,21 @@ function transactionStore(tx: Executor, replica: string): StoreTransaction & { b
  * a packet with the COMMIT: if it fails, the transaction is already aborted, PostgreSQL answers the
  * COMMIT with a rollback, and its error is thrown here, after the fact, as if it had come first.
  */
-async function inTransaction<T>(db: Db, replica: string, work: (tx: StoreTransaction) => Promise<T>): Promise<{ value: T; dueKinds: string[] }> {
+async function inTransaction<T>(
+  db: Db,
+  replica: string,
+  work: (tx: StoreTransaction) => Promise<T>,
+): Promise<{ value: T; dueKinds: string[]; notifications: Notification[] }> {
   let beforeCommit: Promise<unknown> | null = null;
   const done = await db.transaction(async (tx) => {
     const store = transactionStore(tx, replica);
     const value = await work(store);
-    const { statement, dueKinds } = store.buffered();
+    const { statement, dueKinds, notifications } = store.buffered();
     if (statement) {
       beforeCommit = sendBeforeCommit(tx, statement);
       if (!beforeCommit) await tx.execute(statement);
     }
-    return { value, dueKinds };
+    return { value, dueKinds, notifications };
   });
   if (beforeCommit) await beforeCommit;
   return done;
@@ -308,8 +319,10 @@ export function createStore(db: Db, options: StoreOptions = {}): Store {
       return row ? { proposal: toProposal(row.proposal), approvals: toApprovals(id, row.approvals) } : null;
     },
     async transaction(work) {
-      const { value, dueKinds } = await inTransaction(db, replica, work);
+      const { value, dueKinds, notifications } = await inTransaction(db, replica, work);
       if (dueKinds.length > 0) options.onJobsQueued?.(dueKinds);
+      // Only after commit, never for a rolled-back change; not awaited (the notifier's close waits for it).
+      if (options.notifier && notifications.length > 0) void options.notifier.send(notifications);
       return value;
     },
     async getProposal(id) {

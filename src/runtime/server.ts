@@ -204,7 +204,9 @@ function createOutbox(options: StartOptions, { logger, database, services }: Fou
 }
 
 /** How this replica's work is woken by changes: its own at once, other replicas' through PostgreSQL. */
-async function wakeOnChanges({ database, services }: Foundation, outbox: OutboxWorker) {
+async function wakeOnChanges({ database, services, logger }: Foundation, outbox: OutboxWorker) {
+  // Changes are saved already; only other replicas' wake-ups are late (until their next poll).
+  database.notifier?.onFailure((error) => logger.warn({ err: error }, 'could not notify the other replicas of a change'));
   // A change made here has just queued jobs: run them now rather than at the next poll, and only
   // in the lanes that have something new.
   const unsubscribeOutbox = services.onJobsQueued((kinds) => outbox.wake(kinds));

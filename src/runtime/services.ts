@@ -82,6 +82,7 @@ export function createServices(options: ServicesOptions) {
   const jobsQueued = new Set<(kinds: readonly string[]) => void>();
   const store = createStore(options.database.db, {
     replica,
+    notifier: options.database.notifier,
     onJobsQueued: (kinds) => {
       for (const listener of jobsQueued) listener(kinds);
     },
