@@ -1,6 +1,6 @@
 import { eq, sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Database } from '../../src/db/database.js';
+import { openDatabase, type Database } from '../../src/db/database.js';
 import { agents, auditEvents, jobs } from '../../src/db/schema.js';
 import { createStore } from '../../src/db/store.js';
 import { drivers, openTestDatabase } from '../support/database.js';
@@ -166,5 +166,21 @@ describe.skipIf(!process.env.TEST_DATABASE_URL)('named statements (postgres)', (
     await store.transaction((tx) => tx.getAgent('agt_none'));
     // One pooled connection: every statement above is now prepared on it (the count query too).
     expect(await statements()).toBeGreaterThanOrEqual(before + 3);
+  });
+
+  it('?prepare=false in DATABASE_URL turns them off, for a pooler that cannot keep them', async () => {
+    const url = new URL((database as Database & { url: string }).url);
+    url.searchParams.set('prepare', 'false');
+    const unprepared = await openDatabase({ databaseUrl: url.toString(), dataDir: '', poolSize: 1 });
+    try {
+      const store = createStore(unprepared.db);
+      await store.transaction((tx) => tx.getAgent('agt_none'));
+      await unprepared.db.select().from(agents).where(eq(agents.name, 'nobody'));
+      const result = await unprepared.db.execute(sql`select count(*)::int as n from pg_prepared_statements`);
+      // drizzle's own `.prepare()`d reads are the only named statements left, and none ran here.
+      expect(Number((result as unknown as Array<{ n: number }>)[0]?.n)).toBe(0);
+    } finally {
+      await unprepared.close();
+    }
   });
 });
