@@ -14,8 +14,7 @@ import { drizzle as drizzlePglite } from 'drizzle-orm/pglite';
 import { migrate as migratePglite } from 'drizzle-orm/pglite/migrator';
 import { drizzle as drizzlePostgres } from 'drizzle-orm/postgres-js';
 import postgres from 'postgres';
-import { migratePostgresLocked, migrationsFolder, withNamedStatements, type Database } from '../../src/db/database.js';
-import { createNotifier } from '../../src/db/notifier.js';
+import { migratePostgresLocked, migrationsFolder, postgresDatabase, withNamedStatements, type Database } from '../../src/db/database.js';
 import { schema } from '../../src/db/schema.js';
 
 type Row = Record<string, unknown>;
@@ -130,18 +129,7 @@ export async function openRecordedDatabase(url: string | undefined, recorder: Sq
     const client = postgres(url, { max: 20, onnotice: () => {} });
     // Named statements as `twokey serve` has them (src/db/database.ts), seen by the recorder.
     const db = drizzlePostgres({ client: tracePostgres(withNamedStatements(client), recorder, null), schema });
-    const notifier = createNotifier(url);
-    return {
-      db,
-      kind: 'postgres',
-      client,
-      url,
-      notifier,
-      async close() {
-        await notifier.close();
-        await client.end({ timeout: 5 });
-      },
-    };
+    return postgresDatabase(url, client, db);
   }
   const client = new PGlite();
   const db = drizzlePglite({ client, schema });

@@ -192,7 +192,11 @@ export function withNamedStatements<T extends postgres.Sql | postgres.Transactio
 async function openPostgres(url: string, poolSize: number): Promise<Database> {
   await migratePostgresLocked(url);
   const client = postgres(url, { max: poolSize, onnotice: () => {}, backoff: reconnectDelaySeconds });
-  const db = drizzlePostgres({ client: withNamedStatements(client), schema });
+  return postgresDatabase(url, client, drizzlePostgres({ client: withNamedStatements(client), schema }));
+}
+
+/** A PostgreSQL database over `client`, with the notifier that wakes other replicas; closing closes both. */
+export function postgresDatabase(url: string, client: postgres.Sql, db: Db): Database {
   const notifier = createNotifier(url, { backoff: reconnectDelaySeconds });
   return {
     db,

@@ -4,6 +4,7 @@ import { openDatabase, type Database } from '../../src/db/database.js';
 import { agents, auditEvents, jobs } from '../../src/db/schema.js';
 import { createStore } from '../../src/db/store.js';
 import { drivers, openTestDatabase } from '../support/database.js';
+import { proposalRecord } from '../support/records.js';
 
 /**
  * The store's transaction sends what it buffered (audit rows, jobs, notifications) last; on
@@ -88,7 +89,9 @@ describe.each(drivers)('store transactions (%s)', (driver) => {
       await tx.lockAgentAndCountWaiting('agt_lock', now, 10);
       firstLocked();
       await firstHolds;
-      await tx.insertProposal({ ...pendingProposal('prp_lock_1'), agentId: 'agt_lock' });
+      await tx.insertProposal(
+        proposalRecord({ id: 'prp_lock_1', agentId: 'agt_lock', tokenHash: 't_lock_1', createdAt: at, expiresAt: new Date(at.getTime() + 3_600_000) }),
+      );
     });
     await locked;
     // Queued behind the first transaction's lock; its count must include the first's proposal.
@@ -111,40 +114,6 @@ async function waitForLockWaiter(database: Database): Promise<void> {
     await new Promise((resolve) => setTimeout(resolve, 10));
   }
   throw new Error('no transaction ever waited for the row lock');
-}
-
-function pendingProposal(id: string) {
-  const createdAt = new Date('2026-11-24T10:00:00.000Z');
-  return {
-    id,
-    agentId: 'agt_lock',
-    operation: 'refund',
-    params: {},
-    paramsHash: 'p',
-    summary: 's',
-    summaryHash: 's',
-    cost: null,
-    confirmationType: 'approval' as const,
-    tokenHash: `t_${id}`,
-    status: 'pending' as const,
-    quorum: 1,
-    commitMode: 'on_approve' as const,
-    callbackUrl: null,
-    createdAt,
-    expiresAt: new Date(createdAt.getTime() + 3_600_000),
-    consumedAt: null,
-    decidedBy: null,
-    decidedAt: null,
-    decisionReason: null,
-    result: null,
-    error: null,
-    executionAttempts: 0,
-    leaseUntil: null,
-    updatedAt: createdAt,
-    approvers: null,
-    reminders: 0,
-    escalatedAt: null,
-  };
 }
 
 describe.skipIf(!process.env.TEST_DATABASE_URL)('named statements (postgres)', () => {
