@@ -4,10 +4,10 @@ import { join } from 'node:path';
 import { PGlite } from '@electric-sql/pglite';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { pgliteDirectory } from '../../src/db/database.js';
-import { freePort, runCli, startServerProcess } from '../support/processes.js';
+import { freePort, PROCESS_TEST_TIMEOUT_MS, runCli, startServerProcess } from '../support/processes.js';
 
 // Each CLI call is a new process (tsx compiles, PGlite opens): generous timeouts for a busy machine.
-describe('twokey CLI on the embedded database, beside a running server', { timeout: 120_000 }, () => {
+describe('twokey CLI on the embedded database, beside a running server', { timeout: PROCESS_TEST_TIMEOUT_MS }, () => {
   let dataDir: string;
   let env: Record<string, string>;
 

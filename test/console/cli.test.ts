@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openDatabase } from '../../src/db/database.js';
-import { freePort, runCli, startServerProcess } from '../support/processes.js';
+import { freePort, PROCESS_TEST_TIMEOUT_MS, runCli, startServerProcess } from '../support/processes.js';
 import { startConsoleTwokey } from './support.js';
 
 describe('twokey approvers link / revoke-sessions (CLI, embedded database)', () => {
@@ -24,59 +24,67 @@ describe('twokey approvers link / revoke-sessions (CLI, embedded database)', () 
   });
   afterAll(() => rm(dataDir, { recursive: true, force: true }));
 
-  it('prints a one-time link (last line) through a running server, and the link signs in once', async () => {
-    const server = await startServerProcess(env);
-    let url: string;
-    try {
-      const linked = await runCli(['approvers', 'link', 'operator'], env);
-      expect(linked.code).toBe(0);
-      url = linked.stdout.trim().split('\n').at(-1) ?? '';
-      expect(url).toMatch(new RegExp(`^http://127\\.0\\.0\\.1:${env.PORT}/console/login\\?token=tk_link_[A-Za-z0-9_-]{43}$`));
-      expect(linked.stdout).toContain('web:operator');
-      // The server's log never shows the CLI's link token (start printed a link of its own, once).
-      expect(server.output()).not.toContain(url.split('token=')[1] ?? 'missing');
+  it(
+    'prints a one-time link (last line) through a running server, and the link signs in once',
+    async () => {
+      const server = await startServerProcess(env);
+      let url: string;
+      try {
+        const linked = await runCli(['approvers', 'link', 'operator'], env);
+        expect(linked.code).toBe(0);
+        url = linked.stdout.trim().split('\n').at(-1) ?? '';
+        expect(url).toMatch(new RegExp(`^http://127\\.0\\.0\\.1:${env.PORT}/console/login\\?token=tk_link_[A-Za-z0-9_-]{43}$`));
+        expect(linked.stdout).toContain('web:operator');
+        // The server's log never shows the CLI's link token (start printed a link of its own, once).
+        expect(server.output()).not.toContain(url.split('token=')[1] ?? 'missing');
 
-      const nobody = await runCli(['approvers', 'link', 'web:mallory'], env);
-      expect(nobody.stdout).toContain('approves no operation');
-    } finally {
-      await server.stop();
-    }
+        const nobody = await runCli(['approvers', 'link', 'web:mallory'], env);
+        expect(nobody.stdout).toContain('approves no operation');
+      } finally {
+        await server.stop();
+      }
 
-    // The link was stored hashed in the data directory: a console on that database accepts it once.
-    const database = await openDatabase({ dataDir });
-    const twokey = await startConsoleTwokey({ driver: 'pglite', database });
-    try {
-      const token = new URL(url).searchParams.get('token') ?? '';
-      expect((await twokey.page(`/console/login?token=${token}`)).body).toContain('Sign in as web:operator');
-      expect((await twokey.form('/console/login', { token })).status).toBe(303);
-      expect((await twokey.form('/console/login', { token })).status).toBe(403);
-    } finally {
-      await twokey.close();
-      await database.close();
-    }
-  }, 60_000);
+      // The link was stored hashed in the data directory: a console on that database accepts it once.
+      const database = await openDatabase({ dataDir });
+      const twokey = await startConsoleTwokey({ driver: 'pglite', database });
+      try {
+        const token = new URL(url).searchParams.get('token') ?? '';
+        expect((await twokey.page(`/console/login?token=${token}`)).body).toContain('Sign in as web:operator');
+        expect((await twokey.form('/console/login', { token })).status).toBe(303);
+        expect((await twokey.form('/console/login', { token })).status).toBe(403);
+      } finally {
+        await twokey.close();
+        await database.close();
+      }
+    },
+    PROCESS_TEST_TIMEOUT_MS,
+  );
 
-  it('revoke-sessions ends the sessions of one approver', async () => {
-    const database = await openDatabase({ dataDir });
-    const twokey = await startConsoleTwokey({ driver: 'pglite', database });
-    let cookie: string;
-    try {
-      ({ cookie } = await twokey.signIn('reviewer'));
-    } finally {
-      await twokey.close();
-      await database.close();
-    }
-    const revoked = await runCli(['approvers', 'revoke-sessions', 'reviewer'], env);
-    expect(revoked).toMatchObject({ code: 0 });
-    expect(revoked.stdout).toContain('web:reviewer: 1 console session(s) ended');
+  it(
+    'revoke-sessions ends the sessions of one approver',
+    async () => {
+      const database = await openDatabase({ dataDir });
+      const twokey = await startConsoleTwokey({ driver: 'pglite', database });
+      let cookie: string;
+      try {
+        ({ cookie } = await twokey.signIn('reviewer'));
+      } finally {
+        await twokey.close();
+        await database.close();
+      }
+      const revoked = await runCli(['approvers', 'revoke-sessions', 'reviewer'], env);
+      expect(revoked).toMatchObject({ code: 0 });
+      expect(revoked.stdout).toContain('web:reviewer: 1 console session(s) ended');
 
-    const again = await openDatabase({ dataDir });
-    const after = await startConsoleTwokey({ driver: 'pglite', database: again });
-    try {
-      expect((await after.page('/console', cookie)).status).toBe(303);
-    } finally {
-      await after.close();
-      await again.close();
-    }
-  }, 60_000);
+      const again = await openDatabase({ dataDir });
+      const after = await startConsoleTwokey({ driver: 'pglite', database: again });
+      try {
+        expect((await after.page('/console', cookie)).status).toBe(303);
+      } finally {
+        await after.close();
+        await again.close();
+      }
+    },
+    PROCESS_TEST_TIMEOUT_MS,
+  );
 });

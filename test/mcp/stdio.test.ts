@@ -2,7 +2,7 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { binPath, runCli } from '../support/processes.js';
+import { binPath, PROCESS_TEST_TIMEOUT_MS, runCli } from '../support/processes.js';
 import { startTestTwokey, type TestTwokey } from '../support/twokey.js';
 import { mcpConfigYaml } from './config.js';
 import { listen, until } from './support.js';
@@ -38,19 +38,23 @@ describe('twokey mcp (stdio, forwarding to a running twokey)', () => {
     expect(tools.find((tool) => tool.name === 'delete_workspace')?.annotations).toMatchObject({ destructiveHint: true, idempotentHint: true });
   });
 
-  it('forwards a call, its progress and its outcome once a human approves', async () => {
-    const progress: string[] = [];
-    const call = client.callTool({ name: 'delete_workspace', arguments: { workspace: 'desk' } }, undefined, {
-      timeout: 90_000,
-      onprogress: (update) => progress.push(update.message ?? ''),
-    });
-    const proposal = await until(async () => (await twokey.services.store.listProposals({ operation: 'delete_workspace', status: 'pending' }))[0]);
-    await until(async () => progress.length > 0);
-    await twokey.services.proposals.approve(proposal.id, { identity: 'web:alice', via: 'web' });
-    const result = (await call) as CallToolResult;
-    expect(result.structuredContent).toMatchObject({ outcome: 'committed', proposalId: proposal.id, decidedBy: ['web:alice'] });
-    expect(progress[0]).toContain('waiting for approval');
-  }, 90_000);
+  it(
+    'forwards a call, its progress and its outcome once a human approves',
+    async () => {
+      const progress: string[] = [];
+      const call = client.callTool({ name: 'delete_workspace', arguments: { workspace: 'desk' } }, undefined, {
+        timeout: 90_000,
+        onprogress: (update) => progress.push(update.message ?? ''),
+      });
+      const proposal = await until(async () => (await twokey.services.store.listProposals({ operation: 'delete_workspace', status: 'pending' }))[0]);
+      await until(async () => progress.length > 0);
+      await twokey.services.proposals.approve(proposal.id, { identity: 'web:alice', via: 'web' });
+      const result = (await call) as CallToolResult;
+      expect(result.structuredContent).toMatchObject({ outcome: 'committed', proposalId: proposal.id, decidedBy: ['web:alice'] });
+      expect(progress[0]).toContain('waiting for approval');
+    },
+    PROCESS_TEST_TIMEOUT_MS,
+  );
 
   it('passes tool errors and protocol errors through', async () => {
     const bad = (await client.callTool({ name: 'upgrade_plan', arguments: { org: 'acme' } })) as CallToolResult;
@@ -59,13 +63,17 @@ describe('twokey mcp (stdio, forwarding to a running twokey)', () => {
     await expect(client.callTool({ name: 'nope', arguments: {} })).rejects.toThrow(/unknown tool "nope"/);
   });
 
-  it('refuses to start with a wrong key or without one, saying why on stderr', async () => {
-    const wrong = await runCli(['mcp'], { TWOKEY_URL: base, TWOKEY_AGENT_KEY: 'tk_agent_wrong' });
-    expect(wrong.code).toBe(1);
-    expect(wrong.stderr).toContain('twokey mcp: cannot use');
-    expect(wrong.stdout).toBe('');
-    const missing = await runCli(['mcp'], { TWOKEY_URL: base, TWOKEY_AGENT_KEY: '' });
-    expect(missing.code).toBe(2);
-    expect(missing.stderr).toContain('set TWOKEY_AGENT_KEY');
-  }, 60_000);
+  it(
+    'refuses to start with a wrong key or without one, saying why on stderr',
+    async () => {
+      const wrong = await runCli(['mcp'], { TWOKEY_URL: base, TWOKEY_AGENT_KEY: 'tk_agent_wrong' });
+      expect(wrong.code).toBe(1);
+      expect(wrong.stderr).toContain('twokey mcp: cannot use');
+      expect(wrong.stdout).toBe('');
+      const missing = await runCli(['mcp'], { TWOKEY_URL: base, TWOKEY_AGENT_KEY: '' });
+      expect(missing.code).toBe(2);
+      expect(missing.stderr).toContain('set TWOKEY_AGENT_KEY');
+    },
+    PROCESS_TEST_TIMEOUT_MS,
+  );
 });

@@ -3,6 +3,14 @@ import { once } from 'node:events';
 import { createServer } from 'node:net';
 import { fileURLToPath } from 'node:url';
 
+/**
+ * The hang guard of a test that starts twokey processes. Each pays Node's start-up and, on a new
+ * embedded database, initdb and the migrations; a 2-core machine at a load average of 10 (CI beside
+ * `npm run bench`) stretches that several-fold, and 60 s was seen to run out there. It bounds a
+ * hang; it measures nothing.
+ */
+export const PROCESS_TEST_TIMEOUT_MS = 240_000;
+
 export const binPath = fileURLToPath(new URL('../../scripts/twokey-from-source.js', import.meta.url));
 
 export async function freePort(): Promise<number> {
