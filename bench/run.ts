@@ -298,7 +298,9 @@ function printReport(drivers: Array<Awaited<ReturnType<typeof benchDriver>>>) {
           };
         }),
     );
-    console.log('(round trips: writes to the database socket, PostgreSQL only; BEGIN and COMMIT count, pipelined statements share one)');
+    console.log(
+      "(round trips: writes to the database sockets, PostgreSQL only: BEGIN and COMMIT count, pipelined statements share one; they include the notifier and the elected jobs' lease checks, about one a second)",
+    );
   }
   if (drivers.some((figures) => figures.minimal || figures.core)) {
     console.log(

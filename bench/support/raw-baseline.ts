@@ -53,7 +53,8 @@ export async function recordOneCycle(world: World, serverUrl: string | undefined
     const url = running.url;
     if (!url) throw new Error('the recording twokey is not listening');
     const client = agentClient(url, { id: agent.id, apiKey });
-    for (let n = 0; n < 10; n += 1) await approveCycle(world, url, 'slack', client, n);
+    // Warm: every pooled connection has met each statement (named statements are described on their first use there).
+    for (let n = 0; n < 40; n += 1) await approveCycle(world, url, 'slack', client, n);
     // Push generated keys far above small constants (attempt counts, quorums) so the replay can
     // tell a job id in a parameter from a literal 1.
     await database.db.execute(sql`select setval(pg_get_serial_sequence('jobs', 'id'), 10000000)`);
@@ -67,7 +68,7 @@ export async function recordOneCycle(world: World, serverUrl: string | undefined
       marks.push(recorder.statements.length);
       writeMarks.push(writes?.count() ?? 0);
     };
-    const id = await client.propose('bench_slack', { n: 10 });
+    const id = await client.propose('bench_slack', { n: 40 });
     mark();
     await world.arrivals.wait(`slack:${id}`);
     // Let the post's own bookkeeping (message id, rendered version) land before the click.

@@ -126,7 +126,7 @@ export function countDatabaseWrites(port: number): { count(): number; stop(): vo
 export async function openRecordedDatabase(url: string | undefined, recorder: SqlRecorder): Promise<Database> {
   if (url) {
     await migratePostgresLocked(url);
-    const client = postgres(url, { max: 20, onnotice: () => {} });
+    const client = postgres(url, { max: 10, onnotice: () => {} });
     // Named statements as `twokey serve` has them (src/db/database.ts), seen by the recorder.
     const db = drizzlePostgres({ client: tracePostgres(withNamedStatements(client), recorder, null), schema });
     return postgresDatabase(url, client, db);

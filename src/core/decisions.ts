@@ -1,7 +1,7 @@
 import { countedApprovers, previewDecision, refusalError, type DecisionAction } from './decision-preview.js';
 import { TwokeyError } from './errors.js';
 import type { ExecutionPipeline } from './execution.js';
-import { operationFor, type Clock, type Decider, type OperationSpec, type ProposalRecord } from './model.js';
+import { operationFor, type AgentRecord, type ApprovalRecord, type Clock, type Decider, type OperationSpec, type ProposalRecord } from './model.js';
 import type { People } from './people.js';
 import type { Store, StoreTransaction } from './ports.js';
 import type { Transitions } from './transitions.js';
@@ -16,7 +16,7 @@ export interface DecisionDeps {
   people: People;
   operation(name: string): OperationSpec | undefined;
   transitions: Transitions;
-  execution: Pick<ExecutionPipeline, 'executeApproved'>;
+  execution: Pick<ExecutionPipeline, 'executeApproved' | 'claimWhenApproved' | 'runApprovedClaim'>;
 }
 
 export type ApproveOutcome = 'counted' | 'already_counted' | 'quorum_reached';
@@ -66,7 +66,10 @@ export function createDecisions(deps: DecisionDeps) {
     return { proposal, operation, agent, approvals, matchedRule, alreadyCounted: !preview.allowed };
   }
 
-  async function recordApproval(tx: StoreTransaction, proposalId: string, decider: Decider, now: Date): Promise<DecisionResult> {
+  /** An approval as recorded; when it completed the quorum, with what its claim of the execution needs. */
+  type RecordedApproval = DecisionResult & { quorum?: { agent: AgentRecord; approvals: ApprovalRecord[] } };
+
+  async function recordApproval(tx: StoreTransaction, proposalId: string, decider: Decider, now: Date): Promise<RecordedApproval> {
     const { proposal, operation, agent, approvals, matchedRule, alreadyCounted } = await authorize(tx, proposalId, decider, 'approve', now);
     // A double click or a retried webhook after the quorum was reached is not an error.
     if (alreadyCounted) return { outcome: 'already_counted', proposal };
@@ -87,24 +90,30 @@ export function createDecisions(deps: DecisionDeps) {
       { type: 'proposal.approved', actor: decider.identity, proposalId: proposal.id, agentId: agent.id, data: { approvers: counted, quorum: proposal.quorum } },
       now,
     );
-    return { outcome: 'quorum_reached', proposal: await settle(tx, approved) };
+    return { outcome: 'quorum_reached', proposal: await settle(tx, approved), quorum: { agent, approvals: [...approvals, approval] } };
   }
 
   async function approve(proposalId: string, decider: Decider): Promise<DecisionResult> {
     const now = clock();
-    const decided = await store.transaction((tx) => recordApproval(tx, proposalId, decider, now));
-    if (decided.outcome === 'already_counted') return decided;
-    if (decided.outcome === 'quorum_reached') announceDecision(decided.proposal);
-    else announce(decided.proposal);
-    if (decided.outcome === 'quorum_reached' && decided.proposal.commitMode === 'on_approve') {
-      const proposal = await execution.executeApproved(decided.proposal.id, decider.identity).catch((error: unknown) => {
-        // The approval stands; the failure is recorded on the proposal and can be retried.
-        if (error instanceof TwokeyError && error.code === 'execution_failed') return null;
-        throw error;
-      });
-      return { outcome: decided.outcome, proposal: proposal ?? (await getProposal(decided.proposal.id)) };
-    }
-    return decided;
+    const decided = await store.transaction(async (tx) => {
+      const { quorum, ...recorded } = await recordApproval(tx, proposalId, decider, now);
+      // The click that completes the quorum of an `on_approve` proposal also claims its execution.
+      const runsNow = quorum && recorded.proposal.commitMode === 'on_approve';
+      const claim = runsNow ? await execution.claimWhenApproved(tx, recorded.proposal, quorum.agent, quorum.approvals, decider.identity) : null;
+      return { ...recorded, claim };
+    });
+    const { outcome, proposal: decidedProposal, claim } = decided;
+    if (outcome === 'already_counted') return { outcome, proposal: decidedProposal };
+    if (outcome === 'quorum_reached') announceDecision(decidedProposal);
+    else announce(decidedProposal);
+    if (outcome !== 'quorum_reached' || decidedProposal.commitMode !== 'on_approve') return { outcome, proposal: decidedProposal };
+    const executing = claim ? execution.runApprovedClaim(claim, decider.identity) : execution.executeApproved(decidedProposal.id, decider.identity);
+    const proposal = await executing.catch((error: unknown) => {
+      // The approval stands; the failure is recorded on the proposal and can be retried.
+      if (error instanceof TwokeyError && error.code === 'execution_failed') return null;
+      throw error;
+    });
+    return { outcome, proposal: proposal ?? (await getProposal(decidedProposal.id)) };
   }
 
   async function reject(proposalId: string, decider: Decider, reason?: string | null): Promise<DecisionResult> {

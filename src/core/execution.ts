@@ -167,22 +167,42 @@ async function claimAndMaybeRun(deps: ExecutionDeps, tx: StoreTransaction, propo
   if (!isAutomaticallyApproved(proposal) && request.approvedBy.length < proposal.quorum) {
     throw new TwokeyError('not_approved', `${request.approvedBy.length} of ${proposal.quorum} approvals still count`);
   }
-  const { settle } = deps.transitions;
   const executor = deps.executorFor(proposal.operation);
-  if (executor.kind === 'remote') {
-    const executing = await tx.updateProposal(proposal.id, {
-      status: 'executing',
-      leaseUntil: new Date(now.getTime() + leaseMsFor(deps, proposal.operation)),
-      executionAttempts: proposal.executionAttempts + 1,
-      updatedAt: now,
-    });
-    await tx.appendAudit({ type: 'execution.started', actor: trigger.actor, proposalId: proposal.id, agentId: agent.id, data: {} }, now);
-    return { done: false, request, proposal: await settle(tx, executing), approvals };
-  }
+  if (executor.kind === 'remote') return { done: false, ...(await leaseForRemote(deps, tx, proposal, request, approvals, trigger.actor, now)) };
   const result = await runExecutor(deps, span, request).catch((error: unknown) => {
     throw new ExecutionFailure(describeFailure(error));
   });
-  return { done: true, proposal: await settle(tx, await recordCommitted(tx, proposal, result, trigger.actor, now)), approvals };
+  return { done: true, proposal: await deps.transitions.settle(tx, await recordCommitted(tx, proposal, result, trigger.actor, now)), approvals };
+}
+
+/** The claim of a remote execution: a lease, one more attempt, `execution.started`. The call runs after commit. */
+async function leaseForRemote(
+  deps: ExecutionDeps,
+  tx: StoreTransaction,
+  proposal: ProposalRecord,
+  request: ExecutionRequest,
+  approvals: ApprovalRecord[],
+  actor: string,
+  now: Date,
+) {
+  const executing = await tx.updateProposal(proposal.id, {
+    status: 'executing',
+    leaseUntil: new Date(now.getTime() + leaseMsFor(deps, proposal.operation)),
+    executionAttempts: proposal.executionAttempts + 1,
+    updatedAt: now,
+  });
+  await tx.appendAudit({ type: 'execution.started', actor, proposalId: proposal.id, agentId: proposal.agentId, data: {} }, now);
+  return { request, proposal: await deps.transitions.settle(tx, executing), approvals };
+}
+
+/** A remote execution claimed in the transaction that approved the proposal; it runs once that transaction has committed. */
+export interface ApprovedClaim {
+  /** The proposal as the decision left it (approved). */
+  approved: ProposalRecord;
+  /** The proposal under its execution lease. */
+  proposal: ProposalRecord;
+  request: ExecutionRequest;
+  approvals: ApprovalRecord[];
 }
 
 async function recordFailure(deps: ExecutionDeps, proposalId: string, message: string, actor: string): Promise<ProposalRecord | null> {
@@ -297,6 +317,36 @@ export function createExecutionPipeline(deps: ExecutionDeps) {
   }
 
   /**
+   * The claim of a proposal that `tx` has just approved, in `tx` itself: it holds the row lock and
+   * has read the approvals, so the claim needs no transaction, lock or read of its own. Only for a
+   * remote executor; null for a local one, whose run and result share a transaction of their own
+   * (`executeApproved`), so that a failed run cannot undo the approval.
+   */
+  async function claimWhenApproved(
+    tx: StoreTransaction,
+    proposal: ProposalRecord,
+    agent: AgentRecord,
+    approvals: ApprovalRecord[],
+    actor: string,
+  ): Promise<ApprovedClaim | null> {
+    if (proposal.status !== 'approved' || deps.executorFor(proposal.operation).kind !== 'remote') return null;
+    const now = clock();
+    const request = requestFor(deps, proposal, agent, approvals, now);
+    if (!isAutomaticallyApproved(proposal) && request.approvedBy.length < proposal.quorum) {
+      throw new TwokeyError('not_approved', `${request.approvedBy.length} of ${proposal.quorum} approvals still count`);
+    }
+    return { approved: proposal, ...(await leaseForRemote(deps, tx, proposal, request, approvals, actor, now)) };
+  }
+
+  /** Runs what `claimWhenApproved` claimed, after its transaction committed: the executor call and its result. */
+  async function runApprovedClaim(claim: ApprovedClaim, actor: string): Promise<ProposalRecord> {
+    const span = tracer.commit(claim.proposal.id);
+    span.begin(claim.approved);
+    deps.transitions.announce(claim.proposal);
+    return traced(span, () => finishRemote(deps, claim.request, actor, span));
+  }
+
+  /**
    * Takes over executions whose process died while the executor held the request: claims them
    * again and re-invokes the executor with the same idempotency key (the proposal id), so the
    * downstream sees a repeat, not a second effect.
@@ -322,7 +372,7 @@ export function createExecutionPipeline(deps: ExecutionDeps) {
     return resumed;
   }
 
-  return { commit, commitWithApprovals, executeApproved, resumeStaleExecutions };
+  return { commit, commitWithApprovals, executeApproved, claimWhenApproved, runApprovedClaim, resumeStaleExecutions };
 }
 
 export type ExecutionPipeline = ReturnType<typeof createExecutionPipeline>;

@@ -210,7 +210,12 @@ function transactionStore(tx: Executor, replica: string): StoreTransaction & { b
       audit.push({ event, at });
     },
     async enqueue(specs, at) {
-      for (const spec of specs) queued.push({ spec, at });
+      for (const spec of specs) {
+        // A coalescing job already queued by this transaction covers this change too (it acts on
+        // the state it reads when it runs).
+        const covered = spec.coalesce && queued.some((job) => job.spec.coalesce && job.spec.kind === spec.kind && job.spec.orderingKey === spec.orderingKey);
+        if (!covered) queued.push({ spec, at });
+      }
     },
     async notifyChange(proposalId) {
       notify.add(proposalId);
