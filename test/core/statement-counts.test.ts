@@ -1,6 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openRecordedDatabase, SqlRecorder } from '../../bench/support/sql-trace.js';
+import type { Executor } from '../../src/core/executor.js';
 import type { Database } from '../../src/db/database.js';
+import { echoExecutor } from '../../src/executors/echo.js';
 import { manualClock } from '../support/clock.js';
 import { drivers, openTestDatabase } from '../support/database.js';
 import { startTestTwokey, type TestTwokey } from '../support/twokey.js';
@@ -94,14 +96,84 @@ describe.each(drivers)('statements per step of the core cycle (%s)', (driver) =>
     expect(figures, JSON.stringify({ propose, approve, commit, read }, null, 1)).toEqual({
       // auth; the agent's row lock, then the count of its waiting proposals (a statement of its own
       // after the lock, so it sees what the lock holder committed); the proposal's insert, then its
-      // audit row and change notice in one statement.
+      // audit row, sent with the COMMIT (the change notice goes out after commit, on its own connection).
       propose: { statements: 5, transactions: 1 },
-      // the lock (with the agent), the approvals, the approval's insert, the proposal's update, audit + notice.
+      // the lock (with the agent), the approvals, the approval's insert, the proposal's update, the audit rows.
       approve: { statements: 5, transactions: 1 },
-      // auth; the same lock and approvals, the update, audit + notice; the answer needs no read after.
+      // auth; the same lock and approvals, the update, the audit row; the answer needs no read after.
       commit: { statements: 5, transactions: 1 },
       // auth; the proposal with its approvals in one statement.
       read: { statements: 2, transactions: 0 },
     });
+  });
+});
+
+/**
+ * The click that completes the quorum of an `on_approve` proposal on a remote executor: approval and
+ * execution claim in one transaction, the executor called after it commits, the result in a second.
+ */
+describe.each(drivers)('an on_approve approval on a remote executor (%s)', (driver) => {
+  const recorder = new SqlRecorder();
+  let recorded: Database;
+  let scratch: (Database & { url?: string }) | null = null;
+  let twokey: TestTwokey;
+  const called: string[] = [];
+  const remote: Executor = {
+    kind: 'remote',
+    run: async (request) => {
+      called.push(request.proposalId);
+      return { deleted: true };
+    },
+  };
+
+  beforeAll(async () => {
+    if (driver === 'postgres') scratch = await openTestDatabase('postgres', { poolSize: 1 });
+    recorded = await openRecordedDatabase(scratch?.url, recorder);
+    twokey = await startTestTwokey({
+      driver,
+      database: recorded,
+      clock: manualClock(),
+      executorFor: (operation) => (operation === 'delete_workspace' ? remote : echoExecutor),
+      outboxPollMs: 600_000,
+      sweepIntervalMs: 600_000,
+      auditIntervalMs: 3_600_000,
+    });
+  });
+  afterAll(async () => {
+    await twokey.close();
+    await recorded.close();
+    await scratch?.close();
+  });
+
+  it('claims the execution in the transaction that reaches the quorum, and records the result in one more', async () => {
+    const agent = await twokey.createAgent('remote-caller');
+    const proposed = await twokey.request('POST', '/v1/proposals', {
+      apiKey: agent.apiKey,
+      body: { operation: 'delete_workspace', params: { workspace: 'w1' } },
+    });
+    const id = String(proposed.body.id);
+    await twokey.services.proposals.approve(id, { identity: 'web:alice', via: 'test' });
+    recorder.statements.length = 0;
+    recorder.recording = true;
+    let decided: Awaited<ReturnType<typeof twokey.services.proposals.approve>>;
+    try {
+      decided = await twokey.services.proposals.approve(id, { identity: 'web:bob', via: 'test' });
+    } finally {
+      recorder.recording = false;
+    }
+    expect(decided).toMatchObject({ outcome: 'quorum_reached', proposal: { status: 'committed', result: { deleted: true } } });
+    expect(called).toEqual([id]);
+    const transactions = new Set(recorder.statements.filter((s) => s.inTransaction).map((s) => s.unit));
+    // Approval and claim, then the result: before, the claim took a transaction (and a lock and a read) of its own.
+    expect(transactions.size).toBe(2);
+    const audit = await twokey.services.store.listAudit({ proposalId: id, limit: 20 });
+    expect(audit.map((event) => event.type)).toEqual([
+      'proposal.created',
+      'approval.recorded',
+      'approval.recorded',
+      'proposal.approved',
+      'execution.started',
+      'proposal.committed',
+    ]);
   });
 });
