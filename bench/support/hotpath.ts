@@ -162,7 +162,7 @@ export async function coreCycles(
     );
     if (committed.status !== 'committed') throw new Error(`core cycle ended ${String(committed.status)}`);
   };
-  await runConcurrently(warmUp, Math.min(concurrency, Math.ceil(warmUp / 10)), cycle);
+  if (warmUp > 0) await runConcurrently(warmUp, Math.min(concurrency, Math.ceil(warmUp / 10)), cycle);
   const seconds = await runConcurrently(cycles, concurrency, cycle);
   return { concurrency, cycles, cyclesPerSecond: round(cycles / seconds) };
 }

@@ -1,3 +1,4 @@
+import { execFileSync } from 'node:child_process';
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
@@ -44,16 +45,27 @@ export async function rssMiB(pid: number): Promise<number> {
 
 const resultsFile = fileURLToPath(new URL('../results/latest.json', import.meta.url));
 
+/** The commit the figures were measured on (short hash), or 'unknown' outside a git checkout. */
+export function currentCommit(): string {
+  try {
+    return execFileSync('git', ['rev-parse', '--short', 'HEAD'], { encoding: 'utf8' }).trim();
+  } catch {
+    return 'unknown';
+  }
+}
+
 /**
  * Merges one section into bench/results/latest.json, so `npm run bench` and `npm run bench:soak`
- * (which takes ten minutes, so it runs on its own) keep one file of figures between them.
+ * (which takes ten minutes, so it runs on its own) keep one file of figures between them. Every
+ * section carries the commit and the time it was measured at.
  */
 export async function recordResults(section: string, figures: unknown): Promise<string> {
   const existing = await readFile(resultsFile, 'utf8').then(
     (text) => JSON.parse(text) as Record<string, unknown>,
     (): Record<string, unknown> => ({}),
   );
-  existing[section] = figures;
+  const stamp = { commit: currentCommit(), at: new Date().toISOString() };
+  existing[section] = figures !== null && typeof figures === 'object' && !Array.isArray(figures) ? { ...stamp, ...figures } : { ...stamp, rows: figures };
   await mkdir(new URL('../results/', import.meta.url), { recursive: true });
   await writeFile(resultsFile, `${JSON.stringify(existing, null, 2)}\n`);
   return resultsFile;
