@@ -6,8 +6,8 @@ import postgres from 'postgres';
  * Not from inside the change's transaction: PostgreSQL makes every committing transaction that sent
  * NOTIFY take one cluster-wide lock and hold it through its commit, WAL flush included. With the
  * notifications inside the state changes, every state change of every replica committed one at a
- * time behind that lock (in `npm run bench`, 21 % of the busy backends of one replica and 59 % of
- * two waited on it). Here they are sent after commit, on a connection of their own whose commits do
+ * time behind that lock (in `npm run bench` on a loaded machine, 21 % of the busy backends of one
+ * replica and 59 % of two waited on it). Here they are sent after commit, on a connection of their own whose commits do
  * not wait for the WAL flush (`synchronous_commit = off`), so the lock is held for microseconds, and
  * the notifications of one turn of the event loop share one statement.
  *
