@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openDatabase, type Database } from '../../src/db/database.js';
 import { agents, auditEvents, jobs } from '../../src/db/schema.js';
 import { createStore } from '../../src/db/store.js';
-import { drivers, openTestDatabase } from '../support/database.js';
+import { describeOnPostgres, drivers, openTestDatabase } from '../support/database.js';
 import { proposalRecord } from '../support/records.js';
 
 /**
@@ -116,10 +116,10 @@ async function waitForLockWaiter(database: Database): Promise<void> {
   throw new Error('no transaction ever waited for the row lock');
 }
 
-describe.skipIf(!process.env.TEST_DATABASE_URL)('named statements (postgres)', () => {
+describeOnPostgres('named statements', (driver) => {
   let database: Database;
   beforeAll(async () => {
-    database = await openTestDatabase('postgres', { poolSize: 1 });
+    database = await openTestDatabase(driver, { poolSize: 1 });
   }, 180_000);
   afterAll(() => database.close());
 
