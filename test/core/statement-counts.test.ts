@@ -1,11 +1,36 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openRecordedDatabase, SqlRecorder } from '../../bench/support/sql-trace.js';
 import type { Executor } from '../../src/core/executor.js';
-import type { Database } from '../../src/db/database.js';
 import { echoExecutor } from '../../src/executors/echo.js';
 import { manualClock } from '../support/clock.js';
-import { drivers, openTestDatabase } from '../support/database.js';
-import { startTestTwokey, type TestTwokey } from '../support/twokey.js';
+import { drivers, openTestDatabase, type Driver } from '../support/database.js';
+import { startTestTwokey, type TestTwokey, type TestTwokeyOptions } from '../support/twokey.js';
+
+/**
+ * A twokey whose every statement `recorder` sees, on a database of its own, doing only the
+ * requests' own work: no outbox poll, sweep or audit integration meanwhile. `close` ends it all.
+ */
+async function startRecordedTwokey(driver: Driver, recorder: SqlRecorder, options: Pick<TestTwokeyOptions, 'executorFor'> = {}) {
+  const scratch = driver === 'postgres' ? await openTestDatabase('postgres', { poolSize: 1 }) : null;
+  const recorded = await openRecordedDatabase(scratch?.url, recorder);
+  const twokey = await startTestTwokey({
+    driver,
+    database: recorded,
+    clock: manualClock(),
+    ...options,
+    outboxPollMs: 600_000,
+    sweepIntervalMs: 600_000,
+    auditIntervalMs: 3_600_000,
+  });
+  return {
+    twokey,
+    async close() {
+      await twokey.close();
+      await recorded.close();
+      await scratch?.close();
+    },
+  };
+}
 
 /**
  * The SQL each step of the core cycle sends, counted at the driver (as `npm run bench:statements`
@@ -14,30 +39,16 @@ import { startTestTwokey, type TestTwokey } from '../support/twokey.js';
  */
 describe.each(drivers)('statements per step of the core cycle (%s)', (driver) => {
   const recorder = new SqlRecorder();
-  let recorded: Database;
-  let scratch: (Database & { url?: string }) | null = null;
+  let running: Awaited<ReturnType<typeof startRecordedTwokey>>;
   let twokey: TestTwokey;
   let agent: { apiKey: string };
 
   beforeAll(async () => {
-    if (driver === 'postgres') scratch = await openTestDatabase('postgres', { poolSize: 1 });
-    recorded = await openRecordedDatabase(scratch?.url, recorder);
-    // Only the requests' own statements: no outbox poll, sweep or audit integration meanwhile.
-    twokey = await startTestTwokey({
-      driver,
-      database: recorded,
-      clock: manualClock(),
-      outboxPollMs: 600_000,
-      sweepIntervalMs: 600_000,
-      auditIntervalMs: 3_600_000,
-    });
+    running = await startRecordedTwokey(driver, recorder);
+    twokey = running.twokey;
     agent = await twokey.createAgent('counted');
   });
-  afterAll(async () => {
-    await twokey.close();
-    await recorded.close();
-    await scratch?.close();
-  });
+  afterAll(() => running.close());
 
   const params = { org: 'acme', plan: 'scale' };
 
@@ -114,8 +125,7 @@ describe.each(drivers)('statements per step of the core cycle (%s)', (driver) =>
  */
 describe.each(drivers)('an on_approve approval on a remote executor (%s)', (driver) => {
   const recorder = new SqlRecorder();
-  let recorded: Database;
-  let scratch: (Database & { url?: string }) | null = null;
+  let running: Awaited<ReturnType<typeof startRecordedTwokey>>;
   let twokey: TestTwokey;
   const called: string[] = [];
   const remote: Executor = {
@@ -127,23 +137,10 @@ describe.each(drivers)('an on_approve approval on a remote executor (%s)', (driv
   };
 
   beforeAll(async () => {
-    if (driver === 'postgres') scratch = await openTestDatabase('postgres', { poolSize: 1 });
-    recorded = await openRecordedDatabase(scratch?.url, recorder);
-    twokey = await startTestTwokey({
-      driver,
-      database: recorded,
-      clock: manualClock(),
-      executorFor: (operation) => (operation === 'delete_workspace' ? remote : echoExecutor),
-      outboxPollMs: 600_000,
-      sweepIntervalMs: 600_000,
-      auditIntervalMs: 3_600_000,
-    });
+    running = await startRecordedTwokey(driver, recorder, { executorFor: (operation) => (operation === 'delete_workspace' ? remote : echoExecutor) });
+    twokey = running.twokey;
   });
-  afterAll(async () => {
-    await twokey.close();
-    await recorded.close();
-    await scratch?.close();
-  });
+  afterAll(() => running.close());
 
   it('claims the execution in the transaction that reaches the quorum, and records the result in one more', async () => {
     const agent = await twokey.createAgent('remote-caller');
