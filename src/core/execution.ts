@@ -138,6 +138,15 @@ function requestFor(deps: ExecutionDeps, proposal: ProposalRecord, agent: AgentR
   };
 }
 
+/** The executor's request, once the approvals that still count reach the quorum (or a rule or grant decided). */
+function approvedRequest(deps: ExecutionDeps, proposal: ProposalRecord, agent: AgentRecord, approvals: readonly ApprovalRecord[], now: Date): ExecutionRequest {
+  const request = requestFor(deps, proposal, agent, approvals, now);
+  if (!isAutomaticallyApproved(proposal) && request.approvedBy.length < proposal.quorum) {
+    throw new TwokeyError('not_approved', `${request.approvedBy.length} of ${proposal.quorum} approvals still count`);
+  }
+  return request;
+}
+
 /** The executor call, as the commit span's child: a downstream receives that span's trace context. */
 function runExecutor(deps: ExecutionDeps, span: CommitSpan, request: ExecutionRequest): Promise<unknown> {
   const executor = deps.executorFor(request.operation);
@@ -163,10 +172,7 @@ async function claimAndMaybeRun(deps: ExecutionDeps, tx: StoreTransaction, propo
   const agent = locked?.agent;
   if (!agent) throw new TwokeyError('internal', 'proposal without agent');
   const approvals = locked.approvals;
-  const request = requestFor(deps, proposal, agent, approvals, now);
-  if (!isAutomaticallyApproved(proposal) && request.approvedBy.length < proposal.quorum) {
-    throw new TwokeyError('not_approved', `${request.approvedBy.length} of ${proposal.quorum} approvals still count`);
-  }
+  const request = approvedRequest(deps, proposal, agent, approvals, now);
   const executor = deps.executorFor(proposal.operation);
   if (executor.kind === 'remote') return { done: false, ...(await leaseForRemote(deps, tx, proposal, request, approvals, trigger.actor, now)) };
   const result = await runExecutor(deps, span, request).catch((error: unknown) => {
@@ -331,10 +337,7 @@ export function createExecutionPipeline(deps: ExecutionDeps) {
   ): Promise<ApprovedClaim | null> {
     if (proposal.status !== 'approved' || deps.executorFor(proposal.operation).kind !== 'remote') return null;
     const now = clock();
-    const request = requestFor(deps, proposal, agent, approvals, now);
-    if (!isAutomaticallyApproved(proposal) && request.approvedBy.length < proposal.quorum) {
-      throw new TwokeyError('not_approved', `${request.approvedBy.length} of ${proposal.quorum} approvals still count`);
-    }
+    const request = approvedRequest(deps, proposal, agent, approvals, now);
     return { approved: proposal, ...(await leaseForRemote(deps, tx, proposal, request, approvals, actor, now)) };
   }
 

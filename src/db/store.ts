@@ -135,8 +135,8 @@ function sendBeforeCommit(tx: Executor, statement: SQL): Promise<unknown> | null
 
 /**
  * A transaction's store, plus `buffered`. The writes that only add rows — audit events, outbox
- * jobs, the change notification — are buffered and sent before commit as one statement
- * (data-modifying CTEs), instead of one round trip each.
+ * jobs — are buffered and sent before commit as one statement (data-modifying CTEs), instead of
+ * one round trip each; the change notifications are kept for after the commit.
  */
 function transactionStore(tx: Executor, replica: string): StoreTransaction & { buffered(): BufferedWrites } {
   const audit: Array<{ event: AuditEventInput; at: Date }> = [];

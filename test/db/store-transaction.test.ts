@@ -54,6 +54,18 @@ describe.each(drivers)('store transactions (%s)', (driver) => {
     expect(landed.jobs).toHaveLength(1);
   });
 
+  it('queues one coalescing job per kind and key, however often the transaction asks', async () => {
+    const store = createStore(database.db);
+    const sync = { kind: 'test.sync', payload: { agent: 'agt_coalesced' }, orderingKey: 'sync:agt_coalesced', coalesce: true };
+    await store.transaction(async (tx) => {
+      await tx.insertAgent(agent('agt_coalesced'));
+      await tx.enqueue([sync], at);
+      await tx.enqueue([sync, { ...sync, coalesce: false }], at);
+    });
+    // The two coalescing ones are one job; the one that does not coalesce is a job of its own.
+    expect((await rows('agt_coalesced')).jobs).toHaveLength(2);
+  });
+
   it('a buffered write the database refuses rolls the whole change back and is thrown', async () => {
     const store = createStore(database.db);
     // PostgreSQL's jsonb holds no NUL: the audit row fails in the buffered statement, after the
