@@ -47,6 +47,8 @@ upstreams:
     url: ${upstream.url}
     headers: { authorization: "Bearer ${TOKEN}" }
     approval: { approvers: [web:operator] }
+    tools:
+      read_note: { readOnly: true }
 `;
   const twokey = await startTwokeyProcess(database, config, {});
   const rows = [];

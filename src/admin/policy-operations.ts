@@ -1,6 +1,6 @@
 import { policyVerdict } from '../core/automatic-decisions.js';
 import { TwokeyError } from '../core/errors.js';
-import { grantState } from '../core/grants.js';
+import { describeBound, grantState } from '../core/grants.js';
 import type { AgentRecord } from '../core/model.js';
 import { policyDecider } from '../policy/rules.js';
 import type { Services } from '../runtime/services.js';
@@ -99,7 +99,7 @@ export const policyOperations = {
       grantedBy: approvals.map((a) => a.approver),
       quorum: grant.quorum,
       uses: grant.maxUses === null ? `${grant.uses}` : `${grant.uses}/${grant.maxUses}`,
-      bounds: grant.bounds.map((b) => `${b.param} ${b.op === 'lte' ? '<=' : '=='} ${JSON.stringify(b.value)}`),
+      bounds: grant.bounds.map(describeBound),
       expiresAt: grant.expiresAt.toISOString(),
       revokedBy: grant.revokedBy,
     }));

@@ -50,7 +50,12 @@ export interface OperationDefinition extends OperationSpec {
     | { type: 'mcp'; connection: McpConnection; tool: string };
   /** Set on operations imported from an MCP upstream's tool list (src/mcp/upstreams.ts). */
   upstreamTool?: { upstream: string; tool: string; readOnly: boolean };
+  /** A short display name (an upstream tool's own `title`); tools without one show their description's first words. */
+  title?: string;
 }
+
+/** What twokey does with an argument an upstream tool's schema does not name. */
+export type UndeclaredArguments = 'refuse' | 'show';
 
 /** How twokey reaches an MCP server: Streamable HTTP (`url`) or a child process over stdio (`command`). */
 export interface McpConnection {
@@ -70,12 +75,20 @@ export interface UpstreamDefinition {
   name: string;
   connection: McpConnection;
   /** For tools that need approval (not read-only, or given an `approval` of their own). */
-  defaults: Pick<OperationDefinition, 'expiresInMs' | 'commit' | 'confirmationType'> & { approval?: OperationDefinition['approval'] };
+  defaults: Pick<OperationDefinition, 'expiresInMs' | 'commit' | 'confirmationType'> & {
+    approval?: OperationDefinition['approval'];
+    undeclaredArguments: UndeclaredArguments;
+  };
+  /** Whether the server's own `readOnlyHint` may exempt its tools from approval (default: it may not). */
+  trustAnnotations: boolean;
   tools: Record<string, UpstreamToolOverride>;
 }
 
 export interface UpstreamToolOverride {
   expose: boolean;
+  /** true: runs without approval; false: needs approval whatever the server's annotations say. */
+  readOnly?: boolean;
+  undeclaredArguments?: UndeclaredArguments;
   description?: string;
   summary?: string;
   approval?: OperationDefinition['approval'];
@@ -292,6 +305,8 @@ function buildUpstream(parsed: z.output<typeof upstreamSchema>, index: number, i
     }
     tools[tool] = {
       expose: override.expose,
+      ...(override.readOnly !== undefined ? { readOnly: override.readOnly } : {}),
+      ...(override.undeclaredArguments !== undefined ? { undeclaredArguments: override.undeclaredArguments } : {}),
       ...(override.description !== undefined ? { description: override.description } : {}),
       ...(override.summary !== undefined ? { summary: override.summary } : {}),
       ...(override.approval ? { approval: approvalOf(override.approval) } : {}),
@@ -308,7 +323,9 @@ function buildUpstream(parsed: z.output<typeof upstreamSchema>, index: number, i
       commit: parsed.commit,
       confirmationType: parsed.confirmationType,
       ...(parsed.approval ? { approval: approvalOf(parsed.approval) } : {}),
+      undeclaredArguments: parsed.undeclaredArguments,
     },
+    trustAnnotations: parsed.trustAnnotations,
     tools,
   };
 }

@@ -110,15 +110,27 @@ function oneTransport(
   }
 }
 
-const upstreamToolSchema = z.strictObject({
-  expose: z.boolean().default(true),
-  description: z.string().optional(),
-  summary: z.string().min(1, { error: 'expected a non-empty template' }).optional(),
-  approval: approvalSchema.optional(),
-  expiresIn: z.string().optional(),
-  commit: z.enum(['on_approve', 'agent']).optional(),
-  confirmationType: z.enum(['payment', 'approval', 'verification']).optional(),
-});
+/** `refuse`: an argument the tool's schema does not name is refused; `show`: accepted and named in the summary ("and also …"). */
+const undeclaredArguments = z.enum(['refuse', 'show']);
+
+const upstreamToolSchema = z
+  .strictObject({
+    expose: z.boolean().default(true),
+    // The operator's word that the tool changes nothing: only then does it run without approval.
+    readOnly: z.boolean().optional(),
+    undeclaredArguments: undeclaredArguments.optional(),
+    description: z.string().optional(),
+    summary: z.string().min(1, { error: 'expected a non-empty template' }).optional(),
+    approval: approvalSchema.optional(),
+    expiresIn: z.string().optional(),
+    commit: z.enum(['on_approve', 'agent']).optional(),
+    confirmationType: z.enum(['payment', 'approval', 'verification']).optional(),
+  })
+  .superRefine((tool, ctx) => {
+    if (tool.readOnly === true && tool.approval !== undefined) {
+      ctx.addIssue({ code: 'custom', path: ['readOnly'], message: 'a read-only tool runs without approval: set readOnly: true or an approval, not both' });
+    }
+  });
 
 export const upstreamSchema = z
   .strictObject({
@@ -128,6 +140,9 @@ export const upstreamSchema = z
     expiresIn: duration('5m', 10_000, 7 * 86_400_000, '10s and 7d'),
     commit: z.enum(['on_approve', 'agent']).default('on_approve'),
     confirmationType: z.enum(['payment', 'approval', 'verification']).default('approval'),
+    // MCP tool annotations are hints from the server: a hostile one can call anything read-only.
+    trustAnnotations: z.boolean().default(false),
+    undeclaredArguments: undeclaredArguments.default('refuse'),
     tools: z.record(z.string(), upstreamToolSchema).default({}),
   })
   .superRefine(oneTransport);

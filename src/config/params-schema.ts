@@ -84,6 +84,65 @@ function close(schema: JSONSchema, path: PropertyKey[], standalone: boolean): vo
   }
 }
 
+// Keywords that only apply to objects: a schema without `type` that uses one describes (also) objects.
+const OBJECT_KEYWORDS = [
+  'properties',
+  'patternProperties',
+  'additionalProperties',
+  'unevaluatedProperties',
+  'required',
+  'propertyNames',
+  'minProperties',
+  'maxProperties',
+  'dependentRequired',
+  'dependentSchemas',
+];
+// Subschemas that only decide (a condition, a negation, a name check): they never admit a value.
+const DECIDING = new Set(['not', 'if', 'propertyNames']);
+
+type SealRole = 'standalone' | 'branch' | 'deciding';
+
+/** Whether an object schema's properties are (also) declared in its allOf/anyOf/…/dependentSchemas branches. */
+function declaresInBranches(schema: JSONSchema): boolean {
+  return childSchemas(schema).some(
+    ({ keyword, child }) => COMBINATORS.has(keyword) && keyword !== 'if' && (isSchemaObject(child['properties']) || declaresInBranches(child)),
+  );
+}
+
+/**
+ * Returns a copy of an MCP upstream's `inputSchema` in which every object, at any depth, admits only
+ * the properties it names: the upstream's own `additionalProperties: true | {schema}`,
+ * `patternProperties` and `unevaluatedProperties: true | {schema}` are dropped, and each object is
+ * closed (`additionalProperties: false`, or `unevaluatedProperties: false` where its properties are
+ * spread over allOf/anyOf/… branches). Unlike `closeParamsSchema`, it never leaves an upstream's
+ * choice standing: an upstream is another party, and the summary the approver reads names the
+ * declared arguments only. A schema without `type` that uses object keywords becomes `type: object`
+ * (only ever stricter). Subschemas that only decide (`not`, `if`, `propertyNames`) lose what could
+ * admit names (as annotations, `if: {additionalProperties: true}` would count every property as
+ * evaluated) but are not closed, since closing a condition changes what it means.
+ */
+export function sealParamsSchema(schema: JSONSchema): JSONSchema {
+  const copy = structuredClone(schema);
+  seal(copy, 'standalone');
+  return copy;
+}
+
+function seal(schema: JSONSchema, role: SealRole): void {
+  const typeless = schema['type'] === undefined;
+  const objectish = describesObject(schema) || (typeless && OBJECT_KEYWORDS.some((keyword) => keyword in schema));
+  if (role !== 'deciding' && typeless && objectish) schema['type'] = 'object';
+  delete schema['patternProperties'];
+  for (const keyword of ['additionalProperties', 'unevaluatedProperties']) if (schema[keyword] !== false) delete schema[keyword];
+  if (role === 'standalone' && objectish && schema['additionalProperties'] !== false && schema['unevaluatedProperties'] !== false) {
+    if (declaresInBranches(schema)) schema['unevaluatedProperties'] = false;
+    else schema['additionalProperties'] = false;
+  }
+  for (const { keyword, child } of childSchemas(schema)) {
+    const childRole: SealRole = role === 'deciding' || DECIDING.has(keyword) ? 'deciding' : objectish && COMBINATORS.has(keyword) ? 'branch' : 'standalone';
+    seal(child, childRole);
+  }
+}
+
 function describeError(error: ErrorObject): ParamError {
   const params = error.params as Record<string, unknown>;
   switch (error.keyword) {
@@ -108,6 +167,12 @@ function escapePointer(segment: string): string {
   return segment.replaceAll('~', '~0').replaceAll('/', '~1');
 }
 
+function newAjv(): Ajv2020 {
+  const ajv = new Ajv2020({ allErrors: true, strict: true, allowUnionTypes: true });
+  ajvFormats.default(ajv);
+  return ajv;
+}
+
 /**
  * Compiles a (closed) params schema. One Ajv instance per schema so that `$id`s of
  * different operations cannot collide. Strict mode turns keyword typos (`requird`) and
@@ -121,8 +186,7 @@ export function compileParamsSchema(schema: JSONSchema): ValidateParams {
   if (schema['type'] !== 'object') {
     throw new ParamsSchemaError(['type'], 'expected "object": params are always a JSON object');
   }
-  const ajv = new Ajv2020({ allErrors: true, strict: true, allowUnionTypes: true });
-  ajvFormats.default(ajv);
+  const ajv = newAjv();
   let validate: ReturnType<typeof ajv.compile>;
   try {
     validate = ajv.compile(schema);
@@ -130,6 +194,21 @@ export function compileParamsSchema(schema: JSONSchema): ValidateParams {
     throw new ParamsSchemaError([], error instanceof Error ? error.message : String(error));
   }
   return (params) => (validate(params) ? [] : (validate.errors ?? []).map(describeError));
+}
+
+/**
+ * For params accepted under an upstream's own (open) schema: the JSON Pointer of every property the
+ * sealed schema would have refused as undeclared, at any depth, so the summary can name each one.
+ */
+export function compileUndeclaredFinder(sealedSchema: JSONSchema): (params: unknown) => string[] {
+  const validate = newAjv().compile(sealedSchema);
+  return (params) => {
+    if (validate(params)) return [];
+    const paths = (validate.errors ?? [])
+      .filter((error) => error.keyword === 'additionalProperties' || error.keyword === 'unevaluatedProperties')
+      .map((error) => describeError(error).path);
+    return [...new Set(paths)];
+  };
 }
 
 export function describeSchemaPath(base: string, path: readonly PropertyKey[]): string {

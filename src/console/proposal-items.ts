@@ -1,4 +1,5 @@
 import { previewDecision } from '../core/decision-preview.js';
+import { boundsFrom } from '../core/grants.js';
 import { operationFor, type AgentRecord, type ApprovalRecord, type ProposalRecord } from '../core/model.js';
 import { isFailedExecution } from '../core/outcome.js';
 import type { ConsoleQueries, ConsoleServices } from './ports.js';
@@ -45,6 +46,7 @@ export function proposalItems(services: ConsoleServices, queries: ConsoleQueries
         approvals: list,
         eligibility: eligibility(approver, proposal, agent, list),
         grantDurationsMs: operation?.grants?.allow ? operation.grants.durationsMs : [],
+        grantBounds: operation?.grants?.allow ? boundsFrom(proposal.params, operation.paramsSchema) : [],
       };
     });
   }

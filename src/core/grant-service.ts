@@ -75,7 +75,7 @@ export function createGrantService(deps: GrantServiceDeps) {
           agentId: proposal.agentId,
           sourceProposalId: proposal.id,
           quorum: proposal.quorum,
-          bounds: terms.bounded ? boundsFrom(proposal.params) : [],
+          bounds: terms.bounded ? boundsFrom(proposal.params, configured.paramsSchema) : [],
           maxUses: terms.maxUses,
           uses: 0,
           durationMs: terms.durationMs,

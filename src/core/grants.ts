@@ -1,4 +1,5 @@
 import type { ApprovalRecord } from './model.js';
+import { canonicalJson } from './secrets.js';
 
 /**
  * Grants: an approver's "approve, and approve the same for this agent for 1 h" — optionally
@@ -8,8 +9,8 @@ import type { ApprovalRecord } from './model.js';
 
 export interface GrantBound {
   param: string;
-  /** `eq`: the same value; `lte`: a number at most this one. */
-  op: 'eq' | 'lte';
+  /** `eq`: the same value; `lte`: a number at most this one; `absent`: not given at all (`value` is null). */
+  op: 'eq' | 'lte' | 'absent';
   value: unknown;
 }
 
@@ -77,22 +78,59 @@ export interface GrantFilter {
 /** `grant:<id>`: the decider a proposal covered by a grant is recorded under. */
 export const grantDecider = (grant: Pick<GrantRecord, 'id'>): string => `grant:${grant.id}`;
 
-/** Bounds taken from the proposal a grant is given on: numbers up to its value, anything else equal. */
-export function boundsFrom(params: Record<string, unknown>): GrantBound[] {
-  return Object.entries(params).map(([param, value]) =>
-    typeof value === 'number' && Number.isFinite(value) ? { param, op: 'lte' as const, value } : { param, op: 'eq' as const, value },
+/** The params an operation's schema names at its top level. */
+export function declaredParams(paramsSchema: Record<string, unknown>): string[] {
+  const properties = paramsSchema['properties'];
+  return typeof properties === 'object' && properties !== null && !Array.isArray(properties) ? Object.keys(properties) : [];
+}
+
+/**
+ * Bounds taken from the proposal a grant is given on: numbers up to its value, anything else equal,
+ * and every declared param it did not have absent. Absent, not "absent or the schema's default":
+ * twokey hands an executor exactly the params proposed, and an executor may treat a field it was not
+ * given (leave as is) differently from the same field set to its default value.
+ */
+export function boundsFrom(params: Record<string, unknown>, paramsSchema: Record<string, unknown>): GrantBound[] {
+  const given = Object.entries(params).map(([param, value]): GrantBound =>
+    typeof value === 'number' && Number.isFinite(value) ? { param, op: 'lte', value } : { param, op: 'eq', value },
   );
+  const absent = declaredParams(paramsSchema)
+    .filter((param) => !Object.hasOwn(params, param))
+    .map((param): GrantBound => ({ param, op: 'absent', value: null }));
+  return [...given, ...absent];
+}
+
+/** A bound as people read it: `amount_cents ≤ 100`, `to = "acme"`, `memo absent`. */
+export function describeBound(bound: GrantBound): string {
+  switch (bound.op) {
+    case 'lte':
+      return `${bound.param} ≤ ${JSON.stringify(bound.value)}`;
+    case 'absent':
+      return `${bound.param} absent`;
+    default:
+      return `${bound.param} = ${JSON.stringify(bound.value)}`;
+  }
 }
 
 function sameJson(a: unknown, b: unknown): boolean {
-  return JSON.stringify(a) === JSON.stringify(b);
+  return a !== undefined && b !== undefined && canonicalJson(a) === canonicalJson(b);
 }
 
+/**
+ * Whether params stay within a bounded grant's bounds (no bounds: any params). A param no bound
+ * names is outside them, whatever the bounds say about the others: a grant covers only what its
+ * approver saw, and grants stored before `absent` bounds existed named only the params given.
+ */
 export function withinBounds(bounds: readonly GrantBound[], params: Record<string, unknown>): boolean {
+  if (bounds.length === 0) return true;
+  const named = new Set(bounds.map((bound) => bound.param));
+  if (Object.keys(params).some((param) => !named.has(param))) return false;
   return bounds.every((bound) => {
-    const value = params[bound.param];
+    const given = Object.hasOwn(params, bound.param);
+    const value = given ? params[bound.param] : undefined;
+    if (bound.op === 'absent') return !given;
     if (bound.op === 'lte') return typeof value === 'number' && typeof bound.value === 'number' && value <= bound.value;
-    return sameJson(value, bound.value);
+    return given && sameJson(value, bound.value);
   });
 }
 

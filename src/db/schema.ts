@@ -275,8 +275,8 @@ export const grants = pgTable(
       .references(() => agents.id),
     sourceProposalId: text('source_proposal_id').references(() => proposals.id),
     quorum: integer('quorum').notNull(),
-    // [] = any params; otherwise each bound must hold ({param, op: 'eq' | 'lte', value}).
-    bounds: jsonb('bounds').$type<Array<{ param: string; op: 'eq' | 'lte'; value: unknown }>>().notNull(),
+    // [] = any params; otherwise each bound must hold ({param, op: 'eq' | 'lte' | 'absent', value}) and no other param be given.
+    bounds: jsonb('bounds').$type<Array<{ param: string; op: 'eq' | 'lte' | 'absent'; value: unknown }>>().notNull(),
     maxUses: integer('max_uses'),
     uses: integer('uses').notNull().default(0),
     durationMs: integer('duration_ms').notNull(),

@@ -85,7 +85,11 @@ export function grantModal(proposalId: string, operation: string, durationsMs: r
             max_values: 1,
             options: [
               { label: 'Any params', value: 'any', default: true },
-              { label: "Only amounts up to this proposal's, other params equal", value: 'bounded' },
+              {
+                label: "Amounts up to this proposal's, other params as in it",
+                description: 'A param this proposal lacks must stay absent.',
+                value: 'bounded',
+              },
             ],
           },
         },

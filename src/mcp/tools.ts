@@ -51,17 +51,36 @@ export function approvalText(operation: OperationDefinition): string {
   );
 }
 
+/**
+ * `text` cut to at most `max` characters at a word boundary, with `…` when cut. A word longer than
+ * the limit is cut inside (the only way to stay within it).
+ */
+export function cutAtWord(text: string, max: number): string {
+  const characters = [...text];
+  if (characters.length <= max) return text;
+  const head = characters.slice(0, max - 1).join('');
+  // The last word is whole when the text goes on with a space; otherwise drop its cut part.
+  const whole = /^\s/.test(characters[max - 1] ?? '') ? head : head.replace(/\s+\S*$/, '');
+  return `${(whole || head).trimEnd()}…`;
+}
+
+const TITLE_LENGTH = 100;
+
 /** One gated tool per operation the agent may propose (name = operation, input = its params schema). */
 export function toolOf(operation: OperationDefinition): Tool {
   const readOnly = operation.upstreamTool?.readOnly === true;
   const openWorld = operation.executor.type !== 'echo';
+  const described = operation.description.trim().replace(/\.?$/, '.');
+  const title = operation.title ?? (cutAtWord(operation.description.split('\n')[0]?.trim() ?? '', TITLE_LENGTH) || operation.name);
   return {
     name: operation.name,
-    description: `${operation.description.trim().replace(/\.?$/, '.')} ${approvalText(operation)}`,
+    title,
+    // An upstream's words come after twokey's own: what the model reads first about approval is true.
+    description: operation.upstreamTool ? `${approvalText(operation)} ${described}` : `${described} ${approvalText(operation)}`,
     inputSchema: operation.paramsSchema as Tool['inputSchema'],
     outputSchema: outcomeOutputSchema as unknown as Tool['outputSchema'],
     annotations: {
-      title: operation.description.split('\n')[0]?.slice(0, 100) || operation.name,
+      title,
       readOnlyHint: readOnly,
       destructiveHint: !readOnly,
       // Calling again with the same arguments returns the same proposal: twokey makes every tool idempotent.

@@ -35,7 +35,7 @@ import { createServices, type Services } from './services.js';
 import { ESCALATE_JOB, REMIND_JOB } from '../core/automatic-decisions.js';
 import { CHAT_FOLLOW_UP_JOB } from '../core/follow-ups.js';
 import { createSharedRateLimitStore, type SharedRateLimitStore } from '../db/rate-limit-store.js';
-import { createUpstreamClients, withUpstreamOperations, type UpstreamClients } from '../mcp/upstreams.js';
+import { createUpstreamClients, ungatedUpstreamTools, withUpstreamOperations, type UpstreamClients } from '../mcp/upstreams.js';
 import { registerMcpRoutes } from '../mcp/http-route.js';
 import type { McpCalls } from '../mcp/calls.js';
 import { createMcpStore } from '../db/mcp-store.js';
@@ -114,6 +114,14 @@ function chatFromEnvironment(env: Env, services: Services, wiring: ChatWiring, l
 export function createLogger(level: string, stream?: DestinationStream): Logger {
   // stdout written asynchronously (pino flushes it at exit): a log line never blocks the event loop.
   return pino(loggerOptions(level), stream ?? pino.destination({ dest: 1, sync: false }));
+}
+
+/** Upstream tools that run with no human are the operator's choice: say at every start which they are. */
+function announceUngatedTools(config: TwokeyConfig, logger: Logger): void {
+  if (config.upstreams.length === 0) return;
+  const ungated = ungatedUpstreamTools(config);
+  if (ungated.length === 0) logger.info('every imported upstream tool needs approval');
+  else logger.warn({ ungated }, `${ungated.length} upstream tool(s) run without approval: ${ungated.map((tool) => tool.operation).join(', ')}`);
 }
 
 /** What every later phase of start-up builds on. */
@@ -378,5 +386,6 @@ export async function startTwokey(options: StartOptions): Promise<RunningTwokey>
   };
 
   logger.info({ url, database: database.kind, config: config.source, operations: config.operations.length }, 'twokey started');
+  announceUngatedTools(config, logger);
   return { app, webConsole, chatSync, outbox, sweeper: sweeping.sweeper, audit, idempotency, services, mcp, logger, url, close };
 }

@@ -283,7 +283,13 @@ export function grantModal(proposal: { id: string; operation: string; summary: s
         element: {
           type: 'checkboxes',
           action_id: GRANT_INPUT,
-          options: [{ text: plain("Only amounts up to this proposal's, other params equal"), value: 'bounded' }],
+          options: [
+            {
+              text: plain("Amounts up to this proposal's, other params as in it"),
+              description: plain('A param this proposal lacks must stay absent.'),
+              value: 'bounded',
+            },
+          ],
         },
       },
     ],

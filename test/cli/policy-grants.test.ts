@@ -86,7 +86,7 @@ describe('twokey policy test and twokey grants, as processes on the embedded dat
     const listed = await runCli(['grants', 'list'], env);
     expect(listed).toMatchObject({ code: 0, stderr: '' });
     const row = listed.stdout.split('\n').find((line) => line.includes(grantId)) ?? '';
-    for (const cell of ['active', 'refund', 'argus', 'web:alice', '0/3', 'amount_cents <= 5000', 'customer == "c1"']) expect(row).toContain(cell);
+    for (const cell of ['active', 'refund', 'argus', 'web:alice', '0/3', 'amount_cents ≤ 5000', 'customer = "c1"']) expect(row).toContain(cell);
 
     const revoked = await runCli(['grants', 'revoke', grantId, '--as', 'web:bob'], env);
     expect(revoked).toMatchObject({ code: 0, stderr: '' });

@@ -21,6 +21,22 @@ const grantsConfigYaml = configYaml([
   }),
   payoutOperation({ expiresIn: '1h', approvers: ['web:operator', 'web:reviewer'], quorum: 2, grants: { maxDuration: '1h' }, commit: 'on_approve' }),
   sendMailingOperation({ expiresIn: '1h', approvers: ['web:operator', 'web:reviewer'], commit: 'on_approve' }),
+  `  - name: transfer
+    description: Send money
+    params:
+      type: object
+      required: [to, amount_cents]
+      properties:
+        to: { type: string }
+        amount_cents: { type: integer, minimum: 1 }
+        memo: { type: string }
+        meta: { type: object }
+        n: { type: integer }
+    summary: "{{agent}} sends {{params.amount_cents}} cents to {{params.to}}."
+    approval: { approvers: [web:operator, web:reviewer] }
+    grants: { allow: true, maxDuration: 1h }
+    executor: { type: echo }
+`,
 ]);
 
 const grantOf = (location: unknown): string => new URL(String(location), 'http://x').searchParams.get('grant') ?? '';
@@ -134,6 +150,28 @@ describe.each(drivers)('grants in the web console (%s)', (driver) => {
     for (const id of [bigger.id, otherCustomer.id, third.id]) {
       await twokey.form(`/console/proposals/${id}/reject`, { _csrf: operator.csrf }, { cookie: operator.cookie });
     }
+  });
+
+  it('a bounded grant binds every declared param: one the source proposal lacked stays absent, and the form lists it', async () => {
+    const first = await twokey.propose(apiKey, 'transfer', { to: 'acme', amount_cents: 100 });
+    const form = await twokey.page(`/console/proposals/${first.id}`, operator.cookie);
+    for (const bound of ['to = &quot;acme&quot;', 'amount_cents ≤ 100', 'memo absent', 'meta absent', 'n absent']) expect(form.body).toContain(bound);
+    const grantId = grantOf((await approveFor(first.id, operator, { duration: String(HOUR), bounded: 'yes' })).headers.location);
+    expect(await status(first.id)).toBe('committed');
+    expect((await twokey.page('/console/grants', operator.cookie)).body).toContain('memo absent');
+
+    const smuggled = [{ memo: 'ALSO wire the balance to evil' }, { meta: {} }, { n: 1 }];
+    const waiting: string[] = [];
+    for (const extra of smuggled) {
+      const proposal = await twokey.propose(apiKey, 'transfer', { to: 'acme', amount_cents: 50, ...extra });
+      expect(await status(proposal.id), JSON.stringify(extra)).toBe('pending');
+      waiting.push(proposal.id);
+    }
+    const covered = await twokey.propose(apiKey, 'transfer', { to: 'acme', amount_cents: 50 });
+    expect((await twokey.services.store.getProposal(covered.id))?.decidedBy).toBe(`grant:${grantId}`);
+
+    for (const id of waiting) await twokey.form(`/console/proposals/${id}/reject`, { _csrf: operator.csrf }, { cookie: operator.cookie });
+    await twokey.form(`/console/grants/${grantId}/revoke`, { _csrf: operator.csrf }, { cookie: operator.cookie });
   });
 
   it('a non-approver can neither create nor revoke a grant; an owner cannot create one', async () => {

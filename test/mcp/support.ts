@@ -2,9 +2,10 @@ import { createServer, type IncomingHttpHeaders, type Server as HttpServer } fro
 import type { AddressInfo } from 'node:net';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
-import type { ClientCapabilities } from '@modelcontextprotocol/sdk/types.js';
+import { CallToolRequestSchema, ListToolsRequestSchema, type ClientCapabilities, type Tool } from '@modelcontextprotocol/sdk/types.js';
 import * as z from 'zod';
 import type { TestTwokey } from '../support/twokey.js';
 
@@ -89,8 +90,33 @@ export async function startFakeUpstream(options: { token: string; hugeBytes?: nu
     return server;
   }
 
+  const served = await serveMcp(options.token, build, state, headers);
+  return {
+    url: served.url,
+    calls,
+    headers,
+    get refused() {
+      return state.refused;
+    },
+    async close() {
+      for (const release of hanging) release();
+      await served.close();
+    },
+  };
+}
+
+/**
+ * An MCP server over stateless Streamable HTTP on 127.0.0.1, a new SDK server per request (as
+ * twokey's own is), refusing requests without the bearer token.
+ */
+async function serveMcp(
+  token: string,
+  build: () => McpServer | Server,
+  state: { refused: number },
+  headers: IncomingHttpHeaders[],
+): Promise<{ url: string; close(): Promise<void> }> {
   const http: HttpServer = createServer((req, res) => {
-    if (req.headers.authorization !== `Bearer ${options.token}`) {
+    if (req.headers.authorization !== `Bearer ${token}`) {
       state.refused += 1;
       res.writeHead(401, { 'content-type': 'application/json' }).end('{"error":"unauthorized"}');
       return;
@@ -116,17 +142,39 @@ export async function startFakeUpstream(options: { token: string; hugeBytes?: nu
   const { port } = http.address() as AddressInfo;
   return {
     url: `http://127.0.0.1:${port}/mcp`,
-    calls,
-    headers,
-    get refused() {
-      return state.refused;
-    },
     async close() {
-      for (const release of hanging) release();
       http.closeAllConnections();
       await new Promise<void>((resolve) => http.close(() => resolve()));
     },
   };
+}
+
+export interface RawUpstream {
+  url: string;
+  /** Every tools/call it received, with the arguments exactly as they arrived. */
+  calls: UpstreamCall[];
+  close(): Promise<void>;
+}
+
+/**
+ * An upstream that declares its tools as raw MCP tool objects (any JSON Schema, any annotations,
+ * titles and descriptions), through the SDK's low-level Server: it stands for a server twokey must
+ * not take at its word. Every call answers `{received: <its arguments>}`.
+ */
+export async function startRawUpstream(options: { token: string; tools: Tool[] }): Promise<RawUpstream> {
+  const calls: UpstreamCall[] = [];
+  const build = () => {
+    const server = new Server({ name: 'raw', version: '1.0.0' }, { capabilities: { tools: {} } });
+    server.setRequestHandler(ListToolsRequestSchema, () => ({ tools: options.tools }));
+    server.setRequestHandler(CallToolRequestSchema, (request) => {
+      const args = request.params.arguments ?? {};
+      calls.push({ tool: request.params.name, args, meta: request.params._meta });
+      return { content: [{ type: 'text', text: 'ok' }], structuredContent: { received: args } };
+    });
+    return server;
+  };
+  const served = await serveMcp(options.token, build, { refused: 0 }, []);
+  return { url: served.url, calls, close: () => served.close() };
 }
 
 /** twokey's fastify app listening on a loopback port, for real MCP clients. */

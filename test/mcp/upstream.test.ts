@@ -39,6 +39,7 @@ upstreams:
     approval:
       approvers: [web:alice, web:bob]
     tools:
+      read_note: { readOnly: true }
       delete_note:
         summary: "{{agent}} wants to delete the note {{params.name}}."
 `;
@@ -70,7 +71,7 @@ describe.each(drivers)('MCP upstreams and executor type mcp (%s)', (driver) => {
     await upstream?.close();
   });
 
-  it("imports the upstream's tools as operations: read-only ones pass, the others need approval", async () => {
+  it("imports the upstream's tools as operations: the ones the config marks read-only pass, the others need approval", async () => {
     const { tools } = await client.listTools();
     const byName = new Map(tools.map((tool) => [tool.name, tool]));
     expect([...byName.keys()].sort()).toEqual([
@@ -93,7 +94,7 @@ describe.each(drivers)('MCP upstreams and executor type mcp (%s)', (driver) => {
     });
   });
 
-  it('passes a read-only tool straight through, audited with the policy as decider', async () => {
+  it('passes a tool the config marks read-only straight through, audited with the policy as decider', async () => {
     const result = await client.callTool({ name: 'notes_read_note', arguments: { name: 'groceries' } });
     expect(structured(result)).toMatchObject({ outcome: 'committed', decidedBy: ['policy:upstream-readonly'] });
     expect(structured(result).result).toEqual({ content: [{ type: 'text', text: 'milk, eggs' }] });
@@ -174,7 +175,7 @@ describe('importing upstreams at start', () => {
         {},
         'x.yaml',
       );
-      await expect(withUpstreamOperations(noApprovers, clients)).rejects.toThrow(/tool delete_note: is not read-only, so it needs approval/);
+      await expect(withUpstreamOperations(noApprovers, clients)).rejects.toThrow(/tool delete_note: needs approval: set upstreams\[0\]\.approval/);
       const wrongToken = parseConfig(`upstreams:\n  - name: other\n    url: ${upstream.url}\n    approval: { approvers: [web:alice] }\n`, {}, 'x.yaml');
       await expect(withUpstreamOperations(wrongToken, clients)).rejects.toThrow(/upstreams\[0\] \(other\): cannot list its tools/);
       const unknownTool = parseConfig(

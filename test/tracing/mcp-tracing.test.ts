@@ -21,6 +21,8 @@ upstreams:
     timeout: 10s
     approval:
       approvers: [web:alice]
+    tools:
+      read_note: { readOnly: true }
 `;
 
 const TRACE_ID = '9'.repeat(32);

@@ -1,18 +1,22 @@
-import { boundsFrom, type GrantBound, type GrantState, type GrantWithApprovals } from '../../core/grants.js';
+import { describeBound, type GrantBound, type GrantState, type GrantWithApprovals } from '../../core/grants.js';
 import type { ProposalRecord } from '../../core/model.js';
 import { MAX_GRANT_USES } from '../grant-form.js';
 import { html, type SafeHtml } from '../html.js';
 import { formFields, formatDuration, timeTag, type Viewer } from '../layout.js';
 
-export const boundText = (bound: GrantBound): string => `${bound.param} ${bound.op === 'lte' ? '≤' : '='} ${JSON.stringify(bound.value)}`;
-
 /**
  * "Approve for…" beside Approve: the choices Slack's modal offers (a duration from the operation's
- * config, at most some uses, bounds taken from this proposal), as one plain form.
+ * config, at most some uses, bounds taken from this proposal), as one plain form. The bounds are
+ * listed in full, "absent" ones included: what the approver ticks is every condition the grant sets.
  */
-export function approveForForm(proposal: ProposalRecord, durationsMs: readonly number[], viewer: Viewer, returnTo: string): SafeHtml {
+export function approveForForm(
+  proposal: ProposalRecord,
+  durationsMs: readonly number[],
+  bounds: readonly GrantBound[],
+  viewer: Viewer,
+  returnTo: string,
+): SafeHtml {
   const id = proposal.id;
-  const bounds = boundsFrom(proposal.params);
   return html`<details class="reject-box grant-box">
     <summary class="btn btn-approve-outline" aria-describedby="summary-${id}">Approve for…</summary>
     <form method="post" action="/console/proposals/${id}/approve-for" class="reject-form">
@@ -26,8 +30,8 @@ export function approveForForm(proposal: ProposalRecord, durationsMs: readonly n
       ${
         bounds.length > 0
           ? html`<label class="check"><input type="checkbox" name="bounded" value="yes" />
-            <span>Only amounts up to this proposal’s, other params equal:
-              <span class="muted small">${bounds.map((bound, i) => html`${i > 0 ? ', ' : ''}<code>${boundText(bound)}</code>`)}</span></span></label>`
+            <span>Only amounts up to this proposal’s, every other param as in it (a param it lacks stays absent):
+              <span class="muted small">${bounds.map((bound, i) => html`${i > 0 ? ', ' : ''}<code>${describeBound(bound)}</code>`)}</span></span></label>`
           : ''
       }
       <p class="muted small">Matching proposals of this agent are approved without asking until the grant expires or is revoked (Grants page).</p>
@@ -62,7 +66,7 @@ export function grantsPage(items: GrantItem[], viewer: Viewer): SafeHtml {
       <td data-label="Granted by">${approvals.map((a) => a.approver).join(', ')}${grant.quorum > 1 ? html` <span class="muted small">(${approvals.length} of ${grant.quorum})</span>` : ''}</td>
       <td data-label="Operation"><span class="chip">${grant.operation}</span></td>
       <td data-label="Agent">${agentName}</td>
-      <td data-label="Bounds">${grant.bounds.length > 0 ? grant.bounds.map((b, i) => html`${i > 0 ? html`<br />` : ''}<code>${boundText(b)}</code>`) : html`<span class="muted">none</span>`}</td>
+      <td data-label="Bounds">${grant.bounds.length > 0 ? grant.bounds.map((b, i) => html`${i > 0 ? html`<br />` : ''}<code>${describeBound(b)}</code>`) : html`<span class="muted">none</span>`}</td>
       <td data-label="Uses left">${grant.maxUses === null ? html`no limit <span class="muted small">(${grant.uses} used)</span>` : html`${grant.maxUses - grant.uses} of ${grant.maxUses}`}</td>
       <td data-label="Expires">${timeTag(grant.expiresAt)}<div class="muted small">${STATE_LABELS[state]} · ${formatDuration(grant.durationMs)}</div></td>
       <td data-label="Actions">${

@@ -1,3 +1,4 @@
+import type { GrantBound } from '../../core/grants.js';
 import { isFailedExecution } from '../../core/outcome.js';
 import type { ApprovalRecord, ProposalRecord } from '../../core/model.js';
 import { html, type SafeHtml } from '../html.js';
@@ -15,6 +16,8 @@ export interface ProposalItem {
   eligibility: Eligibility;
   /** "Approve for…" durations from the operation's `grants:`; empty when it allows none. */
   grantDurationsMs: readonly number[];
+  /** The bounds a bounded grant given on this proposal would set: every declared param. */
+  grantBounds: readonly GrantBound[];
 }
 
 const approvalsText = (item: Pick<ProposalItem, 'approvals' | 'proposal'>): string =>
@@ -49,7 +52,7 @@ export function decisionControls(item: ProposalItem, viewer: Viewer, returnTo: s
           ${formFields(viewer, returnTo)}
           <button type="submit" class="btn btn-approve" aria-describedby="summary-${id}">Approve</button>
         </form>
-        ${item.grantDurationsMs.length > 0 ? approveForForm(proposal, item.grantDurationsMs, viewer, returnTo) : ''}`
+        ${item.grantDurationsMs.length > 0 ? approveForForm(proposal, item.grantDurationsMs, item.grantBounds, viewer, returnTo) : ''}`
     }
     <details class="reject-box">
       <summary class="btn btn-reject-outline" aria-describedby="summary-${id}">Reject…</summary>
