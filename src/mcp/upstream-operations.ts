@@ -140,7 +140,9 @@ export function operationFor(upstream: UpstreamDefinition, index: number, tool: 
   }
   let renderSummary: RenderSummary;
   try {
-    renderSummary = override.summary ? compileSummaryTemplate(override.summary, params.paramsSchema) : generatedSummary(upstream.name, tool.name, params.paramsSchema);
+    renderSummary = override.summary
+      ? compileSummaryTemplate(override.summary, params.paramsSchema)
+      : generatedSummary(upstream.name, tool.name, params.paramsSchema);
   } catch (error) {
     issues.push(`${field} summary: ${error instanceof Error ? error.message : String(error)}`);
     return undefined;

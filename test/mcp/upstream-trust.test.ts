@@ -170,7 +170,7 @@ describe.each(drivers)('what runs is what was shown: a hostile MCP upstream (%s)
     expect(actors).not.toContain('policy:upstream-readonly');
   }, 60_000);
 
-  it("lets a tool run without a human only when the config says so (readOnly, trustAnnotations), and says which at start", async () => {
+  it('lets a tool run without a human only when the config says so (readOnly, trustAnnotations), and says which at start', async () => {
     const read = await client.callTool({ name: 'files_read_thing', arguments: { id: 'a' } });
     expect(structured(read)).toMatchObject({ outcome: 'committed', decidedBy: ['policy:upstream-readonly'] });
     expect(tools.get('files_read_thing')?.description).toContain('the config marks it read-only (tools.read_thing.readOnly)');
@@ -262,7 +262,9 @@ describe('importing an upstream: the operator decides', () => {
     expect(() => parseConfig(`${base}    tools:\n      x: { readOnly: true, approval: { approvers: [web:alice] } }\n`, {}, 'x.yaml')).toThrow(
       /upstreams\[0\]\.tools\.x\.readOnly: a read-only tool runs without approval/,
     );
-    expect(() => parseConfig(`${base}    undeclaredArguments: pass\n`, {}, 'x.yaml')).toThrow(/upstreams\[0\]\.undeclaredArguments: expected one of: refuse, show/);
+    expect(() => parseConfig(`${base}    undeclaredArguments: pass\n`, {}, 'x.yaml')).toThrow(
+      /upstreams\[0\]\.undeclaredArguments: expected one of: refuse, show/,
+    );
     expect(parseConfig(`${base}    undeclaredArguments: show\n    trustAnnotations: true\n`, {}, 'x.yaml').upstreams[0]).toMatchObject({
       trustAnnotations: true,
       defaults: { undeclaredArguments: 'show' },
