@@ -26,7 +26,7 @@ export function operationNameFor(upstream: string, tool: string): string {
 
 // Any twokey secret shape, however short what follows: a fake `tk_conf_FAKE` in a description is
 // meant to be copied by a model, and the log scrubber's patterns only match real lengths.
-const TOKEN_SHAPES = /\b(?:tk_[A-Za-z]+_|whsec_)[A-Za-z0-9_-]*/g;
+const TOKEN_SHAPES = /(?:tk_[A-Za-z]+_|whsec_)[A-Za-z0-9_-]*/g;
 const MAX_DESCRIPTION = 1_000;
 const MAX_TITLE = 100;
 
@@ -87,10 +87,11 @@ function withUndeclared(render: RenderSummary, findUndeclared: (params: unknown)
 /** Why a tool may run without a human, or null: only the operator's config decides. */
 function ungatedBecause(upstream: UpstreamDefinition, tool: Tool): string | null {
   const override = upstream.tools[tool.name];
-  if (override?.readOnly === true) return `the config marks it read-only (tools.${tool.name}.readOnly)`;
+  const which = `${tool.name} on ${upstream.name}`;
+  if (override?.readOnly === true) return `the config marks ${which} read-only (tools.${tool.name}.readOnly)`;
   if (override?.readOnly === false || override?.approval !== undefined) return null;
   if (upstream.trustAnnotations && tool.annotations?.readOnlyHint === true) {
-    return `its server marks it read-only (readOnlyHint) and the config trusts that server's annotations (trustAnnotations)`;
+    return `the server marks ${which} read-only (readOnlyHint) and the config trusts its annotations (trustAnnotations)`;
   }
   return null;
 }
@@ -167,6 +168,6 @@ export function operationFor(upstream: UpstreamDefinition, index: number, tool: 
     policy: [],
     grants: null,
     automaticDecisions: 'message',
-    ...(because ? { autoApprove: { decider: READ_ONLY_DECIDER, reason: `${tool.name} on ${upstream.name} runs without approval: ${because}` } } : {}),
+    ...(because ? { autoApprove: { decider: READ_ONLY_DECIDER, reason: because } } : {}),
   };
 }

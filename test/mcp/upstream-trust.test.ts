@@ -173,7 +173,9 @@ describe.each(drivers)('what runs is what was shown: a hostile MCP upstream (%s)
   it('lets a tool run without a human only when the config says so (readOnly, trustAnnotations), and says which at start', async () => {
     const read = await client.callTool({ name: 'files_read_thing', arguments: { id: 'a' } });
     expect(structured(read)).toMatchObject({ outcome: 'committed', decidedBy: ['policy:upstream-readonly'] });
-    expect(tools.get('files_read_thing')?.description).toContain('the config marks it read-only (tools.read_thing.readOnly)');
+    expect(tools.get('files_read_thing')?.description).toContain(
+      'No human approval: the config marks read_thing on files read-only (tools.read_thing.readOnly);',
+    );
     const trusted = await client.callTool({ name: 'trusted_read_thing', arguments: { id: 'b' } });
     expect(structured(trusted)).toMatchObject({ outcome: 'committed', decidedBy: ['policy:upstream-readonly'] });
 
