@@ -143,6 +143,23 @@ function seal(schema: JSONSchema, role: SealRole): void {
   }
 }
 
+/**
+ * A copy of the schema with every `title` and `description` string, at any depth, passed through
+ * `rewrite`: the words of an upstream's schema reach agents too.
+ */
+export function rewriteSchemaAnnotations(schema: JSONSchema, rewrite: (text: string) => string): JSONSchema {
+  const copy = structuredClone(schema);
+  const pending: JSONSchema[] = [copy];
+  for (let next = pending.pop(); next !== undefined; next = pending.pop()) {
+    for (const keyword of ['title', 'description']) {
+      const text = next[keyword];
+      if (typeof text === 'string') next[keyword] = rewrite(text);
+    }
+    pending.push(...childSchemas(next).map(({ child }) => child));
+  }
+  return copy;
+}
+
 function describeError(error: ErrorObject): ParamError {
   const params = error.params as Record<string, unknown>;
   switch (error.keyword) {

@@ -1,7 +1,14 @@
 import type { Tool } from '@modelcontextprotocol/sdk/types.js';
 import type { OperationDefinition, UndeclaredArguments, UpstreamDefinition } from '../config/config-file.js';
 import { displaySafe } from '../config/display-text.js';
-import { compileParamsSchema, compileUndeclaredFinder, describeSchemaPath, ParamsSchemaError, sealParamsSchema } from '../config/params-schema.js';
+import {
+  compileParamsSchema,
+  compileUndeclaredFinder,
+  describeSchemaPath,
+  ParamsSchemaError,
+  rewriteSchemaAnnotations,
+  sealParamsSchema,
+} from '../config/params-schema.js';
 import { compileSummaryTemplate, type JSONSchema, type RenderSummary } from '../config/summary-template.js';
 import { scrubSecrets } from '../lib/secrets.js';
 import { cutAtWord } from './tools.js';
@@ -130,7 +137,9 @@ export function operationFor(upstream: UpstreamDefinition, index: number, tool: 
     return undefined;
   }
   // SDK servers declare draft-07; the keywords tools use mean the same in 2020-12.
-  const { $schema: _declared, ...inputSchema } = tool.inputSchema as Record<string, unknown>;
+  const { $schema: _declared, ...declaredSchema } = tool.inputSchema as Record<string, unknown>;
+  // Its schema's titles and descriptions are the upstream's words too, read by every agent.
+  const inputSchema = rewriteSchemaAnnotations(declaredSchema, (text) => upstreamText(text, MAX_DESCRIPTION));
   let params: ParamsHandling;
   try {
     params = paramsHandling(inputSchema, override.undeclaredArguments ?? upstream.defaults.undeclaredArguments);
