@@ -29,16 +29,20 @@ const BEFORE_PICTOGRAPH = /^\p{Extended_Pictographic}/u;
 // Characters that render as nothing, or as blank space, but are not the ASCII space: non-ASCII
 // spaces (Zs: no-break, en/em, ideographic U+3000…), the braille blank, the Hangul fillers, and
 // default-ignorable marks (combining grapheme joiner, Khmer inherent vowels, Mongolian selectors).
-const BLANK = '\\u00A0\\u1680\\u2000-\\u200A\\u202F\\u205F\\u3000\\u2800\\u3164\\uFFA0\\u115F\\u1160\\u034F\\u17B4\\u17B5\\u180B-\\u180D\\u180F';
+const BLANK = '[\\u00A0\\u1680\\u2000-\\u200A\\u202F\\u205F\\u3000\\u2800\\u3164\\uFFA0\\u115F\\u1160]';
+// Alternatives rather than a class: a class listing combining marks reads as if they combined.
+const IGNORABLE_MARK = '\\u034F|\\u17B4|\\u17B5|\\u180B|\\u180C|\\u180D|\\u180F';
 // One character, or a run of one repeated character, that is shown as a code point label or ⏎.
-const INVISIBLE_OR_BREAKING = new RegExp(`\\r\\n|([\\p{Cc}\\p{Cf}\\p{Co}\\p{Cn}\\p{Zl}\\p{Zp}${BLANK}])\\1*`, 'gu');
-const MARK_RUN = /(\P{M})?(\p{M}+)/gu;
+const INVISIBLE_OR_BREAKING = new RegExp(`\\r\\n|([\\p{Cc}\\p{Cf}\\p{Co}\\p{Cn}\\p{Zl}\\p{Zp}]|${BLANK}|${IGNORABLE_MARK})\\1*`, 'gu');
+const MARK_RUN = /\p{M}+/gu;
 const WORD = /[\p{L}\p{M}\p{N}]+/gu;
 const ASCII = /^[\x20-\x7E]*$/;
 const ASCII_ALPHANUMERIC = /^[A-Za-z0-9]+$/;
+const VARIATION_SELECTOR = /[\uFE00-\uFE0F\u{E0100}-\u{E01EF}]/u;
+const KEYCAP_BASE = /^[0-9#*]$/;
+const NON_ASCII_WORD_CHARACTER = /(?!\p{ASCII})[\p{L}\p{M}\p{N}]/u;
 
-const codePointLabel = (codePoint: number, count = 1): string =>
-  `[U+${codePoint.toString(16).toUpperCase().padStart(4, '0')}${count > 1 ? `×${count}` : ''}]`;
+const codePointLabel = (codePoint: number, count = 1): string => `[U+${codePoint.toString(16).toUpperCase().padStart(4, '0')}${count > 1 ? `×${count}` : ''}]`;
 const labelOf = (character: string, count = 1): string => codePointLabel(character.codePointAt(0) ?? 0, count);
 
 /** A character that shows nothing by itself: a line break mark, a space for a tab, or its label. */
@@ -57,26 +61,64 @@ function visibleCharacter(character: string, count: number): string {
   }
 }
 
+// Per mark, whether it strikes through (overlay) or encloses its letter; a few hundred marks exist.
+const overOrAround = new Map<number, boolean>();
+function drawsOverItsLetter(codePoint: number): boolean {
+  let draws = overOrAround.get(codePoint);
+  if (draws === undefined) {
+    draws = getCategory(codePoint) === 'Me' || getCombiningClass(codePoint) === 'Overlay';
+    overOrAround.set(codePoint, draws);
+  }
+  return draws;
+}
+
+/** The character just before `offset`: the letter a run of combining marks sits on. */
+function characterBefore(text: string, offset: number): string | undefined {
+  if (offset === 0) return undefined;
+  const last = text.charCodeAt(offset - 1);
+  const pair = offset >= 2 && last >= 0xdc00 && last <= 0xdfff && text.charCodeAt(offset - 2) >= 0xd800 && text.charCodeAt(offset - 2) <= 0xdbff;
+  return text.slice(pair ? offset - 2 : offset - 1, offset);
+}
+
 /**
- * The combining marks after one letter, with those that change what the letter looks like beyond an
- * accent shown as labels: overlays (strike-through U+0336, slashes), enclosing marks (a keycap
- * excepted), marks NFC cannot fold into a Latin, Greek or Cyrillic letter or that hang off a space
- * or punctuation, and stacks of more than four. One variation selector after a character is an
- * emoji or ideograph variant, not a mark to show.
+ * A run of combining marks, with those that change what their letter looks like beyond an accent
+ * shown as labels: overlays (strike-through U+0336, slashes), enclosing marks (a keycap excepted),
+ * marks NFC cannot fold into a Latin, Greek or Cyrillic letter or that hang off a space or
+ * punctuation, and stacks of more than four. One variation selector after a character is an emoji
+ * or ideograph variant, not a mark to show. The letter itself is left as it is.
  */
-function visibleMarks(run: string, base: string | undefined, marks: string): string {
-  const composed = [...`${base ?? ''}${marks}`.normalize('NFC')];
-  const letter = base === undefined ? '' : (composed.shift() ?? '');
+function visibleMarks(marks: string, offset: number, text: string): string {
+  const base = characterBefore(text, offset);
   const script = base === undefined ? 'Common' : getScript(base.codePointAt(0) ?? 0);
-  const stacked = composed.length > MAX_MARKS_ON_ONE_LETTER;
+  const original = [...marks];
+  // A stack covers the lines around it whatever its marks are: every one of them is shown.
+  if (original.length > MAX_MARKS_ON_ONE_LETTER + 1) return original.map((mark) => labelOf(mark)).join('');
+  // The common case in scripts written with marks (Devanagari, Hebrew, Thai…): a few ordinary ones.
+  if (
+    !PRECOMPOSED_SCRIPTS.has(script) &&
+    original.length <= MAX_MARKS_ON_ONE_LETTER &&
+    !original.some((mark) => drawsOverItsLetter(mark.codePointAt(0) ?? 0))
+  ) {
+    return marks;
+  }
+  const leftOver = [...`${base ?? ''}${marks}`.normalize('NFC')].slice(base === undefined ? 0 : 1);
+  const stacked = leftOver.length > MAX_MARKS_ON_ONE_LETTER;
   const shown = (mark: string, index: number): boolean => {
     const codePoint = mark.codePointAt(0) ?? 0;
-    if (index === 0 && /[\uFE00-\uFE0F\u{E0100}-\u{E01EF}]/u.test(mark)) return false;
-    if (codePoint === 0x20e3 && base !== undefined && /^[0-9#*]$/.test(base)) return false;
-    return stacked || getCombiningClass(codePoint) === 'Overlay' || getCategory(codePoint) === 'Me' || PRECOMPOSED_SCRIPTS.has(script);
+    if (index === 0 && VARIATION_SELECTOR.test(mark)) return false;
+    if (codePoint === 0x20e3 && base !== undefined && KEYCAP_BASE.test(base)) return false;
+    return stacked || PRECOMPOSED_SCRIPTS.has(script) || drawsOverItsLetter(codePoint);
   };
-  if (!composed.some(shown)) return run;
-  return letter + composed.map((mark, index) => (shown(mark, index) ? labelOf(mark) : mark)).join('');
+  const toLabel = leftOver.filter(shown);
+  if (toLabel.length === 0) return marks;
+  // Of equal marks NFC folds the first into the letter, so the ones left over are the last ones.
+  const visible: string[] = [];
+  for (const mark of original.reverse()) {
+    const index = toLabel.indexOf(mark);
+    if (index >= 0) toLabel.splice(index, 1);
+    visible.push(index >= 0 ? labelOf(mark) : mark);
+  }
+  return visible.reverse().join('');
 }
 
 /** The scripts one word is written in, Common and Inherited (digits, punctuation, accents) aside. */
@@ -93,6 +135,7 @@ function scriptsOf(word: string): Set<string> {
 /** The scripts of the first word that mixes several ("Аcme": Cyrillic and Latin), or null. */
 export function mixedScripts(text: string): string[] | null {
   for (const word of text.match(WORD) ?? []) {
+    if (ASCII.test(word)) continue;
     const scripts = scriptsOf(word);
     if (scripts.size > 1) return [...scripts].sort();
   }
@@ -112,6 +155,20 @@ export function confusableSkeleton(text: string): string {
 /** The plain ASCII a character passes for, if it passes for one: fullwidth and styled letters, then UTS 39. */
 function asciiReading(character: string): string | null {
   if (ASCII.test(character)) return character;
+  let reading = readings.get(character);
+  if (reading === undefined) {
+    if (readings.size >= READING_CACHE_SIZE) readings.clear();
+    reading = readingOf(character);
+    readings.set(character, reading);
+  }
+  return reading;
+}
+
+// Text repeats its characters: a small cache spares most normalisations on a long value.
+const READING_CACHE_SIZE = 4096;
+const readings = new Map<string, string | null>();
+
+function readingOf(character: string): string | null {
   const compatible = character.normalize('NFKC');
   if (/^\p{L}|^\p{Nd}/u.test(character) && ASCII_ALPHANUMERIC.test(compatible)) return compatible;
   const skeleton = confusableSkeleton(character);
@@ -125,14 +182,14 @@ function asciiReading(character: string): string | null {
  * or null. A word mixing scripts is reported as such instead; a Latin word with accents has none.
  */
 export function latinLookAlike(word: string): string | null {
-  if (ASCII.test(word) || scriptsOf(word).size > 1) return null;
+  if (ASCII.test(word)) return null;
   let reading = '';
   for (const character of word) {
     const ascii = asciiReading(character);
     if (ascii === null) return null;
     reading += ascii;
   }
-  return ASCII_ALPHANUMERIC.test(reading) ? reading : null;
+  return ASCII_ALPHANUMERIC.test(reading) && scriptsOf(word).size <= 1 ? reading : null;
 }
 
 /** Every distinct ASCII word the words of `text` pass for, in order (at most three). */
@@ -150,8 +207,7 @@ export function lookAlikes(text: string): string[] {
 function visibleText(text: string): string {
   const visible = text.replace(INVISIBLE_OR_BREAKING, (run: string, character: string | undefined, offset: number) => {
     if (character === undefined) return LINE_BREAK_MARK; // \r\n
-    const joinsEmoji =
-      run === '\u200D' && AFTER_PICTOGRAPH.test(text.slice(Math.max(0, offset - 8), offset)) && BEFORE_PICTOGRAPH.test(text.slice(offset + 1));
+    const joinsEmoji = run === '\u200D' && AFTER_PICTOGRAPH.test(text.slice(Math.max(0, offset - 8), offset)) && BEFORE_PICTOGRAPH.test(text.slice(offset + 1));
     return joinsEmoji ? run : visibleCharacter(character, run.length / character.length);
   });
   return visible.replace(MARK_RUN, visibleMarks);
@@ -164,6 +220,8 @@ function visibleText(text: string): string {
  */
 export function displaySafe(text: string): string {
   const visible = visibleText(text);
+  // Only a word with a non-ASCII letter, digit or mark can mix scripts or pass for another word.
+  if (!NON_ASCII_WORD_CHARACTER.test(visible)) return visible;
   const scripts = mixedScripts(visible);
   const alike = lookAlikes(visible);
   const mixedWarning = scripts ? ` [⚠ mixed scripts: ${scripts.join(' + ')}]` : '';
