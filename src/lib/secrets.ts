@@ -32,13 +32,6 @@ export function scrubSecrets(text: string): string {
 export const providerSecretShapes: ReadonlyArray<{ provider: string; pattern: RegExp; check?: (match: string) => boolean }> = [
   { provider: 'Stripe secret and restricted keys', pattern: /\b(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{10,}/g },
   { provider: 'AWS access key ids', pattern: /\b(?:AKIA|ASIA|ABIA|ACCA|A3T[A-Z0-9])[A-Z2-7]{16}\b/g },
-  {
-    // 40 characters of base64 standing alone; the mix of cases and digits (or / and +) sets it apart
-    // from a hex digest (a git commit id) of the same length.
-    provider: 'AWS secret access keys',
-    pattern: /(?<![A-Za-z0-9/+=])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])/g,
-    check: (match) => /[A-Z]/.test(match) && /[a-z]/.test(match) && /[0-9/+]/.test(match),
-  },
   { provider: 'GitHub tokens', pattern: /\bgh[pousr]_[A-Za-z0-9]{20,}/g },
   { provider: 'GitHub fine-grained tokens', pattern: /\bgithub_pat_[A-Za-z0-9_]{20,}/g },
   { provider: 'GitLab tokens', pattern: /\bglpat-[A-Za-z0-9_-]{20,}/g },
@@ -52,6 +45,13 @@ export const providerSecretShapes: ReadonlyArray<{ provider: string; pattern: Re
   { provider: 'private keys', pattern: /-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?(?:-----END [A-Z ]*PRIVATE KEY-----|$)/g },
   // user:password@ in a URL keeps the scheme and the host, loses the credentials.
   { provider: 'credentials in URLs', pattern: /(?<=:\/\/)[^/\s:@"']+:[^/\s@"']+(?=@)/g },
+  {
+    // Last, so a key with a prefix above goes whole first. 40 characters of base64 standing alone;
+    // the mix of cases and digits (or / and +) sets it apart from a hex digest (a git commit id).
+    provider: 'AWS secret access keys',
+    pattern: /(?<![A-Za-z0-9/+=])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])/g,
+    check: (match) => /[A-Z]/.test(match) && /[a-z]/.test(match) && /[0-9/+]/.test(match),
+  },
 ];
 
 /** `scrubSecrets`, and every provider shape above: for text that reaches people who hold none of it. */
