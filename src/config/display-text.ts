@@ -43,7 +43,8 @@ const KEYCAP_BASE = /^[0-9#*]$/;
 const NON_ASCII_WORD_CHARACTER = /(?!\p{ASCII})[\p{L}\p{M}\p{N}]/u;
 
 const codePointLabel = (codePoint: number, count = 1): string => `[U+${codePoint.toString(16).toUpperCase().padStart(4, '0')}${count > 1 ? `×${count}` : ''}]`;
-const labelOf = (character: string, count = 1): string => codePointLabel(character.codePointAt(0) ?? 0, count);
+const labelCache = new Map<number | string, string>();
+const labelOf = (character: string): string => cached(labelCache, character, () => codePointLabel(character.codePointAt(0) ?? 0));
 
 /** A character that shows nothing by itself: a line break mark, a space for a tab, or its label. */
 function visibleCharacter(character: string, count: number): string {
@@ -61,16 +62,24 @@ function visibleCharacter(character: string, count: number): string {
   }
 }
 
-// Per mark, whether it strikes through (overlay) or encloses its letter; a few hundred marks exist.
-const overOrAround = new Map<number, boolean>();
-function drawsOverItsLetter(codePoint: number): boolean {
-  let draws = overOrAround.get(codePoint);
-  if (draws === undefined) {
-    draws = getCategory(codePoint) === 'Me' || getCombiningClass(codePoint) === 'Overlay';
-    overOrAround.set(codePoint, draws);
+// A long value repeats its characters: these caches spare most lookups and normalisations.
+const CACHE_SIZE = 4096;
+function cached<T>(cache: Map<number | string, T>, key: number | string, compute: () => T): T {
+  let value = cache.get(key);
+  if (value === undefined) {
+    if (cache.size >= CACHE_SIZE) cache.clear();
+    value = compute();
+    cache.set(key, value);
   }
-  return draws;
+  return value;
 }
+const scriptCache = new Map<number | string, string>();
+const scriptOf = (codePoint: number): string => cached(scriptCache, codePoint, () => getScript(codePoint));
+
+// Per mark, whether it strikes through (overlay) or encloses its letter.
+const overlayCache = new Map<number | string, boolean>();
+const drawsOverItsLetter = (codePoint: number): boolean =>
+  cached(overlayCache, codePoint, () => getCategory(codePoint) === 'Me' || getCombiningClass(codePoint) === 'Overlay');
 
 /** The character just before `offset`: the letter a run of combining marks sits on. */
 function characterBefore(text: string, offset: number): string | undefined {
@@ -89,7 +98,7 @@ function characterBefore(text: string, offset: number): string | undefined {
  */
 function visibleMarks(marks: string, offset: number, text: string): string {
   const base = characterBefore(text, offset);
-  const script = base === undefined ? 'Common' : getScript(base.codePointAt(0) ?? 0);
+  const script = base === undefined ? 'Common' : scriptOf(base.codePointAt(0) ?? 0);
   const original = [...marks];
   // A stack covers the lines around it whatever its marks are: every one of them is shown.
   if (original.length > MAX_MARKS_ON_ONE_LETTER + 1) return original.map((mark) => labelOf(mark)).join('');
@@ -125,22 +134,34 @@ function visibleMarks(marks: string, offset: number, text: string): string {
 function scriptsOf(word: string): Set<string> {
   const scripts = new Set<string>();
   for (const character of word) {
-    const script = getScript(character.codePointAt(0) ?? 0);
+    const script = scriptOf(character.codePointAt(0) ?? 0);
     if (script === 'Common' || script === 'Inherited' || script === 'Unknown') continue;
     scripts.add(HAN_FAMILY.has(script) ? 'Han' : script);
   }
   return scripts;
 }
 
-/** The scripts of the first word that mixes several ("Аcme": Cyrillic and Latin), or null. */
-export function mixedScripts(text: string): string[] | null {
+/** What the words of `text` warn of: the scripts of the first that mixes several, the ASCII words others pass for (three at most). */
+function wordWarnings(text: string): { scripts: string[] | null; alike: string[] } {
+  let mixed: string[] | null = null;
+  const alike = new Set<string>();
   for (const word of text.match(WORD) ?? []) {
     if (ASCII.test(word)) continue;
-    const scripts = scriptsOf(word);
-    if (scripts.size > 1) return [...scripts].sort();
+    if (mixed === null) {
+      const scripts = scriptsOf(word);
+      if (scripts.size > 1) mixed = [...scripts].sort();
+    }
+    if (alike.size < 3) {
+      const reading = latinLookAlike(word);
+      if (reading !== null) alike.add(reading);
+    }
+    if (mixed !== null && alike.size === 3) break;
   }
-  return null;
+  return { scripts: mixed, alike: [...alike] };
 }
+
+/** The scripts of the first word that mixes several ("Аcme": Cyrillic and Latin), or null. */
+export const mixedScripts = (text: string): string[] | null => wordWarnings(text).scripts;
 
 /**
  * The UTS 39 skeleton of `text`: NFD, each code point replaced by its confusables.txt prototype, NFD
@@ -154,19 +175,9 @@ export function confusableSkeleton(text: string): string {
 
 /** The plain ASCII a character passes for, if it passes for one: fullwidth and styled letters, then UTS 39. */
 function asciiReading(character: string): string | null {
-  if (ASCII.test(character)) return character;
-  let reading = readings.get(character);
-  if (reading === undefined) {
-    if (readings.size >= READING_CACHE_SIZE) readings.clear();
-    reading = readingOf(character);
-    readings.set(character, reading);
-  }
-  return reading;
+  return ASCII.test(character) ? character : cached(readingCache, character, () => readingOf(character));
 }
-
-// Text repeats its characters: a small cache spares most normalisations on a long value.
-const READING_CACHE_SIZE = 4096;
-const readings = new Map<string, string | null>();
+const readingCache = new Map<number | string, string | null>();
 
 function readingOf(character: string): string | null {
   const compatible = character.normalize('NFKC');
@@ -192,17 +203,6 @@ export function latinLookAlike(word: string): string | null {
   return ASCII_ALPHANUMERIC.test(reading) && scriptsOf(word).size <= 1 ? reading : null;
 }
 
-/** Every distinct ASCII word the words of `text` pass for, in order (at most three). */
-export function lookAlikes(text: string): string[] {
-  const found = new Set<string>();
-  for (const word of text.match(WORD) ?? []) {
-    const reading = latinLookAlike(word);
-    if (reading !== null) found.add(reading);
-    if (found.size === 3) break;
-  }
-  return [...found];
-}
-
 /** Line breaks, controls, invisible and blank characters (runs counted), then suspicious marks. */
 function visibleText(text: string): string {
   const visible = text.replace(INVISIBLE_OR_BREAKING, (run: string, character: string | undefined, offset: number) => {
@@ -222,8 +222,7 @@ export function displaySafe(text: string): string {
   const visible = visibleText(text);
   // Only a word with a non-ASCII letter, digit or mark can mix scripts or pass for another word.
   if (!NON_ASCII_WORD_CHARACTER.test(visible)) return visible;
-  const scripts = mixedScripts(visible);
-  const alike = lookAlikes(visible);
+  const { scripts, alike } = wordWarnings(visible);
   const mixedWarning = scripts ? ` [⚠ mixed scripts: ${scripts.join(' + ')}]` : '';
   const alikeWarning = alike.length > 0 ? ` [⚠ look-alike of ${alike.map((word) => `“${word}”`).join(', ')}]` : '';
   return `${visible}${mixedWarning}${alikeWarning}`;
