@@ -2,8 +2,7 @@ import { canonicalJson, sha256Hex } from '../core/secrets.js';
 import { finalStatuses, type AgentRecord, type ApprovalRecord, type ProposalRecord } from '../core/model.js';
 import type { Store } from '../core/ports.js';
 import type { ChatMessageStore } from '../db/chat-store.js';
-import type { ResultContext } from '../config/summary-template.js';
-import { chatResultText, chatSafeText } from './result-text.js';
+import { chatResultText, chatSafeText, type ChatResultSettings } from './result-text.js';
 import type { ChatPublisher, ProposalMessageView } from './types.js';
 
 export interface ChatSyncDeps {
@@ -15,8 +14,8 @@ export interface ChatSyncDeps {
   describe(operation: string): string;
   /** The grant durations an operation offers approvers ([] when it allows none). */
   grantDurations?(operation: string): number[];
-  /** The operation's `result` template, if it has one. */
-  resultTemplate?(operation: string): ((ctx: ResultContext) => string) | undefined;
+  /** How an operation's result reaches chat: its `result` template, or opted-in JSON (none by default). */
+  resultSettings?(operation: string): ChatResultSettings;
   publicUrl?: string | undefined;
   clock: () => Date;
 }
@@ -50,7 +49,7 @@ export function createChatSync(deps: ChatSyncDeps) {
       quorum: proposal.quorum,
       approvals: approvals.map((a) => ({ approver: a.approver, at: a.at })),
       decision: proposal.decidedBy && proposal.decidedAt ? { by: proposal.decidedBy, at: proposal.decidedAt, reason: proposal.decisionReason } : null,
-      result: chatResultText(proposal.result, resultContext, deps.resultTemplate?.(proposal.operation)),
+      result: chatResultText(proposal.result, resultContext, deps.resultSettings?.(proposal.operation)),
       error: proposal.error === null ? null : chatSafeText(proposal.error),
       reminders: proposal.reminders,
       grantDurationsMs: deps.grantDurations?.(proposal.operation) ?? [],

@@ -27,6 +27,8 @@ export type { ResultContext } from './summary-template.js';
 export interface OperationDefinition extends OperationSpec {
   /** The `result` template: what chat shows of a committed proposal's result (the full result stays in the console and the API). */
   renderResult?(ctx: ResultContext): string;
+  /** `json`: with no `result` template, chat shows the result as redacted JSON; unset, the outcome only. */
+  chatResult?: 'outcome' | 'json';
   approval: {
     approvers: string[];
     quorum: number;
@@ -233,6 +235,9 @@ function buildOperation(parsed: ParsedOperation, index: number, issues: string[]
   } catch (error) {
     issues.push(`${field('result')}: ${error instanceof Error ? error.message : String(error)}`);
   }
+  if (parsed.result !== undefined && parsed.chatResult === 'json') {
+    issues.push(`${field('chatResult')}: the result template already decides what chat shows; remove one of them`);
+  }
   if (issues.length > problemsBefore || renderSummary === undefined) return undefined;
 
   const executor = parsed.executor;
@@ -245,6 +250,7 @@ function buildOperation(parsed: ParsedOperation, index: number, issues: string[]
     renderSummary,
     ...(renderCost === undefined ? {} : { renderCost }),
     ...(renderResult === undefined ? {} : { renderResult }),
+    chatResult: parsed.chatResult,
     expiresInMs: parsed.expiresIn,
     approval: approvalOf(parsed.approval),
     commit: parsed.commit,

@@ -155,6 +155,7 @@ export const operationSchema = z.strictObject({
   summary: z.string().min(1, { error: 'expected a non-empty template' }),
   cost: z.string().min(1, { error: 'expected a non-empty template' }).optional(),
   result: z.string().min(1, { error: 'expected a non-empty template' }).optional(),
+  chatResult: z.enum(['outcome', 'json']).default('outcome'),
   expiresIn: duration('5m', 10_000, 7 * 86_400_000, '10s and 7d'),
   approval: approvalSchema,
   commit: z.enum(['on_approve', 'agent']).default('on_approve'),

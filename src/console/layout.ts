@@ -1,4 +1,5 @@
 import type { ProposalStatus } from '../core/model.js';
+import { displaySafeJson } from '../config/display-text.js';
 import { html, type HtmlValue, type SafeHtml } from './html.js';
 
 /** What every signed-in page knows about the person looking at it. */
@@ -79,8 +80,9 @@ export function countdown(expiresAt: Date, now: Date): SafeHtml {
   >`;
 }
 
+/** Params and results as indented JSON, each string in them shown like a summary's values (⏎, `[U+202E]`, look-alike warnings). */
 export function prettyJson(value: unknown): string {
-  return JSON.stringify(value, null, 2) ?? 'null';
+  return JSON.stringify(displaySafeJson(value), null, 2) ?? 'null';
 }
 
 /** Every form carries the session's CSRF token and where to come back to. */

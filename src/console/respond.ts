@@ -45,14 +45,32 @@ export function queryField(request: FastifyRequest, name: string): string {
   return typeof value === 'string' ? value.trim() : '';
 }
 
-/** Only paths inside the console, so a forged `return` cannot turn twokey into an open redirect. */
+const CONSOLE_ORIGIN = 'http://console.invalid';
+// Refused before resolution: anything a browser or a proxy could read differently from the URL
+// parser (backslashes, encoded dots and slashes, controls and spaces, `//` anywhere).
+const AMBIGUOUS_PATH = /[\\\s\p{Cc}]|%(?:2e|2f|5c)|\/\//iu;
+
+/**
+ * Only paths inside the console, so a forged `return` cannot turn twokey into an open redirect. It is
+ * checked as the browser will read it: resolved against the console's origin (WHATWG URL, so
+ * `/console/../../evil` is `/evil`), then the resolved path must be `/console` or under `/console/`.
+ * Returns the resolved path and query, never the text as given.
+ */
 export function safeReturn(value: string | undefined): string {
-  if (value && /^\/console(?:[/?][^\s\\]*)?$/.test(value) && !value.includes('//')) return value;
-  return '/console';
+  if (!value?.startsWith('/') || AMBIGUOUS_PATH.test(value)) return '/console';
+  let url: URL;
+  try {
+    url = new URL(value, CONSOLE_ORIGIN);
+  } catch {
+    return '/console';
+  }
+  const insideConsole = url.pathname === '/console' || url.pathname.startsWith('/console/');
+  if (url.origin !== CONSOLE_ORIGIN || !insideConsole || url.pathname.includes('//')) return '/console';
+  return url.pathname + url.search;
 }
 
 export function withParams(path: string, params: Record<string, string>): string {
-  const url = new URL(path, 'http://console.invalid');
+  const url = new URL(path, CONSOLE_ORIGIN);
   for (const [key, value] of Object.entries(params)) url.searchParams.set(key, value);
   return url.pathname + url.search;
 }

@@ -101,7 +101,8 @@ function statusLine(view: ProposalMessageView): string {
     case 'executing':
       return '⚙️ **Executing**';
     case 'committed':
-      return `✅ **Committed**: ${codeSpan(view.result ?? 'done', 600)}`;
+      // The result only as the operation chose to show it (docs/discord.md); the whole of it is in the console.
+      return view.result === null ? '✅ **Committed**' : `✅ **Committed**: ${codeSpan(view.result, 600)}`;
     case 'rejected': {
       const reason = view.decision?.reason ? `: ${escapeDiscordMarkdown(truncate(oneLine(view.decision.reason), 600))}` : ' (no reason given)';
       return `❌ **Rejected** by ${by}${reason}`;

@@ -1,4 +1,5 @@
 import type { ExecutionRequest, Executor } from '../core/executor.js';
+import { readBodyUpTo } from '../lib/bounded-body.js';
 import { postSigned } from './signed-post.js';
 
 export interface HttpExecutorOptions {
@@ -8,12 +9,27 @@ export interface HttpExecutorOptions {
   clock?: () => Date;
 }
 
-const MAX_RESULT_BYTES = 64 * 1024;
+/** The most of an answer twokey reads and keeps as the result; the rest is not downloaded. */
+export const MAX_RESULT_BYTES = 64 * 1024;
+
+/** What a 2xx answer becomes: its JSON, else its text; past the cap, the first bytes marked as truncated. */
+function resultOf(bytes: Buffer, truncated: boolean): unknown {
+  const text = bytes.toString('utf8');
+  if (truncated) return { truncated: true, maxBytes: MAX_RESULT_BYTES, body: text };
+  if (!text) return null;
+  try {
+    return JSON.parse(text) as unknown;
+  } catch {
+    return { body: text };
+  }
+}
 
 /**
  * POSTs the approved proposal to a downstream service, signed with the operation's secret and
  * carrying the proposal id as `Idempotency-Key`, so a repeat after a crash is recognised downstream.
- * Non-2xx, timeouts and connection errors are failures; the caller keeps the token unconsumed.
+ * Non-2xx, timeouts and connection errors are failures; the caller keeps the token unconsumed. The
+ * answer is read up to 64 KiB while it streams; a longer one is kept as its first 64 KiB, marked
+ * `truncated`, and the rest is never downloaded.
  */
 export function createHttpExecutor(options: HttpExecutorOptions): Executor {
   const clock = options.clock ?? (() => new Date());
@@ -30,14 +46,17 @@ export function createHttpExecutor(options: HttpExecutorOptions): Executor {
       }).catch((error: unknown) => {
         throw new Error(`executor ${error instanceof Error ? error.message : 'failed'}`, { cause: error });
       });
-      const text = (await response.text()).slice(0, MAX_RESULT_BYTES);
-      if (!response.ok) throw new Error(`executor answered HTTP ${response.status}`);
-      if (!text) return null;
-      try {
-        return JSON.parse(text) as unknown;
-      } catch {
-        return { body: text };
+      if (!response.ok) {
+        // The body of a refusal is not kept: nothing is read, the connection is released.
+        await response.body?.cancel().catch(() => undefined);
+        throw new Error(`executor answered HTTP ${response.status}`);
       }
+      const { bytes, truncated } = await readBodyUpTo(response.body, MAX_RESULT_BYTES).catch((error: unknown) => {
+        throw new Error(`executor answer broke off: ${error instanceof Error && error.name === 'TimeoutError' ? 'timed out' : 'connection lost'}`, {
+          cause: error,
+        });
+      });
+      return resultOf(bytes, truncated);
     },
   };
 }

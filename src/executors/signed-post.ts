@@ -19,12 +19,13 @@ export interface SignedPostOptions {
 }
 
 /**
- * The key a `whsec_…` secret stands for. Standard Webhooks defines `whsec_` + base64 of the key;
- * twokey's secrets are `whsec_` + unpadded base64url of 32 random bytes, the same bytes in the URL
- * alphabet (Node's decoder reads both alphabets).
+ * The key a `whsec_…` secret stands for. Standard Webhooks defines `whsec_` + base64 of the key, which
+ * is what twokey mints; secrets minted before round 3 are unpadded base64url of the same kind of key.
+ * Both decode here to the same bytes, so an agent keeps its secret across the change.
  */
 export function webhookKey(secret: string): Buffer {
-  return Buffer.from(secret.startsWith('whsec_') ? secret.slice('whsec_'.length) : secret, 'base64url');
+  const encoded = secret.startsWith('whsec_') ? secret.slice('whsec_'.length) : secret;
+  return Buffer.from(encoded.replace(/-/g, '+').replace(/_/g, '/'), 'base64');
 }
 
 /** `v1,<base64 HMAC-SHA256(key, id + "." + timestamp + "." + body)>` (Standard Webhooks). */

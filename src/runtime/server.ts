@@ -175,7 +175,10 @@ function wireChat(options: StartOptions, { env, logger, database, services }: Fo
       const grants = services.operation(operation)?.grants;
       return grants?.allow ? grants.durationsMs : [];
     },
-    resultTemplate: (operation) => services.operation(operation)?.renderResult,
+    resultSettings: (operation) => {
+      const definition = services.operation(operation);
+      return { template: definition?.renderResult, json: definition?.chatResult === 'json' };
+    },
     publicUrl: env.TWOKEY_PUBLIC_URL,
     clock: services.clock,
   });

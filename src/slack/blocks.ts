@@ -63,9 +63,7 @@ function mrkdwn(text: string): types.MrkdwnElement {
   return { type: 'mrkdwn', text };
 }
 
-function oneLine(value: unknown): string {
-  if (value === null || value === undefined) return 'no result';
-  const text = typeof value === 'string' ? value : JSON.stringify(value);
+function oneLine(text: string): string {
   return truncate(text.replace(/\s+/g, ' '), 300);
 }
 
@@ -119,7 +117,8 @@ function statusLine(view: ProposalMessageView): string {
     case 'executing':
       return `${STATUS_EMOJI.executing} *Approved* by ${by}; executing…`;
     case 'committed':
-      return `${STATUS_EMOJI.committed} *Committed.* Result: ${escapeMrkdwn(oneLine(view.result))}`;
+      // The result only as the operation chose to show it (docs/slack.md); the whole of it is in the console.
+      return `${STATUS_EMOJI.committed} *Committed.*${view.result === null ? '' : ` Result: ${escapeMrkdwn(oneLine(view.result))}`}`;
     case 'rejected': {
       const reason = view.decision?.reason;
       return `${STATUS_EMOJI.rejected} *Rejected* by ${by}${reason ? `: “${escapeMrkdwn(reason)}”` : ' (no reason given)'}.`;

@@ -30,7 +30,7 @@ const operation = (name: string, result: string) => `
     executor: { type: agp }`;
 
 const CONFIG = `
-operations:${operation('agp_order', '')}${operation('agp_order_short', 'result: "{{ result.status }}, for {{ agent }}"')}
+operations:${operation('agp_order', '')}${operation('agp_order_short', 'result: "{{ result.status }}, for {{ agent }}"')}${operation('agp_order_json', 'chatResult: json')}
 businesses:
   echo-approved:
     adapter: echo
@@ -38,6 +38,9 @@ businesses:
   echo-short:
     adapter: echo
     approval: { operation: agp_order_short }
+  echo-json:
+    adapter: echo
+    approval: { operation: agp_order_json }
 `;
 
 const order = { items: [{ productId: 'echo-widget-1', quantity: 1 }] };
@@ -45,20 +48,24 @@ const order = { items: [{ productId: 'echo-widget-1', quantity: 1 }] };
 describe('what chat shows of a result', () => {
   const context = { agent: 'argus', operation: 'agp_order', params: {} };
 
-  it('scrubs tokens before shortening, so half a token cannot slip through', () => {
+  it('shows nothing of a result by default: the outcome says it committed, the console has the rest', () => {
+    expect(chatResultText({ status: 'completed', orderId: 'o1' }, context)).toBeNull();
+    expect(chatResultText({ status: 'completed' }, context, { json: false })).toBeNull();
+  });
+
+  it('opted-in JSON: secret-named values redacted, then scrubbed before shortening, so half a token cannot slip through', () => {
     const token = `tk_conf_${'A'.repeat(43)}`;
-    const text = chatResultText({ status: 'pending_confirmation', confirmationToken: token, note: 'x'.repeat(500) }, context);
+    const text = chatResultText({ status: 'pending_confirmation', confirmationToken: token, note: 'x'.repeat(500) }, context, { json: true });
     expect(text).toContain('"confirmationToken":"[REDACTED]"');
     expect(text).toHaveLength(200);
     expect(findSecrets(text ?? '')).toEqual([]);
-    expect(chatResultText({ padding: 'y'.repeat(190), confirmationToken: token }, context)).not.toMatch(/tk_conf_/);
+    expect(chatResultText({ padding: 'y'.repeat(170), note: token }, context, { json: true })).not.toMatch(/tk_conf_/);
   });
 
   it('uses the operation result template when there is one, and no result means none', () => {
-    expect(chatResultText({ status: 'completed', orderId: 'o1' }, context, (ctx) => `done: ${String((ctx.result as { orderId: string }).orderId)}`)).toBe(
-      'done: o1',
-    );
-    expect(chatResultText(null, context)).toBeNull();
+    const template = (ctx: { result: unknown }) => `done: ${String((ctx.result as { orderId: string }).orderId)}`;
+    expect(chatResultText({ status: 'completed', orderId: 'o1' }, context, { template })).toBe('done: o1');
+    expect(chatResultText(null, context, { template, json: true })).toBeNull();
   });
 });
 
@@ -129,13 +136,21 @@ describe.each(drivers)('an AGP order approved in chat commits (%s)', (driver) =>
     return { answer, ...committed, id };
   }
 
-  it('shows a short, scrubbed result in Slack and Discord; the agent and the console keep it whole', async () => {
+  it('shows only the outcome in Slack and Discord by default; the agent and the console keep the result whole', async () => {
     const { answer, slackText, discordText, id } = await orderAndApprove('echo-approved');
     for (const text of [slackText, discordText]) {
       expect(text).not.toContain('tk_conf_');
-      expect(text).toContain('pending_confirmation');
+      expect(text).not.toContain('pending_confirmation');
     }
     expect((await twokey.services.proposals.get(id)).result).toMatchObject({ confirmationToken: answer.data.confirmationToken });
+  });
+
+  it('shows the result as redacted JSON when the operation opts in (chatResult: json)', async () => {
+    const { slackText, discordText } = await orderAndApprove('echo-json');
+    for (const text of [slackText, discordText]) {
+      expect(text).not.toContain('tk_conf_');
+      expect(text).toContain('{\\"status\\":\\"pending_confirmation\\"');
+    }
   });
 
   it("shows the operation's result template instead, when it has one", async () => {

@@ -32,7 +32,7 @@ describe('twokey CLI on the embedded database, beside a running server', { timeo
       const lines = created.stdout.trim().split('\n');
       const apiKey = lines.at(-1) ?? '';
       expect(apiKey).toMatch(/^tk_agent_[A-Za-z0-9_-]{43}$/);
-      expect(created.stdout).toMatch(/whsec_[A-Za-z0-9_-]{43}/);
+      expect(created.stdout).toMatch(/whsec_[A-Za-z0-9+/]{43}=/);
 
       const proposed = await fetch(`${server.url}/v1/proposals`, {
         method: 'POST',

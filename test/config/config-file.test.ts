@@ -277,6 +277,20 @@ opertions: []
     });
   });
 
+  describe('what chat shows of a result', () => {
+    it('is the outcome only unless the operation has a result template or opts in to JSON', () => {
+      expect(operation(`operations:${OPERATION}`).chatResult).toBe('outcome');
+      expect(operation(`operations:${OPERATION}    chatResult: json\n`).chatResult).toBe('json');
+    });
+
+    it('refuses an unknown chatResult, and JSON next to a result template that already decides', () => {
+      expect(configIssues(`operations:${OPERATION}    chatResult: everything\n`)).toEqual(['operations[0].chatResult: expected one of: outcome, json']);
+      expect(configIssues(`operations:${OPERATION}    chatResult: json\n    result: "{{ result.id }}"\n`)).toEqual([
+        'operations[0].chatResult: the result template already decides what chat shows; remove one of them',
+      ]);
+    });
+  });
+
   it('reports YAML syntax errors with their line', () => {
     expect(configIssues('operations: [\n')[0]).toMatch(/^YAML: Flow sequence .* at line 2, column 1/);
     expect(configIssues('operations: []\noperations: []\n')[0]).toMatch(/^YAML: Map keys must be unique at line 2/);

@@ -150,6 +150,18 @@ describe('params in a summary are shown as values', () => {
     expect(render('{{ params.org }}', { org: 'Привет, café 東京タワー 👩\u200D💻' })).toBe('Привет, café 東京タワー 👩\u200D💻');
   });
 
+  it('flags a word that passes for a different ASCII word: another script, fullwidth or styled letters', () => {
+    expect(render('Refund to {{ params.org }}.', { org: '\u0410\u0421\u041C\u0415' })).toBe('Refund to АСМЕ [⚠ look-alike of “ACME”].');
+    expect(render('{{ params.org }}', { org: '\uFF21\uFF23\uFF2D\uFF25' })).toBe('ＡＣＭＥ [⚠ look-alike of “ACME”]');
+    expect(render('{{ params.org }}', { org: '𝐩𝐚𝐲 ١٠٠' })).toBe('𝐩𝐚𝐲 ١٠٠ [⚠ look-alike of “pay”]');
+  });
+
+  it('makes blank padding, strike-through and other marks that are not accents visible', () => {
+    expect(render('{{ params.org }}', { org: 'acme\u2800\u2800\u2800\u2800Approved' })).toBe('acme[U+2800×4]Approved');
+    expect(render('{{ params.org }}', { org: 'a\u3000\u3164b' })).toBe('a[U+3000][U+3164]b');
+    expect(render('{{ params.org }}', { org: 'A\u0336C\u0336ME' })).toBe('A[U+0336]C[U+0336]ME');
+  });
+
   it('applies after filters, and templates cannot opt out with raw', () => {
     expect(render('{{ params.org | upcase }}', { org: 'a\nb' })).toBe('A⏎B');
     expect(() => compileSummaryTemplate('{{ params.org | raw }}', schema)).toThrow(TemplateError);

@@ -291,6 +291,10 @@ describe.each(drivers)('web console over HTTP (%s)', (driver) => {
       const proposal = await twokey.propose(apiKey, 'upgrade_plan', { org: 'acme', plan: 'scale' });
       const response = await twokey.form(`/console/proposals/${proposal.id}/reject`, { _csrf: csrf, return: '//evil.example/console' }, { cookie });
       expect(response.headers.location).toBe(`/console?done=reject&id=${proposal.id}`);
+      // A path that starts under /console/ and climbs out of it once resolved.
+      const climbing = await twokey.propose(apiKey, 'upgrade_plan', { org: 'acme', plan: 'pro' });
+      const climbed = await twokey.form(`/console/proposals/${climbing.id}/approve`, { _csrf: csrf, return: '/console/../../evil' }, { cookie });
+      expect(climbed.headers.location).toBe(`/console?done=approve&id=${climbing.id}`);
     });
   });
 

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { escapeHtml, html, trusted } from '../../src/console/html.js';
 import { formatRemaining } from '../../src/console/layout.js';
+import { safeReturn } from '../../src/console/respond.js';
 import { LINK_TTL_MS, checkLink, csrfTokenFor, csrfTokenMatches, sessionIsLive, webIdentity } from '../../src/console/sign-in.js';
 import { publicBaseUrl, servedOverHttps, signInUrl } from '../../src/console/urls.js';
 
@@ -18,6 +19,39 @@ describe('html templates', () => {
     const items = ['<a>', '<b>'].map((item) => html`<li>${item}</li>`);
     expect(html`<ul>${items}${null}${undefined}${false}</ul>`.value).toBe('<ul><li>&lt;a&gt;</li><li>&lt;b&gt;</li></ul>');
     expect(html`${trusted('<br />')}`.value).toBe('<br />');
+  });
+});
+
+describe('the return address of a console form', () => {
+  it.each([
+    ['/console', '/console'],
+    ['/console/proposals/prp_1', '/console/proposals/prp_1'],
+    ['/console/history?status=committed', '/console/history?status=committed'],
+    ['/console/./grants', '/console/grants'],
+    ['/console#pending', '/console'],
+  ])('keeps %s inside the console as %s', (given, kept) => {
+    expect(safeReturn(given)).toBe(kept);
+  });
+
+  it.each([
+    ['/console/../../evil'],
+    ['/console/../evil'],
+    ['/console/%2e%2e/evil'],
+    ['/console/.%2E/evil'],
+    ['/console/%2fevil'],
+    ['//evil.example/console'],
+    ['/console//evil.example'],
+    ['/\\evil.example/console'],
+    ['/console\\..\\..\\evil'],
+    ['/console/\t/evil'],
+    ['https://evil.example/console'],
+    ['javascript:alert(1)//console'],
+    ['/consoleevil'],
+    ['console/proposals'],
+    [''],
+    [undefined],
+  ])('sends %s to /console: it is not a path under /console/ once resolved, or it is ambiguous', (given) => {
+    expect(safeReturn(given)).toBe('/console');
   });
 });
 

@@ -1,9 +1,12 @@
+import { randomBytes } from 'node:crypto';
 import { createServer, type IncomingHttpHeaders } from 'node:http';
 import { once } from 'node:events';
 import { eq } from 'drizzle-orm';
 import { Webhook } from 'standardwebhooks';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { auditEvents, disabledCallbacks, jobs } from '../../src/db/schema.js';
+import { mintCallbackSecret } from '../../src/core/secrets.js';
+import { agents, auditEvents, disabledCallbacks, jobs } from '../../src/db/schema.js';
+import { postSigned, webhookKey } from '../../src/executors/signed-post.js';
 import { drivers } from '../support/database.js';
 import { verifyTwokeySignature } from '../support/fake-downstream.js';
 import { startTestTwokey, type TestTwokey } from '../support/twokey.js';
@@ -30,8 +33,66 @@ async function startReceiver() {
   return { url: `http://127.0.0.1:${address.port}/hook`, received, script, close: () => new Promise((done) => server.close(done)) };
 }
 
-/** What a receiver does with the standardwebhooks library: its key is the bytes of our secret. */
-const standardSecret = (whsec: string) => `whsec_${Buffer.from(whsec.slice('whsec_'.length), 'base64url').toString('base64')}`;
+/** A secret as twokey minted it before round 3: the same 32 random bytes, unpadded base64url. */
+const legacySecret = () => `whsec_${randomBytes(32).toString('base64url')}`;
+/** What a receiver holding a pre-round-3 secret gives the standardwebhooks library: the same bytes, in base64. */
+const standardFormOf = (whsec: string) => `whsec_${Buffer.from(whsec.slice('whsec_'.length), 'base64url').toString('base64')}`;
+const webhookHeaders = (headers: IncomingHttpHeaders) => ({
+  'webhook-id': String(headers['webhook-id']),
+  'webhook-timestamp': String(headers['webhook-timestamp']),
+  'webhook-signature': String(headers['webhook-signature']),
+});
+
+describe('whsec_ secrets and the standardwebhooks library', () => {
+  let receiver: Awaited<ReturnType<typeof startReceiver>>;
+  beforeAll(async () => {
+    receiver = await startReceiver();
+  });
+  afterAll(async () => {
+    await receiver.close();
+  });
+
+  /** Signs one request as a callback is signed, sends it, and returns what the receiver got. */
+  async function sent(secret: string, id: string) {
+    const response = await postSigned({
+      url: receiver.url,
+      secret,
+      body: JSON.stringify({ event: 'proposal.committed', id }),
+      standardWebhook: { id, key: webhookKey(secret) },
+      timeoutMs: 5_000,
+      clock: () => new Date(),
+    });
+    await response.body?.cancel();
+    const request = receiver.received.find((r) => r.headers['webhook-id'] === id);
+    if (!request) throw new Error(`nothing received for ${id}`);
+    return request;
+  }
+
+  it('mints whsec_ + standard base64 of 32 bytes, which the library takes as it is: 100 random secrets all verify', async () => {
+    for (let i = 0; i < 100; i += 1) {
+      const secret = mintCallbackSecret();
+      expect(secret).toMatch(/^whsec_[A-Za-z0-9+/]{43}=$/);
+      const request = await sent(secret, `msg_new_${i}`);
+      expect(new Webhook(secret).verify(request.body, webhookHeaders(request.headers))).toEqual({ event: 'proposal.committed', id: `msg_new_${i}` });
+    }
+  });
+
+  it('still signs with the key of a secret minted as base64url: 100 random ones verify in the standard form and as raw bytes', async () => {
+    for (let i = 0; i < 100; i += 1) {
+      const secret = legacySecret();
+      const request = await sent(secret, `msg_old_${i}`);
+      const headers = webhookHeaders(request.headers);
+      expect(new Webhook(standardFormOf(secret)).verify(request.body, headers)).toBeTruthy();
+      expect(new Webhook(Buffer.from(secret.slice(6), 'base64url'), { format: 'raw' }).verify(request.body, headers)).toBeTruthy();
+      expect(verifyTwokeySignature(secret, request.headers['x-twokey-signature'] as string, request.body)).toBe(true);
+    }
+  });
+
+  it('a message signed with another secret does not verify', async () => {
+    const request = await sent(mintCallbackSecret(), 'msg_other');
+    expect(() => new Webhook(mintCallbackSecret()).verify(request.body, webhookHeaders(request.headers))).toThrow();
+  });
+});
 
 describe.each(drivers)('Standard Webhooks callbacks (%s)', (driver) => {
   let twokey: TestTwokey;
@@ -68,27 +129,29 @@ describe.each(drivers)('Standard Webhooks callbacks (%s)', (driver) => {
     const [refused, delivered] = requestsFor(id) as [(typeof receiver.received)[0], (typeof receiver.received)[0]];
     expect(refused.headers['webhook-id']).toBe(`${id}:cancelled`);
     expect(delivered.headers['webhook-id']).toBe(refused.headers['webhook-id']);
-    const webhook = new Webhook(standardSecret(callbackSecret));
+    // The secret as `agents create` printed it goes into the library unchanged.
+    const webhook = new Webhook(callbackSecret);
     for (const request of [refused, delivered]) {
-      const headers = {
-        'webhook-id': String(request.headers['webhook-id']),
-        'webhook-timestamp': String(request.headers['webhook-timestamp']),
-        'webhook-signature': String(request.headers['webhook-signature']),
-      };
+      const headers = webhookHeaders(request.headers);
       expect(webhook.verify(request.body, headers)).toMatchObject({ event: 'proposal.cancelled', proposal: { id, status: 'cancelled' } });
       // The raw-key form of the library agrees, and the twokey signature still holds.
-      expect(new Webhook(Buffer.from(callbackSecret.slice(6), 'base64url'), { format: 'raw' }).verify(request.body, headers)).toBeTruthy();
+      expect(new Webhook(Buffer.from(callbackSecret.slice(6), 'base64'), { format: 'raw' }).verify(request.body, headers)).toBeTruthy();
       expect(verifyTwokeySignature(callbackSecret, request.headers['x-twokey-signature'] as string, request.body)).toBe(true);
     }
     // Another agent's secret does not verify.
     const { callbackSecret: otherSecret } = await twokey.createAgent('other-standard');
-    expect(() =>
-      new Webhook(standardSecret(otherSecret)).verify(delivered.body, {
-        'webhook-id': String(delivered.headers['webhook-id']),
-        'webhook-timestamp': String(delivered.headers['webhook-timestamp']),
-        'webhook-signature': String(delivered.headers['webhook-signature']),
-      }),
-    ).toThrow();
+    expect(() => new Webhook(otherSecret).verify(delivered.body, webhookHeaders(delivered.headers))).toThrow();
+  }, 120_000);
+
+  it('an agent whose secret was minted as base64url before round 3 gets callbacks its library verifies', async () => {
+    const { apiKey, id: agentId } = await twokey.createAgent('before-round-3');
+    const secret = legacySecret();
+    await twokey.services.database.db.update(agents).set({ callbackSecret: secret }).where(eq(agents.id, agentId));
+    const id = await cancelledWithCallback(apiKey, 'legacy');
+    await vi.waitFor(() => expect(requestsFor(id)).toHaveLength(1), { timeout: 60_000 });
+    const [request] = requestsFor(id) as [(typeof receiver.received)[0]];
+    expect(new Webhook(standardFormOf(secret)).verify(request.body, webhookHeaders(request.headers))).toMatchObject({ proposal: { id } });
+    expect(verifyTwokeySignature(secret, request.headers['x-twokey-signature'] as string, request.body)).toBe(true);
   }, 120_000);
 
   it('waits at least the Retry-After the receiver asked for', async () => {

@@ -80,6 +80,8 @@ describe('Discord proposal message', () => {
     });
     expect(statusOf({ status: 'executing' }).status).toMatch(/Executing/);
     expect(statusOf({ status: 'committed', result: '{"id":7}' })).toEqual({ status: '✅ **Committed**: `{"id":7}`', buttons: [] });
+    // No result to show (the default: the operation has no result template and no chatResult: json).
+    expect(statusOf({ status: 'committed', result: null })).toEqual({ status: '✅ **Committed**', buttons: [] });
     expect(statusOf({ status: 'rejected', decision: { ...by, reason: 'not *now*' } }).status).toBe('❌ **Rejected** by <@123456789012345678>: not \\*now\\*');
     expect(statusOf({ status: 'rejected', decision: by }).status).toMatch(/no reason given/);
     expect(statusOf({ status: 'expired' }).status).toMatch(/Expired/);

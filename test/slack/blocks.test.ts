@@ -40,6 +40,13 @@ describe('Slack proposal message', () => {
     expect(message.text).toContain('&lt;!channel&gt;');
   });
 
+  it('says "Committed." and shows a result only when the operation chose one', () => {
+    const committed = (result: string | null) => mrkdwnTexts(renderProposalMessage(view({ status: 'committed', result })).blocks);
+    expect(committed(null)).toContain('*Committed.*"');
+    expect(committed(null)).not.toContain('Result');
+    expect(committed('refunded as re_1001')).toContain('*Committed.* Result: refunded as re_1001');
+  });
+
   it("shows the expiry in each reader's time zone, with a fallback", () => {
     expect(JSON.stringify(renderProposalMessage(view()).blocks)).toContain('<!date^1795341900^{date_short_pretty} {time}|2026-11-22 10:05 UTC>');
   });

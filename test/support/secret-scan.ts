@@ -5,12 +5,18 @@
  */
 const SECRET_SHAPES: readonly RegExp[] = [
   /tk_(?:conf|agent|link)_[A-Za-z0-9_-]{6,}/,
-  /whsec_[A-Za-z0-9_-]{6,}/,
+  /whsec_[A-Za-z0-9+/_=-]{6,}/,
   /xox[a-z]-[A-Za-z0-9-]{4,}/,
   /xapp-[A-Za-z0-9-]{4,}/,
   /hooks\.slack\.com\/(?:actions|commands|services)\/[A-Za-z0-9/_-]+/,
   /\/(?:webhooks|interactions)\/\d{15,21}\/[A-Za-z0-9_.-]{20,}/,
   /\b[MNO][A-Za-z0-9_-]{23,28}\.[A-Za-z0-9_-]{6}\.[A-Za-z0-9_-]{27,}\b/,
+  // Other providers' keys a downstream answer may echo (src/lib/secrets.ts redacts them from chat).
+  /\b(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{6,}/,
+  /\bA(?:KIA|SIA)[A-Z0-9]{12,}/,
+  /\bgh[pousr]_[A-Za-z0-9]{12,}/,
+  /\bgithub_pat_[A-Za-z0-9_]{12,}/,
+  /\bsk-[A-Za-z0-9_-]{12,}/,
 ];
 
 export function findSecrets(text: string, literals: readonly string[] = []): string[] {

@@ -1,4 +1,5 @@
 import type { Adapter, AdapterContext, ExecuteResult } from './types.js';
+import { readBodyUpTo } from '../../lib/bounded-body.js';
 import { asRecord } from '../../lib/records.js';
 
 /**
@@ -22,8 +23,10 @@ class BusinessCallError extends Error {
 }
 
 async function readJson(response: Response, what: string): Promise<unknown> {
-  const text = await response.text();
-  if (text.length > MAX_RESPONSE_BYTES) throw new BusinessCallError(`${what} answered more than ${MAX_RESPONSE_BYTES} bytes`);
+  // Read while it streams, so a business answering without end cannot fill memory first.
+  const { bytes, truncated } = await readBodyUpTo(response.body, MAX_RESPONSE_BYTES);
+  if (truncated) throw new BusinessCallError(`${what} answered more than ${MAX_RESPONSE_BYTES} bytes`);
+  const text = bytes.toString('utf8');
   if (text === '') return null;
   try {
     return JSON.parse(text) as unknown;
