@@ -255,6 +255,7 @@ async function createApp({ env, logger, database, services }: Foundation, limits
     rateLimitStore: limits.sharedRateLimits?.Store,
     agents: services.agents,
     proposals: services.proposals,
+    requests: services.requests,
     changes: services.changes,
     operations: services.operations,
     ping: () => services.store.ping(),
@@ -308,6 +309,7 @@ async function registerSurfaces(
   const mcp = registerMcpRoutes(app, {
     agents: services.agents,
     proposals: services.proposals,
+    requests: services.requests,
     changes: services.changes,
     store: createMcpStore(database.db),
     operations: services.operations,
