@@ -1064,7 +1064,7 @@ export type components = {
                 /** @description ISO 8601 time */
                 at: string;
             }[];
-            /** @description The request's tk_conf_… token when this API key created it; null when another key (or MCP) did */
+            /** @description The request's tk_conf_… token when it was created with this same API key; null otherwise */
             confirmToken: string | null;
             decision: {
                 at: string;
