@@ -311,7 +311,7 @@ export const grantApprovals = pgTable(
  * One request identity for every way in (src/core/request-identity.ts): a gated call by (agent,
  * operation, canonical params, conversation) maps to the proposal that answers it, so a repeated call
  * gets that proposal, never a second request to a human. The primary key makes the first of two
- * concurrent identical calls the only one that proposes. (Before round 3 this was `mcp_calls`.)
+ * concurrent identical calls the only one that proposes. (It was `mcp_calls` while only MCP used it.)
  */
 export const requestIdentities = pgTable(
   'request_identities',
