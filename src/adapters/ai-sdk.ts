@@ -120,7 +120,8 @@ export async function answerApprovalRequests(
     })),
   );
   const pending = decisions.filter(({ gated }) => gated.outcome.outcome === 'pending');
-  if (pending.length > 0) throw new ApprovalsPendingError(pending.map(({ request, gated }) => ({ approvalId: request.approvalId, proposalId: gated.proposalId })));
+  if (pending.length > 0)
+    throw new ApprovalsPendingError(pending.map(({ request, gated }) => ({ approvalId: request.approvalId, proposalId: gated.proposalId })));
   const responses = decisions.map(({ request, gated }): ToolApprovalResponse => {
     const approved = gated.outcome.userConsent && gated.outcome.outcome !== 'failed';
     return { type: 'tool-approval-response', approvalId: request.approvalId, approved, reason: gated.text };

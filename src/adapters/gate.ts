@@ -68,9 +68,7 @@ export async function proposeAndAwait(client: Twokey, call: GatedCall): Promise<
  */
 async function commitForAgent(client: Twokey, view: ProposalView, call: GatedCall, token: string | null, waitMs: number): Promise<ProposalView> {
   if (!token) {
-    throw new Error(
-      `twokey request ${view.id} is approved, but its confirmation token was issued to another API key; only that key can commit it`,
-    );
+    throw new Error(`twokey request ${view.id} is approved, but its confirmation token was issued to another API key; only that key can commit it`);
   }
   try {
     await client.commit(view.id, { operation: call.operation, params: call.params }, { confirmToken: token, idempotencyKey: `${view.id}:commit` });

@@ -103,7 +103,7 @@ export const proposalReusedSchema = named(
   proposalViewSchema
     .extend({
       confirmToken: z.string().nullable().register(apiSchemas, {
-        description: 'The request\'s tk_conf_… token when it was created with this same API key; null otherwise',
+        description: "The request's tk_conf_… token when it was created with this same API key; null otherwise",
       }),
       reused: z.literal(true),
     })
@@ -151,7 +151,9 @@ export const proposeBodySchema = z.strictObject({
     .max(512)
     .regex(/^\P{Cc}+$/u)
     .optional()
-    .register(apiSchemas, { description: 'With `reuse`: the conversation, thread or run the call belongs to; the same call in another conversation is another request' }),
+    .register(apiSchemas, {
+      description: 'With `reuse`: the conversation, thread or run the call belongs to; the same call in another conversation is another request',
+    }),
 });
 
 export const commitBodySchema = z.strictObject({ operation: operationName, params: paramsObject });

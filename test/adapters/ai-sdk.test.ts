@@ -123,7 +123,12 @@ describe.each(drivers)('twokey/ai-sdk with the AI SDK (%s)', (driver) => {
       needsApproval: true,
       execute: async ({ region }) => `wiped ${region}`,
     });
-    const first = await generateText({ model: refundingModel('wipe', { region: 'ap' }, 'call_wipe_ap'), tools: { wipe }, prompt: 'wipe ap', stopWhen: stepCountIs(3) });
+    const first = await generateText({
+      model: refundingModel('wipe', { region: 'ap' }, 'call_wipe_ap'),
+      tools: { wipe },
+      prompt: 'wipe ap',
+      stopWhen: stepCountIs(3),
+    });
     const undecided = answerApprovalRequests(harness.client, first.content, { operationFor: () => 'approve_tool_call', waitMs: 100 });
     await expect(undecided).rejects.toBeInstanceOf(ApprovalsPendingError);
     const error = (await undecided.catch((thrown: unknown) => thrown)) as ApprovalsPendingError;

@@ -16,7 +16,13 @@ const identityConfig = configYaml([
   // commit: on_approve: the approval runs it.
   deleteWorkspaceOperation({ approvers: ['web:alice'], quorum: 1, expiresIn: '5m', commit: 'on_approve' }),
   // Small refunds are approved (and run) by a rule, at once.
-  refundOperation({ customer: true, approvers: ['web:alice'], expiresIn: '5m', commit: 'on_approve', policy: [{ when: 'params.amount_cents <= 100', decide: 'approve' }] }),
+  refundOperation({
+    customer: true,
+    approvers: ['web:alice'],
+    expiresIn: '5m',
+    commit: 'on_approve',
+    policy: [{ when: 'params.amount_cents <= 100', decide: 'approve' }],
+  }),
 ]);
 
 describe.each(drivers)('one request per call: POST /v1/proposals with reuse (%s)', (driver) => {
