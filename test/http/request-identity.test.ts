@@ -1,4 +1,7 @@
+import { inArray } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { pruneExpired } from '../../src/db/retention.js';
+import { requestIdentities } from '../../src/db/schema.js';
 import { manualClock } from '../support/clock.js';
 import { drivers } from '../support/database.js';
 import { configYaml, deleteWorkspaceOperation, refundOperation, upgradePlanOperation } from '../support/operations.js';
@@ -24,6 +27,8 @@ const identityConfig = configYaml([
     policy: [{ when: 'params.amount_cents <= 100', decide: 'approve' }],
   }),
 ]);
+
+const DAY = 24 * 3_600_000;
 
 describe.each(drivers)('one request per call: POST /v1/proposals with reuse (%s)', (driver) => {
   const clock = manualClock();
@@ -171,5 +176,27 @@ describe.each(drivers)('one request per call: POST /v1/proposals with reuse (%s)
       (proposal) => proposal.params['workspace'] === 'stampede',
     );
     expect(stored).toHaveLength(1);
+  });
+  // Last: it moves the clock a day on.
+  it('forgets an identity a day after its request closed and expired, never while the request is open', async () => {
+    const closed = await ask({ operation: 'delete_workspace', params: { workspace: 'pruned' } });
+    await twokey.services.proposals.approve(closed.body.id, alice);
+    expect((await read(closed.body.id)).body.status).toBe('committed');
+    const open = await ask({ operation: 'upgrade_plan', params: { org: 'kept-co', plan: 'pro' } });
+    const left = async () =>
+      (
+        await twokey.services.database.db
+          .select()
+          .from(requestIdentities)
+          .where(inArray(requestIdentities.proposalId, [closed.body.id, open.body.id]))
+      )
+        .map((row) => row.proposalId)
+        .sort();
+    clock.advance(DAY - 60_000);
+    await pruneExpired(twokey.services.database.db, clock());
+    expect(await left()).toEqual([closed.body.id, open.body.id].sort());
+    clock.advance(10 * 60_000);
+    await pruneExpired(twokey.services.database.db, clock());
+    expect(await left()).toEqual([open.body.id]);
   });
 });
