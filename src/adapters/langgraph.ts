@@ -33,11 +33,16 @@ export interface TwokeyInterrupt {
 
 const RESUMED_WAIT_MS = 50_000;
 
-/** The node's call in the thread, as an Idempotency-Key (visible ASCII, bounded whatever the thread id is). */
-async function nodeCallKey(thread: string, task: string, step: string): Promise<string> {
-  const digest = await globalThis.crypto.subtle.digest('SHA-256', new TextEncoder().encode(JSON.stringify([thread, task, step])));
-  return `langgraph:${Array.from(new Uint8Array(digest), (byte) => byte.toString(16).padStart(2, '0')).join('')}`;
+async function sha256Hex(text: string): Promise<string> {
+  const digest = await globalThis.crypto.subtle.digest('SHA-256', new TextEncoder().encode(text));
+  return Array.from(new Uint8Array(digest), (byte) => byte.toString(16).padStart(2, '0')).join('');
 }
+
+/** The node's call in the thread, as an Idempotency-Key (visible ASCII, bounded whatever the thread id is). */
+const nodeCallKey = async (thread: string, task: string, step: string) => `langgraph:${await sha256Hex(JSON.stringify([thread, task, step]))}`;
+
+/** The thread as twokey's `conversation` (at most 512 characters, no control characters): a digest when it does not fit. */
+const conversationOf = async (thread: string) => (thread.length <= 512 && !/\p{Cc}/u.test(thread) ? thread : `sha256:${await sha256Hex(thread)}`);
 
 export async function twokeyGate(client: Twokey, options: GateOptions, config: LangGraphRunnableConfig = getConfig()): Promise<GatedResult> {
   const thread = config.configurable?.['thread_id'];
@@ -48,7 +53,7 @@ export async function twokeyGate(client: Twokey, options: GateOptions, config: L
   const call = {
     operation: options.operation,
     params: options.params,
-    conversation: thread,
+    conversation: await conversationOf(thread),
     idempotencyKey: await nodeCallKey(thread, task, options.step ?? options.operation),
     waitMs: options.waitMs ?? 0,
   };
