@@ -12,7 +12,7 @@ import type { RequestIdentity } from '../core/request-identity.js';
 export interface McpServices {
   agents: Pick<AgentService, 'authenticate'>;
   proposals: Pick<ProposalService, 'propose' | 'viewForAgent' | 'executeApproved'>;
-  /** Finds the request an identical call already opened (shared with /v1 and AGP). */
+  /** Finds the request an identical call already opened (shared with /v1 and the framework adapters). */
   requests: Pick<RequestIdentity, 'proposeOnce'>;
   changes: Pick<ChangeFeed, 'next'>;
   operations(): OperationDefinition[];
