@@ -1,18 +1,28 @@
 import { outcomeText, type Outcome } from '../core/outcome.js';
-import type { ProposalView, Twokey } from '../sdk/index.js';
+import { TwokeyApiError, type ProposalView, type Twokey } from '../sdk/index.js';
 
 /**
- * The one flow every framework adapter runs: propose through twokey under an idempotency key the
- * framework makes stable across retries (a tool call id, a graph thread + node), wait for the
- * decision, and commit when the operation leaves committing to the agent. The result is the
- * outcome object and the words a model reads, so a denial can never look like a tool that merely
- * failed and invites another try.
+ * The one flow every framework adapter runs: ask twokey once per logical call, wait for the decision,
+ * and commit when the operation leaves committing to the agent. The result is the outcome object and
+ * the words a model reads, so a denial can never look like a tool that merely failed and invites
+ * another try.
+ *
+ * "Once per logical call" is twokey's request identity (`POST /v1/proposals` with `reuse: true`): the
+ * agent, the operation, the canonical params and the conversation. A model told "call this tool again
+ * with the same arguments" makes a new tool call with a new id; the identity, not the id, finds the
+ * request it is waiting for, and after the agent has read a committed result the same arguments are
+ * a new request (docs/api.md, "One request per call").
  */
 export interface GatedCall {
   operation: string;
   params: Record<string, unknown>;
-  /** Stable across retries of the same step: the same key never asks a human twice. */
-  idempotencyKey: string;
+  /** The framework's conversation, thread or run: the same call in another conversation is another request. */
+  conversation?: string | undefined;
+  /**
+   * Only for a step the framework re-runs as itself (a LangGraph node resumed after `interrupt()`):
+   * the re-run gets the first run's answer back, even once that request is committed and seen.
+   */
+  idempotencyKey?: string;
   /** How long to wait for a decision before answering `pending` (default 50 s). */
   waitMs?: number;
   signal?: AbortSignal;
@@ -40,18 +50,37 @@ function settled(view: ProposalView, commitByAgent: boolean): boolean {
 }
 
 export async function proposeAndAwait(client: Twokey, call: GatedCall): Promise<GatedResult> {
-  const created = await client.propose({ operation: call.operation, params: call.params }, { idempotencyKey: call.idempotencyKey });
+  const asked = await client.proposeOnce(
+    { operation: call.operation, params: call.params, ...(call.conversation ? { conversation: call.conversation } : {}) },
+    call.idempotencyKey ? { idempotencyKey: call.idempotencyKey } : {},
+  );
   const commitByAgent = await commitsByAgent(client, call.operation);
-  let view = await waitUntilSettled(client, created.id, call.operation, call.waitMs ?? DEFAULT_WAIT_MS, call.signal);
-  if (commitByAgent && view.outcome.outcome === 'approved') {
-    await client.commit(
-      created.id,
-      { operation: call.operation, params: call.params },
-      { confirmToken: created.confirmToken, idempotencyKey: `${call.idempotencyKey}:commit` },
-    );
-    view = await client.get(created.id);
-  }
+  const waitMs = call.waitMs ?? DEFAULT_WAIT_MS;
+  let view = await waitUntilSettled(client, asked.id, call.operation, waitMs, call.signal);
+  if (commitByAgent && view.outcome.outcome === 'approved') view = await commitForAgent(client, view, call, asked.confirmToken, waitMs);
   return gatedResultOf(view);
+}
+
+/**
+ * Commits an approved `commit: agent` proposal with its token. Two calls waiting on one request may
+ * both get here: the token is single-use, so the second is refused (`consumed`, or `conflict` while the
+ * first runs) and reads what the first one did instead.
+ */
+async function commitForAgent(client: Twokey, view: ProposalView, call: GatedCall, token: string | null, waitMs: number): Promise<ProposalView> {
+  if (!token) {
+    throw new Error(`twokey request ${view.id} is approved, but its confirmation token was issued to another API key; only that key can commit it`);
+  }
+  try {
+    await client.commit(view.id, { operation: call.operation, params: call.params }, { confirmToken: token, idempotencyKey: `${view.id}:commit` });
+  } catch (error) {
+    // A failed execution is recorded on the proposal (outcome `failed`, retryable); the view says so.
+    if (!(error instanceof TwokeyApiError) || !['consumed', 'conflict', 'execution_failed'].includes(error.code)) throw error;
+  }
+  return client.wait(view.id, {
+    timeoutMs: waitMs,
+    until: (latest) => latest.status !== 'executing' && !(latest.status === 'approved' && latest.error === null),
+    ...(call.signal ? { signal: call.signal } : {}),
+  });
 }
 
 /**

@@ -1,4 +1,4 @@
-import { RunState, tool, type Agent, type RunToolApprovalItem } from '@openai/agents';
+import { RunState, tool, type Agent, type RunContext, type RunToolApprovalItem } from '@openai/agents';
 import type { Twokey } from '../sdk/index.js';
 import { gatedResultOf, proposeAndAwait, waitUntilSettled, type GatedResult } from './gate.js';
 
@@ -14,6 +14,11 @@ export interface TwokeyAgentToolOptions {
   /** JSON Schema of the arguments; default: an open object that twokey validates. */
   parameters?: Record<string, unknown>;
   waitMs?: number;
+  /**
+   * The conversation a call belongs to, or how to read it from the run's context: the same call in two
+   * conversations is two requests. Default: none, so the same call for this agent is one request while open.
+   */
+  conversation?: string | ((context: RunContext<unknown> | undefined) => string | undefined);
 }
 
 // Any agent, whatever its context and output types: the bridge only moves its run state around.
@@ -30,14 +35,14 @@ export function twokeyTool(options: TwokeyAgentToolOptions) {
     // Not strict: twokey's own schema check answers with every problem listed.
     strict: false,
     parameters: (options.parameters ?? { type: 'object', properties: {}, required: [], additionalProperties: true }) as JsonObjectSchema,
-    execute: async (input, _context, details) => {
-      const callId = details?.toolCall?.callId;
-      if (!callId) throw new Error('twokeyTool needs the tool call id the Agents SDK passes to execute');
+    execute: async (input, context) => {
+      // Not the call id: a model told to call again makes a new call with a new id. The request identity
+      // (operation, canonical arguments, conversation) finds the request it is waiting for.
+      const conversation = typeof options.conversation === 'function' ? options.conversation(context) : options.conversation;
       const gated = await proposeAndAwait(options.client, {
         operation: options.operation,
         params: (typeof input === 'string' ? JSON.parse(input) : input) as Record<string, unknown>,
-        // A re-run of the same call (a retried turn, a resumed run) finds the same proposal.
-        idempotencyKey: `openai-agents:${callId}`,
+        conversation,
         ...(options.waitMs === undefined ? {} : { waitMs: options.waitMs }),
       });
       return gated.text;

@@ -74,8 +74,13 @@ export interface AuditQuery {
 export interface Store {
   transaction<T>(work: (tx: StoreTransaction) => Promise<T>): Promise<T>;
   getProposal(id: string): Promise<ProposalRecord | null>;
-  /** The proposal and its approvals (oldest first), in one round trip. */
-  getProposalWithApprovals(id: string): Promise<{ proposal: ProposalRecord; approvals: ApprovalRecord[] } | null>;
+  /**
+   * The proposal and its approvals (oldest first), in one round trip; `unseenRequest` when a request
+   * identity maps to it whose agent has not yet been answered with its final outcome.
+   */
+  getProposalWithApprovals(id: string): Promise<{ proposal: ProposalRecord; approvals: ApprovalRecord[]; unseenRequest?: boolean } | null>;
+  /** Its agent was answered with the proposal's final outcome (see src/core/request-identity.ts). */
+  markRequestSeen(proposalId: string, at: Date): Promise<void>;
   listProposals(filter: ProposalFilter): Promise<ProposalRecord[]>;
   listApprovals(proposalId: string): Promise<ApprovalRecord[]>;
   /** Executions whose claim ran out: their process died mid-call. */
@@ -89,4 +94,19 @@ export interface Store {
   listAudit(query: AuditQuery): Promise<AuditEventRecord[]>;
   countProposalsByStatus(): Promise<Record<string, number>>;
   ping(): Promise<void>;
+}
+
+export type IdentityClaim = { claimed: true } | { claimed: false; proposalId: string | null; sealedToken: unknown };
+
+/** Which proposal answers a request identity (src/core/request-identity.ts); src/db/request-identity-store.ts implements it. */
+export interface RequestIdentityStore {
+  /**
+   * Takes the identity's key unless a proposal still answers it or another caller is proposing right
+   * now (until `now + claimMs`). One statement, so two replicas racing on one key cannot both win.
+   */
+  claim(key: string, agentId: string, now: Date, claimMs: number): Promise<IdentityClaim>;
+  /** The proposal made under a claim; `seen` when the caller is answered with its final outcome already. */
+  record(key: string, made: { proposalId: string; sealedToken: Record<string, unknown> | null; seen: boolean }, now: Date): Promise<void>;
+  /** Gives the key back after a failed proposal, so the next call need not wait for the claim to run out. */
+  release(key: string): Promise<void>;
 }

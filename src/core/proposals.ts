@@ -5,7 +5,7 @@ import type { ExecutorResolver } from './executor.js';
 import { newId } from './ids.js';
 import { outcomeOf } from './outcome.js';
 import { decideAtPropose } from './automatic-decisions.js';
-import type { AgentRecord, ApprovalRecord, Clock, OperationSpec, ProposalRecord } from './model.js';
+import { finalStatuses, type AgentRecord, type ApprovalRecord, type Clock, type OperationSpec, type ProposalRecord } from './model.js';
 import { noPeople, type People } from './people.js';
 import type { OutboxJobSpec, Store, StoreTransaction } from './ports.js';
 import { mintConfirmToken, paramsHash, sha256Hex } from './secrets.js';
@@ -234,10 +234,15 @@ export function createProposalService(deps: ProposalServiceDeps) {
     return expired;
   }
 
-  /** What an agent may see of its own proposal: never the token or its hash. */
+  /**
+   * What an agent may see of its own proposal: never the token or its hash. Answering it with a final
+   * outcome is what "seen" means for its request identity (src/core/request-identity.ts): after that a
+   * committed or expired request no longer answers an identical call.
+   */
   async function viewForAgent(agent: AgentRecord, proposalId: string) {
     const found = await store.getProposalWithApprovals(proposalId);
     if (!found || found.proposal.agentId !== agent.id) throw new TwokeyError('not_found', `no proposal ${proposalId}`);
+    if (found.unseenRequest && finalStatuses.includes(found.proposal.status)) await store.markRequestSeen(proposalId, clock());
     return agentView(found.proposal, found.approvals);
   }
 

@@ -24,6 +24,14 @@ function rules(now: Date): Array<{ table: string; where: SQL }> {
     { table: 'agp_tokens', where: sql`expires_at <= ${at(dayAgo)}` },
     { table: 'approver_links', where: sql`expires_at <= ${at(now)}` },
     { table: 'console_sessions', where: sql`expires_at <= ${at(now)} or revoked_at <= ${at(dayAgo)}` },
+    // A request identity goes a day after its last use and its proposal's expiry, never while the
+    // proposal is still open: a repeat that late is a new call (src/core/request-identity.ts).
+    {
+      table: 'request_identities',
+      where: sql`updated_at < ${at(dayAgo)} and not exists (
+        select 1 from proposals p where p.id = request_identities.proposal_id
+           and (p.status in ('pending', 'approved', 'executing') or p.expires_at > ${at(dayAgo)}))`,
+    },
   ];
 }
 

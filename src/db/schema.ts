@@ -308,20 +308,31 @@ export const grantApprovals = pgTable(
 );
 
 /**
- * MCP tool calls by (agent, operation, canonical arguments): the proposal that answers them, so a
- * client that times out and calls again gets the same proposal, never a second request to a human.
- * The primary key makes the first of two concurrent identical calls the only one that proposes.
+ * One request identity for every way in (src/core/request-identity.ts): a gated call by (agent,
+ * operation, canonical params, conversation) maps to the proposal that answers it, so a repeated call
+ * gets that proposal, never a second request to a human. The primary key makes the first of two
+ * concurrent identical calls the only one that proposes. (It was `mcp_calls` while only MCP used it.)
  */
-export const mcpCalls = pgTable('mcp_calls', {
-  key: text('key').primaryKey(),
-  agentId: text('agent_id')
-    .notNull()
-    .references(() => agents.id),
-  proposalId: text('proposal_id').references(() => proposals.id),
-  // While no proposal is recorded, the caller proposing holds the key until this instant.
-  claimedUntil: instant('claimed_until').notNull(),
-  updatedAt: instant('updated_at').notNull(),
-});
+export const requestIdentities = pgTable(
+  'request_identities',
+  {
+    key: text('key').primaryKey(),
+    agentId: text('agent_id')
+      .notNull()
+      .references(() => agents.id),
+    proposalId: text('proposal_id').references(() => proposals.id),
+    // While no proposal is recorded, the caller proposing holds the key until this instant.
+    claimedUntil: instant('claimed_until').notNull(),
+    // The confirmation token, sealed under the creating API key (which the database never holds), so a
+    // repeat with that key can commit a `commit: agent` proposal it did not create itself.
+    sealedToken: jsonb('sealed_token').$type<Record<string, unknown>>(),
+    // When the agent was first answered with the proposal's final outcome: from then on a committed or
+    // expired proposal no longer answers the identity, and the next identical call is a new request.
+    seenAt: instant('seen_at'),
+    updatedAt: instant('updated_at').notNull(),
+  },
+  (table) => [index('request_identities_proposal_idx').on(table.proposalId)],
+);
 
 /**
  * What each agent's MCP client declared at `initialize`. The server is stateless (any replica answers
@@ -350,7 +361,7 @@ export const schema = {
   idempotencyKeys,
   approverLinks,
   consoleSessions,
-  mcpCalls,
+  requestIdentities,
   mcpClients,
 };
 export type Schema = typeof schema;

@@ -1,4 +1,4 @@
-import { and, asc, desc, eq, gt, lte, ne, sql, type SQL } from 'drizzle-orm';
+import { and, asc, desc, eq, gt, isNull, lte, ne, sql, type SQL } from 'drizzle-orm';
 import { PgDialect } from 'drizzle-orm/pg-core';
 import type postgres from 'postgres';
 import type { AgentRecord, ApprovalRecord, AuditEventInput, ConfirmationType, CommitMode, ProposalRecord, ProposalStatus } from '../core/model.js';
@@ -7,7 +7,7 @@ import { auditInsertCtes, createAuditLog } from './audit-log.js';
 import type { Db } from './database.js';
 import { grantTransactionStore } from './grants-store.js';
 import type { Notifier } from './notifier.js';
-import { agents, approvals, proposals } from './schema.js';
+import { agents, approvals, proposals, requestIdentities } from './schema.js';
 
 /** The channel every replica LISTENs on to wake long-polls. */
 export const PROPOSAL_CHANNEL = 'twokey_proposals';
@@ -67,6 +67,14 @@ export const approvalsColumn = sql<ApprovalJson[] | string>`coalesce((
   select json_agg(json_build_object('approver', a.approver, 'matchedRule', a.matched_rule, 'via', a.via, 'at', a.at) order by a.at)
   from approvals a where a.proposal_id = ${proposals.id}), '[]'::json)`;
 
+/**
+ * A request identity maps to this proposal and its agent has not been answered with the final outcome
+ * yet (src/core/request-identity.ts): read with the proposal, so the agent's read needs no statement
+ * more unless there is something to mark.
+ */
+export const unseenRequestColumn = sql<boolean>`exists (
+  select 1 from request_identities r where r.proposal_id = ${proposals.id} and r.seen_at is null)`;
+
 /** PGlite hands json back parsed, postgres.js as text when drizzle asks for raw values. */
 export function toApprovals(proposalId: string, value: ApprovalJson[] | string): ApprovalRecord[] {
   const list = typeof value === 'string' ? (JSON.parse(value) as ApprovalJson[]) : value;
@@ -76,9 +84,12 @@ export function toApprovals(proposalId: string, value: ApprovalJson[] | string):
 function readsFrom(db: Executor) {
   return {
     /** The proposal and its approvals in one statement. */
-    async getProposalWithApprovals(id: string): Promise<{ proposal: ProposalRecord; approvals: ApprovalRecord[] } | null> {
-      const [row] = await db.select({ proposal: proposals, approvals: approvalsColumn }).from(proposals).where(eq(proposals.id, id));
-      return row ? { proposal: toProposal(row.proposal), approvals: toApprovals(id, row.approvals) } : null;
+    async getProposalWithApprovals(id: string) {
+      const [row] = await db
+        .select({ proposal: proposals, approvals: approvalsColumn, unseenRequest: unseenRequestColumn })
+        .from(proposals)
+        .where(eq(proposals.id, id));
+      return row ? { proposal: toProposal(row.proposal), approvals: toApprovals(id, row.approvals), unseenRequest: row.unseenRequest } : null;
     },
     async getAgent(id: string) {
       const [row] = await db.select().from(agents).where(eq(agents.id, id));
@@ -302,7 +313,7 @@ function preparedReads(db: Db) {
       .where(eq(proposals.id, sql.placeholder('id')))
       .prepare('twokey_proposal'),
     proposalWithApprovals: db
-      .select({ proposal: proposals, approvals: approvalsColumn })
+      .select({ proposal: proposals, approvals: approvalsColumn, unseenRequest: unseenRequestColumn })
       .from(proposals)
       .where(eq(proposals.id, sql.placeholder('id')))
       .prepare('twokey_proposal_with_approvals'),
@@ -321,7 +332,13 @@ export function createStore(db: Db, options: StoreOptions = {}): Store {
     },
     async getProposalWithApprovals(id) {
       const [row] = await prepared.proposalWithApprovals.execute({ id });
-      return row ? { proposal: toProposal(row.proposal), approvals: toApprovals(id, row.approvals) } : null;
+      return row ? { proposal: toProposal(row.proposal), approvals: toApprovals(id, row.approvals), unseenRequest: row.unseenRequest } : null;
+    },
+    async markRequestSeen(proposalId: string, at: Date): Promise<void> {
+      await db
+        .update(requestIdentities)
+        .set({ seenAt: at })
+        .where(and(eq(requestIdentities.proposalId, proposalId), isNull(requestIdentities.seenAt)));
     },
     async transaction(work) {
       const { value, dueKinds, notifications } = await inTransaction(db, replica, work);

@@ -4,7 +4,8 @@ import { outcomeOf } from '../core/outcome.js';
 import type { AgentProposalView } from '../core/proposals.js';
 import { finalStatuses, type AgentRecord } from '../core/model.js';
 import type { FailedAuthLimiter, LongPollLimiter } from '../limits/index.js';
-import { agentOf, asAgentScope, perAgentRateLimit } from './agent-auth.js';
+import { tokenSealer } from '../idempotency/seal.js';
+import { agentOf, asAgentScope, bearerKey, perAgentRateLimit } from './agent-auth.js';
 import type { AgentApiServices } from './ports.js';
 import {
   commitAnswerSchema,
@@ -16,6 +17,7 @@ import {
   proposalCreatedSchema,
   proposalIdParamsSchema,
   proposalQuerySchema,
+  proposalReusedSchema,
   proposalViewSchema,
   proposeBodySchema,
   type ProposalView,
@@ -128,20 +130,30 @@ export function registerAgentRoutes(app: FastifyInstance, deps: AgentRouteDeps):
           tags: ['agent API'],
           summary: 'Propose an operation',
           description:
-            'twokey writes the summary, mints a single-use confirmation token bound to this agent, the operation and the canonical params, and asks the approvers.',
+            'twokey writes the summary, mints a single-use confirmation token bound to this agent, the operation and the canonical params, and asks the approvers. With `reuse: true`, a request with the same identity (agent, operation, canonical params, conversation) that still answers is returned with 200 instead.',
           security: agentKey,
           headers: idempotentHeadersSchema,
           body: proposeBodySchema,
-          response: { 201: proposalCreatedSchema, ...errors },
+          response: { 200: proposalReusedSchema, 201: proposalCreatedSchema, ...errors },
         },
       },
       async (request, reply) => {
-        const { operation, params, callbackUrl } = request.body;
-        const { proposal, confirmToken } = await deps.proposals.propose(agentOf(request), {
-          operation,
-          params,
-          ...(callbackUrl === undefined ? {} : { callbackUrl }),
-        });
+        const { operation, params, callbackUrl, reuse, conversation } = request.body;
+        const agent = agentOf(request);
+        const input = { operation, params, ...(callbackUrl === undefined ? {} : { callbackUrl }) };
+        if (conversation !== undefined && reuse !== true) {
+          throw new TwokeyError('invalid_request', '`conversation` names the request identity `reuse` looks up; send it with `"reuse": true`', [
+            { path: '/conversation', message: 'only with "reuse": true' },
+          ]);
+        }
+        const made = reuse
+          ? await deps.requests.proposeOnce(agent, input, { conversation: conversation ?? null, sealer: tokenSealer(bearerKey(request)) })
+          : { created: true as const, ...(await deps.proposals.propose(agent, input)) };
+        if (!made.created) {
+          const view = toProposalView(await deps.proposals.viewForAgent(agent, made.proposalId));
+          return reply.status(200).send({ ...view, confirmToken: made.confirmToken, reused: true as const });
+        }
+        const { proposal, confirmToken } = made;
         return reply.status(201).send({
           id: proposal.id,
           status: proposal.status,

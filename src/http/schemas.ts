@@ -98,6 +98,18 @@ export const proposalCreatedSchema = named(
   }),
 );
 
+export const proposalReusedSchema = named(
+  'ProposalReused',
+  proposalViewSchema
+    .extend({
+      confirmToken: z.string().nullable().register(apiSchemas, {
+        description: "The request's tk_conf_… token when it was created with this same API key; null otherwise",
+      }),
+      reused: z.literal(true),
+    })
+    .register(apiSchemas, { description: 'The open (or not yet seen) request with the same identity, answered instead of a new one (200)' }),
+);
+
 export const commitAnswerSchema = named('CommitAnswer', z.object({ status: proposalStatusSchema, result: z.unknown(), outcome: outcomeSchema }));
 
 export const operationInfoSchema = named(
@@ -129,6 +141,19 @@ export const proposeBodySchema = z.strictObject({
     .regex(/^https?:\/\//)
     .optional()
     .register(apiSchemas, { description: 'Receives the decision and the result, signed (Standard Webhooks)' }),
+  reuse: z.boolean().optional().register(apiSchemas, {
+    description:
+      'true: when this agent already has a request with the same operation, canonical params and conversation that still answers (open, or decided and not yet seen), answer it with 200 instead of asking again',
+  }),
+  conversation: z
+    .string()
+    .min(1)
+    .max(512)
+    .regex(/^\P{Cc}+$/u)
+    .optional()
+    .register(apiSchemas, {
+      description: 'With `reuse`: the conversation, thread or run the call belongs to; the same call in another conversation is another request',
+    }),
 });
 
 export const commitBodySchema = z.strictObject({ operation: operationName, params: paramsObject });
@@ -182,6 +207,7 @@ export type ErrorBody = z.output<typeof errorBodySchema>;
 export type OutcomeView = z.output<typeof outcomeSchema>;
 export type ProposalView = z.output<typeof proposalViewSchema>;
 export type ProposalCreated = z.output<typeof proposalCreatedSchema>;
+export type ProposalReused = z.output<typeof proposalReusedSchema>;
 export type CommitAnswer = z.output<typeof commitAnswerSchema>;
 export type OperationInfo = z.output<typeof operationInfoSchema>;
 export type ProposeBody = z.output<typeof proposeBodySchema>;

@@ -1,4 +1,5 @@
 import { createCipheriv, createDecipheriv, hkdfSync, randomBytes } from 'node:crypto';
+import type { TokenSealer } from '../core/request-identity.js';
 
 /**
  * Stored responses can hold secrets (a proposal's confirmToken, an adapter's order token), which
@@ -46,4 +47,15 @@ export function unseal(sealed: unknown, secret: string, scope: string): string |
   } catch {
     return null;
   }
+}
+
+/**
+ * Seals confirmation tokens kept for a repeated request (src/core/request-identity.ts) under the
+ * caller's API key, the same way as stored responses.
+ */
+export function tokenSealer(secret: string): TokenSealer {
+  return {
+    seal: (token, scope) => ({ ...seal(token, secret, scope) }),
+    unseal: (sealed, scope) => unseal(sealed, secret, scope),
+  };
 }

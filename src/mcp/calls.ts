@@ -1,16 +1,15 @@
-import { setTimeout as sleep } from 'node:timers/promises';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import type { OperationDefinition } from '../config/config-file.js';
 import { TwokeyError } from '../core/errors.js';
 import type { AgentRecord } from '../core/model.js';
 import { outcomeText } from '../core/outcome.js';
 import type { AgentProposalView } from '../core/proposals.js';
-import { paramsHash, sha256Hex } from '../core/secrets.js';
+import type { TokenSealer } from '../core/request-identity.js';
 import type { McpStore } from '../db/mcp-store.js';
 import type { McpServices } from './ports.js';
 
-export interface McpCallDeps extends Pick<McpServices, 'proposals' | 'changes' | 'operation' | 'clock'> {
-  store: Pick<McpStore, 'claim' | 'record' | 'release' | 'clientSupportsUrlElicitation'>;
+export interface McpCallDeps extends Pick<McpServices, 'proposals' | 'requests' | 'changes' | 'operation' | 'clock'> {
+  store: Pick<McpStore, 'clientSupportsUrlElicitation'>;
   /** How long one tools/call waits for the decision before answering `pending`. */
   waitMs: number;
   /** Re-read interval: the change feed wakes us at once for this process's changes (and NOTIFY's), this covers the rest. */
@@ -26,11 +25,10 @@ export interface CallContext {
   progress?(update: { progress: number; total: number; message: string }): Promise<void>;
   /** Present when the client can open a URL for the user (URL-mode elicitation). */
   offerUrl?(request: { url: string; message: string; elicitationId: string }): void;
+  /** Seals the confirmation token under the caller's API key, for a repeat of the same request through /v1. */
+  sealer?: TokenSealer;
 }
 
-/** How long a caller may hold an MCP call's key while proposing, before another caller may take it over. */
-const CLAIM_MS = 15_000;
-const CLAIM_POLL_MS = 25;
 /** Clients that reset their timeout on progress stay alive during a long wait. */
 const HEARTBEAT_MS = 10_000;
 const SECRET_SHAPED = /tk_(?:conf|agent|link)_|whsec_/;
@@ -67,36 +65,18 @@ export function createMcpCalls(deps: McpCallDeps) {
   let waiting = 0;
 
   /**
-   * The proposal that answers this call: the one already open (or decided, until it expires) for the
-   * same agent, operation and canonical arguments, else a new one. The key's row is claimed in one
-   * statement, so of two identical calls racing on any replicas only one proposes; the other waits for
-   * its proposal id. Rule-decided operations (read-only upstream tools) are not deduplicated: reading
-   * twice must read twice.
+   * The proposal that answers this call: the request identity every way in shares (agent, operation,
+   * canonical arguments; src/core/request-identity.ts). Rule-decided operations (read-only upstream
+   * tools) are not deduplicated: reading twice must read twice.
    */
-  async function proposalFor(agent: AgentRecord, operation: OperationDefinition, params: Record<string, unknown>) {
+  async function proposalFor(agent: AgentRecord, operation: OperationDefinition, params: Record<string, unknown>, context: CallContext) {
     if (operation.autoApprove) {
       const { proposal } = await proposals.propose(agent, { operation: operation.name, params });
       return { id: proposal.id, created: true };
     }
-    const key = sha256Hex(`${agent.id}\n${operation.name}\n${paramsHash(params)}`);
-    const giveUpAt = Date.now() + CLAIM_MS * 2;
-    for (;;) {
-      const claim = await store.claim(key, agent.id, clock(), CLAIM_MS);
-      if (claim.claimed) {
-        try {
-          // The confirmation token is not kept: over MCP twokey itself commits (see executeForAgent).
-          const { proposal } = await proposals.propose(agent, { operation: operation.name, params });
-          await store.record(key, proposal.id, clock());
-          return { id: proposal.id, created: true };
-        } catch (error) {
-          await store.release(key).catch(() => undefined);
-          throw error;
-        }
-      }
-      if (claim.proposalId) return { id: claim.proposalId, created: false };
-      if (Date.now() > giveUpAt) throw new TwokeyError('conflict', 'an identical call is still being proposed; call again');
-      await sleep(CLAIM_POLL_MS);
-    }
+    // The token is kept sealed only for a repeat through /v1 with the same key: over MCP twokey itself commits (see executeForAgent).
+    const found = await deps.requests.proposeOnce(agent, { operation: operation.name, params }, context.sealer ? { sealer: context.sealer } : {});
+    return { id: found.created ? found.proposal.id : found.proposalId, created: found.created };
   }
 
   /**
@@ -187,7 +167,7 @@ export function createMcpCalls(deps: McpCallDeps) {
         'The arguments contain a twokey secret (a tk_… token or whsec_… secret); nothing was requested. Never pass tokens or secrets as arguments.',
       );
     }
-    const { id, created } = await proposalFor(agent, operation, params as Record<string, unknown>);
+    const { id, created } = await proposalFor(agent, operation, params as Record<string, unknown>, context);
     let view = await proposals.viewForAgent(agent, id);
     // The model was told a failed execution may be retried: calling again is that retry.
     if (!created && view.outcome.outcome === 'failed') view = await executeForAgent(agent, view);

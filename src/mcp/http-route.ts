@@ -12,7 +12,9 @@ import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
 import { isTwokeyError } from '../core/errors.js';
 import type { AgentRecord } from '../core/model.js';
 import type { McpStore } from '../db/mcp-store.js';
-import { agentOf, authenticateAgent, perAgentRateLimit } from '../http/agent-auth.js';
+import type { TokenSealer } from '../core/request-identity.js';
+import { agentOf, authenticateAgent, bearerKey, perAgentRateLimit } from '../http/agent-auth.js';
+import { tokenSealer } from '../idempotency/seal.js';
 import { createMcpCalls, toolError, UnknownToolError, type McpCallDeps, type McpCalls } from './calls.js';
 import type { McpServices } from './ports.js';
 import { toolsFor } from './tools.js';
@@ -54,7 +56,14 @@ function cancelledRequestIds(body: unknown): string[] {
 }
 
 /** A new low-level server per request: nothing lives between requests, so any replica answers any call. */
-function buildServer(agent: AgentRecord, deps: McpRouteDeps, calls: McpCalls, waits: Map<string, AbortController>, log: FastifyBaseLogger): Server {
+function buildServer(
+  agent: AgentRecord,
+  sealer: TokenSealer,
+  deps: McpRouteDeps,
+  calls: McpCalls,
+  waits: Map<string, AbortController>,
+  log: FastifyBaseLogger,
+): Server {
   const server = new Server(SERVER_INFO, { capabilities: { tools: { listChanged: false } }, instructions: INSTRUCTIONS });
   server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools: toolsFor(agent, deps.operations()) }));
   server.setRequestHandler(CallToolRequestSchema, async (request, extra): Promise<CallToolResult> => {
@@ -65,6 +74,7 @@ function buildServer(agent: AgentRecord, deps: McpRouteDeps, calls: McpCalls, wa
     try {
       return await calls.call(agent, request.params.name, request.params.arguments, {
         signal: AbortSignal.any([extra.signal, cancelled.signal]),
+        sealer,
         ...(progressToken !== undefined
           ? {
               progress: (update) => extra.sendNotification({ method: 'notifications/progress', params: { progressToken, ...update } }),
@@ -111,7 +121,7 @@ export function registerMcpRoutes(app: FastifyInstance, deps: McpRouteDeps): Mcp
         await deps.store.rememberClient(agent.id, urlElicitation, deps.clock());
       }
       for (const requestId of cancelledRequestIds(request.body)) waits.get(`${agent.id}:${requestId}`)?.abort();
-      const server = buildServer(agent, deps, calls, waits, request.log);
+      const server = buildServer(agent, tokenSealer(bearerKey(request)), deps, calls, waits, request.log);
       const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined });
       await server.connect(transport);
       reply.hijack();

@@ -3,6 +3,7 @@ import type { AgentService } from '../core/agents.js';
 import type { ChangeFeed } from '../core/changes.js';
 import type { Clock } from '../core/model.js';
 import type { ProposalService } from '../core/proposals.js';
+import type { RequestIdentity } from '../core/request-identity.js';
 
 /**
  * The slice of twokey the MCP server needs, declared here so the runtime (or a test) hands in exactly
@@ -11,6 +12,8 @@ import type { ProposalService } from '../core/proposals.js';
 export interface McpServices {
   agents: Pick<AgentService, 'authenticate'>;
   proposals: Pick<ProposalService, 'propose' | 'viewForAgent' | 'executeApproved'>;
+  /** Finds the request an identical call already opened (shared with /v1 and the framework adapters). */
+  requests: Pick<RequestIdentity, 'proposeOnce'>;
   changes: Pick<ChangeFeed, 'next'>;
   operations(): OperationDefinition[];
   operation(name: string): OperationDefinition | undefined;

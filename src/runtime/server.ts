@@ -266,6 +266,7 @@ async function createApp({ env, logger, database, services }: Foundation, limits
     rateLimitStore: limits.sharedRateLimits?.Store,
     agents: services.agents,
     proposals: services.proposals,
+    requests: services.requests,
     changes: services.changes,
     operations: services.operations,
     ping: () => services.store.ping(),
@@ -319,6 +320,7 @@ async function registerSurfaces(
   const mcp = registerMcpRoutes(app, {
     agents: services.agents,
     proposals: services.proposals,
+    requests: services.requests,
     changes: services.changes,
     store: createMcpStore(database.db),
     operations: services.operations,

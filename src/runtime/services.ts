@@ -8,6 +8,7 @@ import { finalStatuses, isAutomaticDecider, type Clock, type ProposalRecord } fr
 import { createPeople } from '../core/people.js';
 import type { OutboxJobSpec } from '../core/ports.js';
 import { createProposalService } from '../core/proposals.js';
+import { createRequestIdentity } from '../core/request-identity.js';
 import { createGrantService } from '../core/grant-service.js';
 import { createFollowUpService } from '../core/follow-ups.js';
 import { createGrantReader } from '../db/grants-store.js';
@@ -16,6 +17,7 @@ import { createAgpRuntime, parseBusinesses, type AgpRuntime } from '../agp/index
 import { createAgpTokenStore } from '../db/agp-store.js';
 import { createJobStore } from '../db/jobs-store.js';
 import { createStore } from '../db/store.js';
+import { createRequestIdentityStore } from '../db/request-identity-store.js';
 import { createAuditLog } from '../db/audit-log.js';
 import { echoExecutor } from '../executors/echo.js';
 import { createAddressPolicy, staticUrlRefusal, type AddressPolicy } from '../executors/address-guard.js';
@@ -199,6 +201,7 @@ export function createServices(options: ServicesOptions) {
     operation: (name: string) => operations.get(name),
     people,
     proposals,
+    requests: createRequestIdentity({ proposals, store: createRequestIdentityStore(options.database.db), clock }),
     followUps: createFollowUpService({ store, clock, operation: (name) => operations.get(name), effects, onChange }),
     grants: createGrantService({ store, clock, operation: (name) => operations.get(name), proposals, grants: createGrantReader(options.database.db) }),
     agents: createAgentService({ store, clock, knownOperations: () => [...operations.keys()], operations: () => [...operations.values()] }),

@@ -571,7 +571,7 @@ export type paths = {
         put?: never;
         /**
          * Propose an operation
-         * @description twokey writes the summary, mints a single-use confirmation token bound to this agent, the operation and the canonical params, and asks the approvers.
+         * @description twokey writes the summary, mints a single-use confirmation token bound to this agent, the operation and the canonical params, and asks the approvers. With `reuse: true`, a request with the same identity (agent, operation, canonical params, conversation) that still answers is returned with 200 instead.
          */
         post: {
             parameters: {
@@ -588,11 +588,15 @@ export type paths = {
                     "application/json": {
                         /** @description Receives the decision and the result, signed (Standard Webhooks) */
                         callbackUrl?: string;
+                        /** @description With `reuse`: the conversation, thread or run the call belongs to; the same call in another conversation is another request */
+                        conversation?: string;
                         operation: string;
                         /** @description Checked against the operation's params schema (400 invalid_params lists every error) */
                         params: {
                             [key: string]: unknown;
                         };
+                        /** @description true: when this agent already has a request with the same operation, canonical params and conversation that still answers (open, or decided and not yet seen), answer it with 200 instead of asking again */
+                        reuse?: boolean;
                     };
                 };
             };
@@ -613,6 +617,15 @@ export type paths = {
                     };
                     content: {
                         "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description The open (or not yet seen) request with the same identity, answered instead of a new one (200) */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["ProposalReused"];
                     };
                 };
                 /** @description Created */
@@ -1042,6 +1055,40 @@ export type components = {
             quorum: number;
             /** @enum {string} */
             status: "pending" | "approved" | "executing" | "committed" | "rejected" | "expired" | "cancelled";
+            summary: string;
+        };
+        /** @description The open (or not yet seen) request with the same identity, answered instead of a new one (200) */
+        ProposalReused: {
+            approvals: {
+                approver: string;
+                /** @description ISO 8601 time */
+                at: string;
+            }[];
+            /** @description The request's tk_conf_… token when it was created with this same API key; null otherwise */
+            confirmToken: string | null;
+            decision: {
+                at: string;
+                by: string;
+                reason: string | null;
+            } | null;
+            /** @description Why the last execution failed */
+            error: string | null;
+            /** @description ISO 8601 time; at this instant the token is expired */
+            expiresAt: string;
+            id: string;
+            operation: string;
+            outcome: components["schemas"]["Outcome"];
+            params: {
+                [key: string]: unknown;
+            };
+            quorum: number;
+            /** @description The executor's result once committed, else null */
+            result: unknown;
+            /** @constant */
+            reused: true;
+            /** @enum {string} */
+            status: "pending" | "approved" | "executing" | "committed" | "rejected" | "expired" | "cancelled";
+            /** @description Written by twokey from the operation template, never by the agent */
             summary: string;
         };
         /** @description A proposal as its agent sees it; never the confirmation token */

@@ -81,11 +81,20 @@ export type ProposalStatus = ProposalView['status'];
 /** The 201 of `propose`: `confirmToken` is returned this once; needed to commit `commit: agent` operations. */
 export type ProposalCreated = Schemas['ProposalCreated'];
 
+/**
+ * The 200 of `proposeOnce` when a request with the same identity still answers: the proposal as it is
+ * now, and its token when it was created with this same API key (else null).
+ */
+export type ProposalReused = Schemas['ProposalReused'];
+
 export type CommitAnswer = Schemas['CommitAnswer'];
 
 export type OperationInfo = Schemas['OperationInfo'];
 
 export type ProposeInput = JsonBody<paths['/v1/proposals']['post']>;
+
+/** What identifies a call besides its agent, operation and canonical params: the framework's conversation, thread or run. */
+export type ProposeOnceInput = Omit<ProposeInput, 'reuse'>;
 
 export type CommitClaim = JsonBody<paths['/v1/proposals/{id}/commit']['post']>;
 
@@ -179,6 +188,17 @@ export class Twokey {
 
   propose(input: ProposeInput, options: { idempotencyKey?: string } = {}): Promise<ProposalCreated> {
     return this.call('POST', '/v1/proposals', input, options.idempotencyKey ? { 'idempotency-key': options.idempotencyKey } : {});
+  }
+
+  /**
+   * Proposes with `reuse: true`: while a request with the same identity (this agent, the operation,
+   * the canonical params, the `conversation`) is open, or decided and not yet seen, twokey answers
+   * with that request (`reused: true`) instead of asking a human again. What a tool call that may be
+   * repeated ("call again with the same arguments") should use; see docs/api.md, "One request per call".
+   */
+  proposeOnce(input: ProposeOnceInput, options: { idempotencyKey?: string } = {}): Promise<ProposalCreated | ProposalReused> {
+    const body: ProposeInput = { ...input, reuse: true };
+    return this.call('POST', '/v1/proposals', body, options.idempotencyKey ? { 'idempotency-key': options.idempotencyKey } : {});
   }
 
   /**

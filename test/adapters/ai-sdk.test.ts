@@ -1,6 +1,6 @@
 import { generateText, stepCountIs, tool, jsonSchema } from 'ai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { answerApprovalRequests, twokeyTool, twokeyTools, type TwokeyToolOutput } from '../../src/adapters/ai-sdk.js';
+import { ApprovalsPendingError, answerApprovalRequests, twokeyTool, twokeyTools, type TwokeyToolOutput } from '../../src/adapters/ai-sdk.js';
 import { drivers } from '../support/database.js';
 import { refundingModel } from './scripted-models.js';
 import { startAdapterHarness, type AdapterHarness } from './support.js';
@@ -49,17 +49,29 @@ describe.each(drivers)('twokey/ai-sdk with the AI SDK (%s)', (driver) => {
     expect(harness.executions.length).toBe(before);
   });
 
-  it('a retried step (same tool call id) finds the same proposal and never asks twice', async () => {
+  it('a repeated call (a new tool call id, the same arguments in another order) finds the same proposal and never asks twice', async () => {
     const gated = twokeyTool({ client: harness.client, operation: 'refund', waitMs: 200 });
-    const options = { toolCallId: 'call_retried', messages: [] };
-    const call = async () => (await gated.execute?.({ order: 'ord_3', amount_cents: 500 }, options)) as TwokeyToolOutput;
-    const first = await call();
-    const second = await call();
+    const first = (await gated.execute?.({ order: 'ord_3', amount_cents: 500 }, { toolCallId: 'call_first', messages: [] })) as TwokeyToolOutput;
+    const second = (await gated.execute?.({ amount_cents: 500, order: 'ord_3' }, { toolCallId: 'call_second', messages: [] })) as TwokeyToolOutput;
     expect(first).toMatchObject({ outcome: { outcome: 'pending' } });
     expect(second.proposalId).toBe(first.proposalId);
     const pending = await harness.twokey.services.store.listProposals({ status: 'pending', operation: 'refund' });
     expect(pending.filter((proposal) => proposal.params['order'] === 'ord_3')).toHaveLength(1);
     expect(first.text).toMatch(/call this tool again with the same arguments/);
+  });
+
+  it('the same call in two conversations is two requests', async () => {
+    const gated = twokeyTool({
+      client: harness.client,
+      operation: 'refund',
+      waitMs: 100,
+      conversation: (execution) => (execution.experimental_context as { chat: string }).chat,
+    });
+    const inChat = (chat: string, toolCallId: string) =>
+      gated.execute?.({ order: 'ord_chat', amount_cents: 300 }, { toolCallId, messages: [], experimental_context: { chat } }) as Promise<TwokeyToolOutput>;
+    const [a, b, aAgain] = [await inChat('a', 'call_1'), await inChat('b', 'call_2'), await inChat('a', 'call_3')];
+    expect(a.proposalId).not.toBe(b.proposalId);
+    expect(aAgain.proposalId).toBe(a.proposalId);
   });
 
   it('twokeyTools builds one tool per operation with its params schema, and commits `commit: agent` operations itself', async () => {
@@ -103,5 +115,30 @@ describe.each(drivers)('twokey/ai-sdk with the AI SDK (%s)', (driver) => {
     });
     expect(ran).toBe(1);
     expect(second.text).toContain('wiped eu');
+  });
+  it('needsApproval: an undecided request stays pending (an error saying so, never a denial); answered again once decided, it is approved', async () => {
+    const wipe = tool({
+      description: 'Wipe the cache',
+      inputSchema: jsonSchema<{ region: string }>({ type: 'object', properties: { region: { type: 'string' } }, required: ['region'] }),
+      needsApproval: true,
+      execute: async ({ region }) => `wiped ${region}`,
+    });
+    const first = await generateText({
+      model: refundingModel('wipe', { region: 'ap' }, 'call_wipe_ap'),
+      tools: { wipe },
+      prompt: 'wipe ap',
+      stopWhen: stepCountIs(3),
+    });
+    const undecided = answerApprovalRequests(harness.client, first.content, { operationFor: () => 'approve_tool_call', waitMs: 100 });
+    await expect(undecided).rejects.toBeInstanceOf(ApprovalsPendingError);
+    const error = (await undecided.catch((thrown: unknown) => thrown)) as ApprovalsPendingError;
+    expect(error.pending).toEqual([{ approvalId: expect.any(String), proposalId: expect.stringMatching(/^prp_/) }]);
+
+    // Still approvable, and approving it is what the next answer reports.
+    await harness.approve(error.pending[0]!.proposalId);
+    const answered = await answerApprovalRequests(harness.client, first.content, { operationFor: () => 'approve_tool_call', waitMs: 10_000 });
+    expect(answered?.content).toEqual([expect.objectContaining({ type: 'tool-approval-response', approved: true })]);
+    const proposals = await harness.twokey.services.store.listProposals({ operation: 'approve_tool_call', limit: 1000 });
+    expect(proposals.filter((proposal) => (proposal.params['input'] as { region?: string })['region'] === 'ap')).toHaveLength(1);
   });
 });

@@ -67,12 +67,11 @@ describe.each(drivers)('twokey/openai-agents with the OpenAI Agents SDK (%s)', (
     expect(harness.executions.length).toBe(before);
   });
 
-  it('a retried turn with the same call id finds the same proposal', async () => {
+  it('a repeated call (another call id, the same arguments) finds the same proposal', async () => {
     const gated = twokeyTool({ client: harness.client, operation: 'refund', waitMs: 200 });
-    const details = { toolCall: { type: 'function_call' as const, callId: 'call_oa_retry', name: 'refund', arguments: '{}' } };
-    const input = JSON.stringify({ order: 'ord_oa3', amount_cents: 100 });
-    const first = await gated.invoke({} as never, input, details);
-    const second = await gated.invoke({} as never, input, details);
+    const details = (callId: string) => ({ toolCall: { type: 'function_call' as const, callId, name: 'refund', arguments: '{}' } });
+    const first = await gated.invoke({} as never, JSON.stringify({ order: 'ord_oa3', amount_cents: 100 }), details('call_oa_first'));
+    const second = await gated.invoke({} as never, JSON.stringify({ amount_cents: 100, order: 'ord_oa3' }), details('call_oa_second'));
     expect(first).toMatch(/^Waiting for approval/);
     expect(second).toBe(first);
     const pending = await harness.twokey.services.store.listProposals({ status: 'pending', operation: 'refund' });

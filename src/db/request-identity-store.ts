@@ -1,0 +1,51 @@
+import { and, eq, isNull, sql } from 'drizzle-orm';
+import type { IdentityClaim, RequestIdentityStore } from '../core/ports.js';
+import type { Db } from './database.js';
+import { requestIdentities } from './schema.js';
+
+/** postgres.js answers `execute` with an array, PGlite with `{ rows }`. */
+const rowsOf = (result: unknown): unknown[] => (Array.isArray(result) ? result : (result as { rows: unknown[] }).rows);
+
+/**
+ * Which proposal answers a request identity (the rules: src/core/request-identity.ts). SQL only; the
+ * "still answers" condition lives here, in the claim, so every replica applies the same one atomically.
+ */
+export function createRequestIdentityStore(db: Db): RequestIdentityStore {
+  return {
+    async claim(key: string, agentId: string, now: Date, claimMs: number): Promise<IdentityClaim> {
+      // Raw SQL parameters go to the driver as they are, and postgres.js takes no Date there: ISO text, cast.
+      const until = sql`${new Date(now.getTime() + claimMs).toISOString()}::timestamptz`;
+      const at = sql`${now.toISOString()}::timestamptz`;
+      const won = await db.execute<{ key: string }>(sql`
+        insert into request_identities (key, agent_id, proposal_id, claimed_until, sealed_token, seen_at, updated_at)
+        values (${key}, ${agentId}, null, ${until}, null, null, ${at})
+        on conflict (key) do update
+          set proposal_id = null, claimed_until = excluded.claimed_until, sealed_token = null, seen_at = null, updated_at = excluded.updated_at
+        where (request_identities.proposal_id is null and request_identities.claimed_until < ${at})
+           or (request_identities.proposal_id is not null and not exists (
+                select 1 from proposals p
+                 where p.id = request_identities.proposal_id
+                   and (p.status in ('pending', 'executing')
+                     or (p.status = 'approved' and p.expires_at > ${at})
+                     or (p.status = 'committed' and p.commit_mode = 'on_approve' and request_identities.seen_at is null)
+                     or (p.status = 'expired' and request_identities.seen_at is null)
+                     or (p.status = 'rejected' and (request_identities.seen_at is null or p.expires_at > ${at})))))
+        returning key`);
+      if (rowsOf(won).length > 0) return { claimed: true };
+      const [row] = await db
+        .select({ proposalId: requestIdentities.proposalId, sealedToken: requestIdentities.sealedToken })
+        .from(requestIdentities)
+        .where(eq(requestIdentities.key, key));
+      return { claimed: false, proposalId: row?.proposalId ?? null, sealedToken: row?.sealedToken ?? null };
+    },
+    async record(key, made, now): Promise<void> {
+      await db
+        .update(requestIdentities)
+        .set({ proposalId: made.proposalId, sealedToken: made.sealedToken, seenAt: made.seen ? now : null, claimedUntil: now, updatedAt: now })
+        .where(eq(requestIdentities.key, key));
+    },
+    async release(key: string): Promise<void> {
+      await db.delete(requestIdentities).where(and(eq(requestIdentities.key, key), isNull(requestIdentities.proposalId)));
+    },
+  };
+}
