@@ -168,7 +168,7 @@ describe('the npm package', { timeout: 300_000 }, () => {
       join(app, 'agent.mjs'),
       [
         "import { Twokey, TwokeyApiError } from 'twokey/sdk';",
-        'const twokey = new Twokey({ baseUrl: process.env.TWOKEY_URL, apiKey: process.env.TWOKEY_KEY });',
+        'const twokey = new Twokey({ baseUrl: process.env.TWOKEY_URL, apiKey: process.env.TWOKEY_AGENT_KEY });',
         'const operations = (await twokey.operations()).map((operation) => operation.name);',
         "const proposal = await twokey.propose({ operation: 'upgrade_plan', params: { org: 'acme', plan: 'scale' } });",
         "const refused = await twokey.propose({ operation: 'upgrade_plan', params: { org: 'acme' } }).catch((error) => error instanceof TwokeyApiError ? error.code : String(error));",
@@ -176,7 +176,7 @@ describe('the npm package', { timeout: 300_000 }, () => {
       ].join('\n'),
     );
     const answer = JSON.parse(
-      await succeed(process.execPath, ['agent.mjs'], { cwd: app, env: { ...env, TWOKEY_URL: `http://127.0.0.1:${port}`, TWOKEY_KEY: apiKey } }),
+      await succeed(process.execPath, ['agent.mjs'], { cwd: app, env: { ...env, TWOKEY_URL: `http://127.0.0.1:${port}`, TWOKEY_AGENT_KEY: apiKey } }),
     );
     expect(answer.operations).toContain('upgrade_plan');
     expect(answer.proposal).toMatchObject({ status: 'pending', operation: 'upgrade_plan', summary: 'argus is requesting to upgrade acme to the scale plan.' });
