@@ -32,7 +32,8 @@ export function loadOrCreateKeyFile(path: string): KeyObject {
     text = readFileSync(path, 'utf8');
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code;
-    if (code !== 'ENOENT') throw new ConfigError(`cannot read the audit key file ${resolve(path)} (TWOKEY_AUDIT_KEY_FILE): ${systemErrorText(code ?? 'unreadable')}`, []);
+    if (code !== 'ENOENT')
+      throw new ConfigError(`cannot read the audit key file ${resolve(path)} (TWOKEY_AUDIT_KEY_FILE): ${systemErrorText(code ?? 'unreadable')}`, []);
   }
   if (text !== null) {
     try {

@@ -98,10 +98,11 @@ function addProcessCommands(program: Command, env: () => Env): void {
       // A malformed event from a chat library must not take the approval gateway down with it.
       process.on('unhandledRejection', (reason) => running.logger.error({ err: reason }, 'unhandled rejection'));
       // The spans still buffered go out after the last request is answered.
-      const stop = () => void running.close().then(async () => {
-        await telemetry?.shutdown().catch((error: unknown) => running.logger.warn({ err: error }, 'could not send the last traces'));
-        process.exit(0);
-      });
+      const stop = () =>
+        void running.close().then(async () => {
+          await telemetry?.shutdown().catch((error: unknown) => running.logger.warn({ err: error }, 'could not send the last traces'));
+          process.exit(0);
+        });
       process.once('SIGINT', stop);
       process.once('SIGTERM', stop);
     });

@@ -81,7 +81,10 @@ describe('the twokey command, as an operator meets it', { timeout: PROCESS_TEST_
     await once(blocker, 'listening');
     const port = (blocker.address() as { port: number }).port;
     try {
-      const result = await twokey(['serve'], { cwd: dir, env: { PORT: String(port), HOST: '127.0.0.1', TWOKEY_DATA_DIR: join(dir, 'data'), LOG_LEVEL: 'warn' } });
+      const result = await twokey(['serve'], {
+        cwd: dir,
+        env: { PORT: String(port), HOST: '127.0.0.1', TWOKEY_DATA_DIR: join(dir, 'data'), LOG_LEVEL: 'warn' },
+      });
       expectOneLine(result, `twokey: port ${port} on 127.0.0.1 is already in use; stop the other process or set PORT`, 1);
       expect(result.stderr).not.toContain('EADDRINUSE');
     } finally {
@@ -121,7 +124,10 @@ describe('the twokey command, as an operator meets it', { timeout: PROCESS_TEST_
   it('an audit key file that cannot be read stops start before anything listens', async () => {
     const keyDir = join(dir, 'not-a-key');
     await mkdir(keyDir);
-    const result = await twokey(['serve'], { cwd: dir, env: { TWOKEY_AUDIT_KEY_FILE: keyDir, TWOKEY_DATA_DIR: join(dir, 'data2'), PORT: String(await freePort()) } });
+    const result = await twokey(['serve'], {
+      cwd: dir,
+      env: { TWOKEY_AUDIT_KEY_FILE: keyDir, TWOKEY_DATA_DIR: join(dir, 'data2'), PORT: String(await freePort()) },
+    });
     expectOneLine(result, `twokey: cannot read the audit key file ${keyDir} (TWOKEY_AUDIT_KEY_FILE): it is a directory, not a file`, 2);
     expect(result.stdout).toBe('');
   });

@@ -43,7 +43,11 @@ describe.each(drivers)('Prometheus metrics (%s)', (driver) => {
       clock,
       // Small refunds pass on a rule; the rest wait for a person (and MCP answers "pending" at once).
       configYaml: configYaml([
-        upgradePlanOperation({ approvers: ['web:alice'], commit: 'on_approve', policy: [{ when: 'params.plan == "pro"', decide: 'approve', reason: 'pro is fine' }] }),
+        upgradePlanOperation({
+          approvers: ['web:alice'],
+          commit: 'on_approve',
+          policy: [{ when: 'params.plan == "pro"', decide: 'approve', reason: 'pro is fine' }],
+        }),
       ]),
       env: { TWOKEY_MAX_FAILED_AUTH_PER_MINUTE: '3', TWOKEY_MCP_WAIT: '0' },
       rateLimit: { max: 14, timeWindowMs: 60_000 },

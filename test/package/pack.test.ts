@@ -100,10 +100,11 @@ async function copyOfTree(into: string): Promise<string> {
 }
 
 /** The live dist/ as a running twokey holds it: its inode changes when a build empties and remakes it. */
-const distIdentity = () => stat(join(root, 'dist')).then(
-  (info) => `${info.ino}:${info.mtimeMs}`,
-  () => 'absent',
-);
+const distIdentity = (of = root) =>
+  stat(join(of, 'dist')).then(
+    (info) => `${info.ino}:${info.mtimeMs}`,
+    () => 'absent',
+  );
 
 /** The stdio config docs/mcp.md gives MCP clients, as JSON. */
 async function documentedStdioConfig(): Promise<{ command: string; args: string[]; env: Record<string, string> }> {
@@ -133,6 +134,7 @@ describe('the npm package', { timeout: 300_000 }, () => {
   let serverUrl: string | undefined;
   let agentKey: string | undefined;
   let liveDistBefore: string;
+  let tree: string;
   const { DATABASE_URL: _noDatabase, TWOKEY_CONFIG: _noConfig, ...inherited } = process.env;
 
   beforeAll(async () => {
@@ -141,7 +143,8 @@ describe('the npm package', { timeout: 300_000 }, () => {
     await mkdir(app);
     liveDistBefore = await distIdentity();
     // `npm pack` runs `prepare`, so the tarball holds a dist/ built from the sources under test.
-    const output = await succeed(npm, ['pack', '--json', '--pack-destination', app], { cwd: await copyOfTree(workDir) });
+    tree = await copyOfTree(workDir);
+    const output = await succeed(npm, ['pack', '--json', '--pack-destination', app], { cwd: tree });
     packed = (JSON.parse(output.slice(output.indexOf('['))) as Packed[])[0]!;
     const manifest = JSON.parse(await readFile(join(root, 'package.json'), 'utf8'));
     await writeFile(
@@ -162,6 +165,13 @@ describe('the npm package', { timeout: 300_000 }, () => {
 
   it('packs a copy of the tree: the live dist/ is left as it was', async () => {
     expect(await distIdentity()).toBe(liveDistBefore);
+  });
+
+  it('prepares without rebuilding a dist/ that is up to date (npx twokey in a clone prepares it)', async () => {
+    const built = await distIdentity(tree);
+    const prepared = await succeed(npm, ['run', 'prepare'], { cwd: tree });
+    expect(prepared).toContain('dist/ is up to date with src/; not rebuilt');
+    expect(await distIdentity(tree)).toBe(built);
   });
 
   it('ships the build, the migrations and the example config, and no tests or benchmarks', () => {
@@ -257,7 +267,12 @@ describe('the npm package', { timeout: 300_000 }, () => {
 
   it('`npx twokey mcp` works inside a project that depends on twokey', async () => {
     if (!serverUrl || !agentKey) throw new Error('needs the server and agent of the test before');
-    const tools = await listToolsThrough({ command: npx, args: ['--offline', 'twokey', 'mcp'], cwd: app, env: { TWOKEY_URL: serverUrl, TWOKEY_AGENT_KEY: agentKey } });
+    const tools = await listToolsThrough({
+      command: npx,
+      args: ['--offline', 'twokey', 'mcp'],
+      cwd: app,
+      env: { TWOKEY_URL: serverUrl, TWOKEY_AGENT_KEY: agentKey },
+    });
     expect(tools).toContain('upgrade_plan');
   });
 });

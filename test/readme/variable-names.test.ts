@@ -1,6 +1,7 @@
 /**
  * One name per variable: every `TWOKEY_*` variable the docs, the examples and `.env.example` tell
- * people to set is one the code reads, and the agent key's retired names appear nowhere.
+ * people to set is one the code reads, every variable read at start is in `.env.example`, and the
+ * agent key's retired names appear nowhere.
  */
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { join, relative } from 'node:path';
@@ -37,6 +38,16 @@ describe('environment variable names', () => {
     expect(unread).toEqual([]);
     // The agent's key, under the one name the product reads.
     expect(read.has('TWOKEY_AGENT_KEY')).toBe(true);
+  });
+
+  it('.env.example documents every variable twokey reads at start', () => {
+    const envSource = readFileSync(join(root, 'src/config/env.ts'), 'utf8');
+    const declared = [...(/export interface Env \{([\s\S]*?)\n\}/.exec(envSource)?.[1] ?? '').matchAll(/readonly ([A-Z][A-Z0-9_]*)\??:/g)].map(
+      (match) => match[1],
+    );
+    expect(declared).toContain('PORT');
+    const example = readFileSync(join(root, '.env.example'), 'utf8');
+    expect(declared.filter((name) => !new RegExp(`^#? ?${name}=`, 'm').test(example))).toEqual([]);
   });
 
   it('the retired names of the agent key appear nowhere: docs, examples, code or tests', () => {

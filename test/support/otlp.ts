@@ -39,7 +39,8 @@ function fieldsOf(bytes: Uint8Array): Field[] {
   return fields;
 }
 
-const messages = (fields: Field[], no: number): Uint8Array[] => fields.filter((f) => f.no === no && f.value instanceof Uint8Array).map((f) => f.value as Uint8Array);
+const messages = (fields: Field[], no: number): Uint8Array[] =>
+  fields.filter((f) => f.no === no && f.value instanceof Uint8Array).map((f) => f.value as Uint8Array);
 const text = (bytes: Uint8Array) => new TextDecoder().decode(bytes);
 const hex = (bytes: Uint8Array | undefined) => Buffer.from(bytes ?? []).toString('hex');
 

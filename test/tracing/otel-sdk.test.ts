@@ -23,14 +23,21 @@ function environmentWithoutOtel(extra: Record<string, string>): Record<string, s
 
 /** `twokey serve` from the sources, resolved once it answers /healthz. */
 async function serve(env: Record<string, string>): Promise<{ child: ChildProcess; url: string; stop(): Promise<number | null> }> {
-  const child = spawn(process.execPath, [binPath, 'serve'], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  // In the data directory: no stray .env or twokey.config.yaml there.
+  const child = spawn(process.execPath, [binPath, 'serve'], { cwd: env.TWOKEY_DATA_DIR, env, stdio: ['ignore', 'pipe', 'pipe'] });
   let output = '';
   child.stdout?.on('data', (chunk: Buffer) => (output += chunk.toString()));
   child.stderr?.on('data', (chunk: Buffer) => (output += chunk.toString()));
   const url = `http://127.0.0.1:${env.PORT}`;
   for (;;) {
     if (child.exitCode !== null) throw new Error(`twokey serve exited early:\n${output}`);
-    if (await fetch(`${url}/healthz`).then((r) => r.ok, () => false)) break;
+    if (
+      await fetch(`${url}/healthz`).then(
+        (r) => r.ok,
+        () => false,
+      )
+    )
+      break;
     await new Promise((done) => setTimeout(done, 100));
   }
   return {
@@ -80,7 +87,7 @@ describe('the OpenTelemetry SDK started by twokey itself', { timeout: PROCESS_TE
     }
   });
 
-  it('with only OTEL_EXPORTER_OTLP_ENDPOINT set, the receiver gets a proposal\'s spans in the agent\'s trace', async () => {
+  it("with only OTEL_EXPORTER_OTLP_ENDPOINT set, the receiver gets a proposal's spans in the agent's trace", async () => {
     const env = environmentWithoutOtel({
       HOST: '127.0.0.1',
       PORT: String(await freePort()),
