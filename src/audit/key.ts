@@ -1,6 +1,8 @@
 import { createPrivateKey, createPublicKey, generateKeyPairSync, sign, type KeyObject } from 'node:crypto';
 import { chmodSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
+import { ConfigError } from '../config/errors.js';
+import { systemErrorText } from '../lib/system-errors.js';
 import { checkpointMessage, keyIdOf, type AuditCheckpoint, type UnsignedCheckpoint } from '../core/audit-chain.js';
 
 export interface CheckpointSigner {
@@ -25,10 +27,20 @@ export function parseAuditKey(text: string): KeyObject {
 
 /** Reads the key file, or creates it (0600, in a 0700 directory when the directory is new). */
 export function loadOrCreateKeyFile(path: string): KeyObject {
+  let text: string | null = null;
   try {
-    return createPrivateKey(readFileSync(path, 'utf8'));
+    text = readFileSync(path, 'utf8');
   } catch (error) {
-    if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code !== 'ENOENT')
+      throw new ConfigError(`cannot read the audit key file ${resolve(path)} (TWOKEY_AUDIT_KEY_FILE): ${systemErrorText(code ?? 'unreadable')}`, []);
+  }
+  if (text !== null) {
+    try {
+      return createPrivateKey(text);
+    } catch {
+      throw new ConfigError(`the audit key file ${resolve(path)} (TWOKEY_AUDIT_KEY_FILE) does not hold a PEM private key`, []);
+    }
   }
   mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
   const { privateKey } = generateKeyPairSync('ed25519');

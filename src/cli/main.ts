@@ -1,4 +1,4 @@
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { Command, Option } from 'commander';
 import { createSigner, defaultKeyFile, loadOrCreateKeyFile, parseAuditKey } from '../audit/key.js';
@@ -9,13 +9,34 @@ import { publicBaseUrl } from '../console/urls.js';
 import { loadConfigFile, resolveConfigPath } from '../config/config-file.js';
 import { loadEnv, type Env } from '../config/env.js';
 import { ConfigError } from '../config/errors.js';
-import { isTwokeyError } from '../core/errors.js';
-import { DataDirLockedError, isDataDirLocked, openDatabase } from '../db/database.js';
+import { isDataDirLocked, openDatabase } from '../db/database.js';
 import { startTwokey } from '../runtime/server.js';
 import { createServices } from '../runtime/services.js';
 import { printAdminResult } from './output.js';
 import { checkTwokey, serveStdioProxy } from '../mcp/stdio-proxy.js';
 import { createUpstreamClients, withUpstreamOperations } from '../mcp/upstreams.js';
+import { startTelemetry } from '../tracing/sdk.js';
+import { systemErrorText } from '../lib/system-errors.js';
+import { explainFailure } from './start-errors.js';
+
+/** This package's version (`twokey --version`, the traces' `service.version`); dist/cli and src/cli both sit two levels down. */
+const VERSION = (JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }).version;
+
+/**
+ * Reads `.env` from the working directory when there is one, as `npm start` users expect from
+ * `.env.example`. A variable already set in the environment keeps its value: the file only fills gaps.
+ */
+function loadDotEnv(path = '.env'): void {
+  try {
+    process.loadEnvFile(path);
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code === 'ENOENT') return;
+    // Node reports a directory named .env as an invalid argument.
+    const reason = code === 'EISDIR' || code === 'ERR_INVALID_ARG_TYPE' ? 'it is not a file' : systemErrorText(code ?? 'unreadable');
+    throw new ConfigError(`cannot read ${resolve(path)}: ${reason}`, []);
+  }
+}
 
 /**
  * Runs one operator operation where the data lives: directly on PostgreSQL, directly on an idle
@@ -50,7 +71,10 @@ const commaList = (value: string) =>
 type Run = (operation: string, args?: Record<string, unknown>, options?: { json?: boolean }) => Promise<void>;
 
 function buildProgram(env: () => Env): Command {
-  const program = new Command('twokey').description('Two-key approval bridge for AI agents').showHelpAfterError();
+  const program = new Command('twokey')
+    .description('Two-key approval bridge for AI agents')
+    .version(VERSION, '-V, --version', 'print the version')
+    .showHelpAfterError();
   const run: Run = (operation, args, options = {}) => runOperation(env(), operation, args).then((result) => printAdminResult(operation, result, options));
   addProcessCommands(program, env);
   addAgentAndProposalCommands(program, env, run);
@@ -66,11 +90,19 @@ function addProcessCommands(program: Command, env: () => Env): void {
     .command('serve')
     .description('start the gateway (what `npm start` runs)')
     .action(async () => {
+      const current = env();
+      // Before anything creates a span: OTEL_EXPORTER_OTLP_ENDPOINT alone turns tracing on.
+      const telemetry = await startTelemetry(process.env, VERSION);
       // Printed, not logged: the logger would (rightly) scrub the sign-in token out of it.
-      const running = await startTwokey({ env: env(), announceConsole: (text) => process.stdout.write(text) });
+      const running = await startTwokey({ env: current, announceConsole: (text) => process.stdout.write(text) });
       // A malformed event from a chat library must not take the approval gateway down with it.
       process.on('unhandledRejection', (reason) => running.logger.error({ err: reason }, 'unhandled rejection'));
-      const stop = () => void running.close().then(() => process.exit(0));
+      // The spans still buffered go out after the last request is answered.
+      const stop = () =>
+        void running.close().then(async () => {
+          await telemetry?.shutdown().catch((error: unknown) => running.logger.warn({ err: error }, 'could not send the last traces'));
+          process.exit(0);
+        });
       process.once('SIGINT', stop);
       process.once('SIGTERM', stop);
     });
@@ -266,16 +298,12 @@ export async function main(argv: string[]): Promise<void> {
   let cachedEnv: Env | undefined;
   const env = () => (cachedEnv ??= loadEnv());
   try {
+    loadDotEnv();
     await buildProgram(env).parseAsync(argv);
   } catch (error) {
-    if (error instanceof ConfigError || error instanceof DataDirLockedError) {
-      console.error(`twokey: ${error.message}`);
-      process.exit(2);
-    }
-    if (isTwokeyError(error)) {
-      console.error(`twokey: ${error.message}${error.details ? `\n${error.details.map((d) => `  ${d.path}: ${d.message}`).join('\n')}` : ''}`);
-      process.exit(1);
-    }
-    throw error;
+    const failure = explainFailure(error, cachedEnv);
+    console.error(`twokey: ${failure.message}`);
+    if (failure.unexpected && (cachedEnv?.LOG_LEVEL === 'debug' || cachedEnv?.LOG_LEVEL === 'trace')) console.error(error);
+    process.exit(failure.exitCode);
   }
 }

@@ -4,6 +4,7 @@ import { fileURLToPath } from 'node:url';
 import { parseDocument } from 'yaml';
 import type * as z from 'zod';
 import { ConfigError, formatFieldPath } from './errors.js';
+import { systemErrorText } from '../lib/system-errors.js';
 import { closeParamsSchema, compileParamsSchema, describeSchemaPath, ParamsSchemaError } from './params-schema.js';
 import { compileResultTemplate, compileSummaryTemplate } from './summary-template.js';
 import type { ResultContext } from './summary-template.js';
@@ -374,8 +375,9 @@ export function loadConfigFile(path: string, env: NodeJS.ProcessEnv): TwokeyConf
   try {
     text = readFileSync(path, 'utf8');
   } catch (error) {
-    const reason = error instanceof Error && 'code' in error ? String(error.code) : 'unreadable';
-    throw new ConfigError(`Cannot read config file ${path}:`, [`TWOKEY_CONFIG: ${reason}`]);
+    const code = error instanceof Error && 'code' in error ? String(error.code) : '';
+    const reason = code ? systemErrorText(code) : 'unreadable';
+    throw new ConfigError(`cannot read the config file ${path} (TWOKEY_CONFIG): ${reason}`, []);
   }
   return parseConfig(text, env, path);
 }

@@ -1,4 +1,5 @@
 import * as z from 'zod';
+import { createSigner, parseAuditKey } from '../audit/key.js';
 import { parseAllowList } from '../executors/address-guard.js';
 import { ConfigError } from './errors.js';
 
@@ -123,7 +124,21 @@ const envSchema = z.object({
   TWOKEY_MAX_FAILED_AUTH_PER_MINUTE: integerString(1, 1_000_000, 'expected an integer between 1 and 1000000').default(20),
   TWOKEY_IDEMPOTENCY_MAX_RESPONSE_BYTES: integerString(1_024, 16 * 1024 * 1024, 'expected an integer between 1024 and 16777216 (bytes)').default(65_536),
   LOG_LEVEL: z.enum(LOG_LEVELS, { error: `expected one of: ${LOG_LEVELS.join(', ')}` }).default('info'),
-  TWOKEY_AUDIT_KEY: z.string().optional(),
+  TWOKEY_AUDIT_KEY: z
+    .string()
+    .refine(
+      (text) => {
+        try {
+          createSigner(parseAuditKey(text));
+          return true;
+        } catch {
+          return false;
+        }
+      },
+      // Checked here, not when the elected replica first signs: a bad key must stop start.
+      { error: 'expected base64 of a 32-byte Ed25519 seed, or the PKCS#8 PEM of an Ed25519 key' },
+    )
+    .optional(),
   TWOKEY_AUDIT_KEY_FILE: z.string().optional(),
   TWOKEY_AUDIT_CHECKPOINTS: z.string().optional(),
   TWOKEY_AUDIT_WEBHOOK_URL: urlString(['http:', 'https:'], 'expected an http:// or https:// URL').optional(),

@@ -1,4 +1,4 @@
-import { TwokeyError } from './errors.js';
+import { RefusalError, TwokeyError } from './errors.js';
 import { PERSON_FORMS, parsePersonIdentity } from './identity.js';
 import { newId } from './ids.js';
 import { OPERATOR, agentRevokeRight, type Revoker } from './agent-revocation.js';
@@ -93,8 +93,8 @@ export function createAgentService({ store, clock, knownOperations, operations }
   /** The agent behind an API key; unknown and revoked keys are refused with a message saying which. */
   async function authenticate(apiKey: string): Promise<AgentRecord> {
     const agent = apiKey.startsWith('tk_agent_') ? await store.findAgentByKeyHash(sha256Hex(apiKey)) : null;
-    if (!agent) throw new TwokeyError('unauthorized', 'unknown API key');
-    if (agent.revokedAt) throw new TwokeyError('unauthorized', `the API key of agent "${agent.name}" was revoked`);
+    if (!agent) throw new RefusalError('unauthorized', 'unknown_key', 'unknown API key');
+    if (agent.revokedAt) throw new RefusalError('unauthorized', 'revoked_key', `the API key of agent "${agent.name}" was revoked`);
     return agent;
   }
 

@@ -57,6 +57,23 @@ export class TwokeyError extends Error {
   }
 }
 
+/**
+ * Why a caller was refused, named by the check that refused it: /metrics counts 401s and 429s by
+ * it (`twokey_auth_refusals_total`, `twokey_rate_limit_refusals_total`). Never the credential.
+ */
+export type RefusalReason = 'missing_key' | 'unknown_key' | 'revoked_key' | 'requests' | 'failed_auth' | 'long_polls' | 'pending_proposals';
+
+/** A 401 or 429 that says which check refused the caller. */
+export class RefusalError extends TwokeyError {
+  constructor(
+    code: 'unauthorized' | 'rate_limited',
+    readonly reason: RefusalReason,
+    message: string,
+  ) {
+    super(code, message);
+  }
+}
+
 export function isTwokeyError(value: unknown): value is TwokeyError {
   return value instanceof TwokeyError;
 }

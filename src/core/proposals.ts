@@ -1,5 +1,5 @@
 import { createDecisions } from './decisions.js';
-import { TwokeyError } from './errors.js';
+import { RefusalError, TwokeyError } from './errors.js';
 import { createExecutionPipeline } from './execution.js';
 import type { ExecutorResolver } from './executor.js';
 import { newId } from './ids.js';
@@ -126,7 +126,11 @@ async function insertProposal(
 ): Promise<ProposalRecord> {
   // Counted under the agent's row lock, so concurrent proposals of one agent cannot overshoot it.
   if (max !== undefined && (await tx.lockAgentAndCountWaiting(agent.id, proposal.createdAt, max)) >= max) {
-    throw new TwokeyError('rate_limited', `this agent has ${max} proposals waiting for a decision (the limit); wait for decisions or cancel some`);
+    throw new RefusalError(
+      'rate_limited',
+      'pending_proposals',
+      `this agent has ${max} proposals waiting for a decision (the limit); wait for decisions or cancel some`,
+    );
   }
   const stored = await tx.insertProposal(proposal);
   const automatic = await decideAtPropose(tx, { proposal: stored, agent, operation, now: proposal.createdAt });

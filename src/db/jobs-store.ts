@@ -1,9 +1,18 @@
-import { and, desc, eq, sql } from 'drizzle-orm';
+import { and, desc, eq, inArray, sql } from 'drizzle-orm';
 import type { Db } from './database.js';
 import { jobs } from './schema.js';
 
 export type JobRow = typeof jobs.$inferSelect;
 export type JobStatus = 'queued' | 'running' | 'done' | 'dead';
+
+/** The unfinished jobs of one kind that wait for a worker (`twokey_outbox_due_jobs`). */
+export interface OutboxBacklog {
+  kind: string;
+  /** Due now and not running. */
+  due: number;
+  /** How long the oldest of them has been due; 0 when none is. */
+  oldestDueSeconds: number;
+}
 
 /** postgres.js answers `execute` with an array, PGlite with `{ rows }`. */
 function rowsOf<T>(result: unknown): T[] {
@@ -185,12 +194,37 @@ export function createJobStore(db: Db) {
         .orderBy(desc(jobs.id))
         .limit(filter.limit ?? 100);
     },
+    /** Jobs not done, by status (done ones are not counted: the index on status then bounds the work to the backlog and the dead). */
     async countByStatus(): Promise<Record<string, number>> {
       const rows = await db
         .select({ status: jobs.status, count: sql<number>`count(*)::int` })
         .from(jobs)
+        .where(inArray(jobs.status, ['queued', 'running', 'dead']))
         .groupBy(jobs.status);
       return Object.fromEntries(rows.map((row) => [row.status, Number(row.count)]));
+    },
+    /**
+     * Per kind of unfinished job: how many are due and not running (queued past their `run_at`, or
+     * running under a lease that ran out), and how long the oldest of them has waited. Only queued
+     * and running rows are read, through the index on status and run_at.
+     */
+    async backlog(now: Date): Promise<OutboxBacklog[]> {
+      const at = sql`${now.toISOString()}::timestamptz`;
+      const result = await db.execute(sql`
+        select kind,
+               count(*) filter (where due_since is not null)::int as due,
+               coalesce(extract(epoch from ${at} - min(due_since)), 0)::float8 as oldest_due_seconds
+        from (
+          select kind,
+                 case when status = 'queued' and run_at <= ${at} then run_at
+                      when status = 'running' and locked_until < ${at} then locked_until end as due_since
+          from jobs where status in ('queued', 'running')) unfinished
+        group by kind`);
+      return rowsOf<{ kind: string; due: number; oldest_due_seconds: number | string }>(result).map((row) => ({
+        kind: row.kind,
+        due: Number(row.due),
+        oldestDueSeconds: Math.max(0, Number(row.oldest_due_seconds)),
+      }));
     },
   };
 }

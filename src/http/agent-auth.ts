@@ -1,7 +1,7 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { serializerCompiler, validatorCompiler, type ZodTypeProvider } from 'fastify-type-provider-zod';
 import type { AgentService } from '../core/agents.js';
-import { TwokeyError } from '../core/errors.js';
+import { RefusalError, TwokeyError } from '../core/errors.js';
 import type { AgentRecord } from '../core/model.js';
 import { bearerAuthHook, bearerToken, type FailedAuthCounter } from '../lib/bearer-auth.js';
 
@@ -11,7 +11,7 @@ declare module 'fastify' {
   }
 }
 
-const missingKey = () => new TwokeyError('unauthorized', 'missing "Authorization: Bearer tk_agent_…" header');
+const missingKey = () => new RefusalError('unauthorized', 'missing_key', 'missing "Authorization: Bearer tk_agent_…" header');
 
 /** The agent's API key from `Authorization: Bearer …`; 401 when there is none. */
 export function bearerKey(request: FastifyRequest): string {

@@ -1,6 +1,6 @@
 import rateLimit, { type RateLimitPluginOptions } from '@fastify/rate-limit';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
-import { TwokeyError } from '../core/errors.js';
+import { RefusalError, TwokeyError } from '../core/errors.js';
 import { randomBytes } from 'node:crypto';
 import { registerAgentRoutes, type AgentRouteDeps } from './agent-routes.js';
 import { answerFrameworkError, installErrorHandling } from './errors.js';
@@ -8,12 +8,15 @@ import { registerHealthRoutes, type HealthRouteDeps } from './health-routes.js';
 import { refuseUnsafeNumbers } from './unsafe-numbers.js';
 import { registerOpenApi } from './openapi.js';
 import { withIncomingTrace } from '../tracing/index.js';
+import { recordRequestMetrics, type RequestMetrics } from './request-metrics.js';
 
 export interface HttpAppDeps extends AgentRouteDeps, HealthRouteDeps {
   logger: FastifyBaseLogger;
   bodyLimitBytes?: number;
   /** A @fastify/rate-limit store shared by every replica; the default keeps counters in this process. */
   rateLimitStore?: NonNullable<RateLimitPluginOptions['store']>;
+  /** Times every request and counts 401s and 429s for /metrics. */
+  requestMetrics?: RequestMetrics;
 }
 
 /** A secret in a URL ends up in proxy logs and browser history, whatever twokey does with it. */
@@ -76,6 +79,7 @@ export async function buildHttpApp(deps: HttpAppDeps): Promise<FastifyInstance> 
   });
 
   installErrorHandling(app);
+  if (deps.requestMetrics) recordRequestMetrics(app, deps.requestMetrics);
 
   // Before any route: each agent route's handler runs in the trace its request names, so the
   // proposal it makes joins that trace (a no-op without an OpenTelemetry SDK).
@@ -116,7 +120,7 @@ export async function buildHttpApp(deps: HttpAppDeps): Promise<FastifyInstance> 
   await app.register(rateLimit, {
     global: false,
     ...(deps.rateLimitStore ? { store: deps.rateLimitStore } : {}),
-    errorResponseBuilder: () => new TwokeyError('rate_limited', 'too many requests for this API key; slow down'),
+    errorResponseBuilder: () => new RefusalError('rate_limited', 'requests', 'too many requests for this API key; slow down'),
   });
 
   // First: the document describes the routes registered after it (here and in startTwokey).

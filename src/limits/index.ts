@@ -1,5 +1,5 @@
 import type { FastifyRequest } from 'fastify';
-import { TwokeyError } from '../core/errors.js';
+import { RefusalError } from '../core/errors.js';
 import type { Clock } from '../core/model.js';
 
 /**
@@ -42,7 +42,11 @@ export function createLongPollLimiter(max: number) {
       };
     },
     refusal: () =>
-      new TwokeyError('rate_limited', `this agent already holds ${max} open long-polls (the limit); wait for one to answer, or poll without ?wait`),
+      new RefusalError(
+        'rate_limited',
+        'long_polls',
+        `this agent already holds ${max} open long-polls (the limit); wait for one to answer, or poll without ?wait`,
+      ),
   };
 }
 
@@ -63,7 +67,11 @@ export function createFailedAuthLimiter(options: { max: number; windowMs: number
     check(request: Pick<FastifyRequest, 'ip'>): void {
       const entry = current(request.ip, options.clock().getTime());
       if (entry && entry.count >= options.max) {
-        throw new TwokeyError('rate_limited', `too many failed authentications from this address (limit ${options.max} a minute); try again later`);
+        throw new RefusalError(
+          'rate_limited',
+          'failed_auth',
+          `too many failed authentications from this address (limit ${options.max} a minute); try again later`,
+        );
       }
     },
     recordFailure(request: Pick<FastifyRequest, 'ip'>): void {

@@ -22,6 +22,8 @@ import { toolsFor } from './tools.js';
 export interface McpRouteDeps extends Omit<McpCallDeps, 'store'>, Pick<McpServices, 'agents' | 'operations'> {
   store: McpStore;
   rateLimit: { max: number; timeWindowMs: number };
+  /** Counts each answered tools/call (`twokey_mcp_tool_calls_total`). */
+  countToolCall?(tool: string, outcome: string): void;
 }
 
 const SERVER_INFO = { name: 'twokey', version: '0.1.0' };
@@ -40,6 +42,13 @@ const CALLER_ERRORS = new Set([
   'operation_removed',
   'not_found',
 ]);
+
+/** What a tools/call came to: the proposal's outcome, or why there was none. */
+function outcomeOf(result: CallToolResult): string {
+  const outcome = (result.structuredContent as { outcome?: unknown } | undefined)?.outcome;
+  // No outcome means nothing was requested: arguments refused (schema, a secret in them).
+  return typeof outcome === 'string' ? outcome : 'refused';
+}
 
 function isInitialize(body: unknown): body is { method: 'initialize'; params?: { capabilities?: { elicitation?: { url?: unknown } } } } {
   return typeof body === 'object' && body !== null && !Array.isArray(body) && (body as { method?: unknown }).method === 'initialize';
@@ -71,8 +80,9 @@ function buildServer(
     const waitKey = `${agent.id}:${String(extra.requestId)}`;
     const cancelled = new AbortController();
     waits.set(waitKey, cancelled);
+    let outcome = 'error';
     try {
-      return await calls.call(agent, request.params.name, request.params.arguments, {
+      const result = await calls.call(agent, request.params.name, request.params.arguments, {
         signal: AbortSignal.any([extra.signal, cancelled.signal]),
         sealer,
         ...(progressToken !== undefined
@@ -86,13 +96,23 @@ function buildServer(
           extra.sendRequest({ method: 'elicitation/create', params: { mode: 'url', url, message, elicitationId } }, ElicitResultSchema).catch(() => undefined);
         },
       });
+      outcome = outcomeOf(result);
+      return result;
     } catch (error) {
-      if (error instanceof UnknownToolError) throw new McpError(ErrorCode.InvalidParams, error.message);
-      if (isTwokeyError(error) && CALLER_ERRORS.has(error.code)) return toolError(error.message);
+      if (error instanceof UnknownToolError) {
+        outcome = 'unknown_tool';
+        throw new McpError(ErrorCode.InvalidParams, error.message);
+      }
+      if (isTwokeyError(error) && CALLER_ERRORS.has(error.code)) {
+        outcome = 'refused';
+        return toolError(error.message);
+      }
       log.error({ err: error, tool: request.params.name }, 'mcp tools/call failed');
       return toolError('twokey could not handle this call (internal error); nothing new was requested. Try again later.');
     } finally {
       if (waits.get(waitKey) === cancelled) waits.delete(waitKey);
+      // A name the agent cannot see is not a label: clients choose it.
+      deps.countToolCall?.(outcome === 'unknown_tool' ? '(unknown)' : request.params.name, outcome);
     }
   });
   return server;

@@ -32,6 +32,11 @@ export const DEFAULT_LANES: readonly OutboxLane[] = [
   { name: 'other', concurrency: 4 },
 ];
 
+/** The lane that runs a kind: the lane naming it, else the first lane without `kinds` (as the worker claims them). */
+export function laneOf(kind: string, lanes: readonly OutboxLane[] = DEFAULT_LANES): string {
+  return (lanes.find((lane) => lane.kinds?.includes(kind)) ?? lanes.find((lane) => !lane.kinds))?.name ?? 'none';
+}
+
 export type JobOutcome = 'done' | 'retry' | 'dead' | 'superseded';
 
 export interface OutboxWorkerOptions {

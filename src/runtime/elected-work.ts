@@ -1,6 +1,6 @@
 import type { Logger } from 'pino';
 import { createAuditIntegrator } from '../audit/integrator.js';
-import { signerFromEnvironment } from '../audit/key.js';
+import type { CheckpointSigner } from '../audit/key.js';
 import { defaultCheckpointDir, directorySink, webhookSink, type CheckpointSink } from '../audit/sinks.js';
 import type { Env } from '../config/env.js';
 import { createAuditLog } from '../db/audit-log.js';
@@ -58,7 +58,12 @@ export function startSweeper(
 }
 
 /** Audit rows are placed in the chain off the hot path, by one replica at a time (docs/audit.md). */
-export function startAuditIntegrator(options: { auditLeaderRetryMs?: number; auditIntervalMs?: number }, { env, logger, database, services }: ElectedWorkDeps) {
+export function startAuditIntegrator(
+  options: { auditLeaderRetryMs?: number; auditIntervalMs?: number },
+  { env, logger, database, services }: ElectedWorkDeps,
+  /** Made before anything listens (`signerFromEnvironment`): a bad key stops start. */
+  signer: CheckpointSigner,
+) {
   const sinks: CheckpointSink[] = [directorySink(env.TWOKEY_AUDIT_CHECKPOINTS ?? defaultCheckpointDir(env.TWOKEY_DATA_DIR))];
   if (env.TWOKEY_AUDIT_WEBHOOK_URL) sinks.push(webhookSink(env.TWOKEY_AUDIT_WEBHOOK_URL));
   const leader = createLeaderElection({
@@ -70,7 +75,7 @@ export function startAuditIntegrator(options: { auditLeaderRetryMs?: number; aud
   });
   const audit = createAuditIntegrator({
     log: createAuditLog(database.db),
-    signer: signerFromEnvironment(env),
+    signer,
     sinks,
     logger: () => logger,
     clock: services.clock,

@@ -21,6 +21,7 @@ import { createGuardedAgent } from '../executors/address-guard.js';
 import type { Sweeper } from './sweeper.js';
 import type { AuditIntegrator } from '../audit/integrator.js';
 import { startAuditIntegrator, startSweeper } from './elected-work.js';
+import { signerFromEnvironment } from '../audit/key.js';
 import { loadConfigFile, resolveConfigPath, type TwokeyConfig } from '../config/config-file.js';
 import type { Env } from '../config/env.js';
 import type { Executor } from '../core/executor.js';
@@ -157,6 +158,7 @@ async function openFoundation(options: StartOptions, logger: Logger): Promise<Fo
     callbackAllow: env.TWOKEY_CALLBACK_ALLOW,
     upstreamClients,
     maxPendingPerAgent: env.TWOKEY_MAX_PENDING_PER_AGENT,
+    outboxLanes: options.outboxLanes,
   });
   return { env, logger, config, database, ownsDatabase, upstreamClients, services };
 }
@@ -271,6 +273,7 @@ async function createApp({ env, logger, database, services }: Foundation, limits
     operations: services.operations,
     ping: () => services.store.ping(),
     metrics: services.metrics.registry,
+    requestMetrics: services.metrics,
     rateLimit: limits.rateLimit,
     longPollIntervalMs: limits.longPollIntervalMs,
     longPolls: createLongPollLimiter(env.TWOKEY_MAX_LONG_POLLS_PER_AGENT),
@@ -330,6 +333,7 @@ async function registerSurfaces(
     longPollIntervalMs: limits.longPollIntervalMs,
     consoleBase: () => publicBaseUrl(env, listeningUrl()),
     rateLimit,
+    countToolCall: (tool, outcome) => services.metrics.mcpToolCalls.inc({ tool, outcome }),
   });
 
   for (const integration of integrations) await integration.registerRoutes?.(app);
@@ -339,6 +343,8 @@ async function registerSurfaces(
 export async function startTwokey(options: StartOptions): Promise<RunningTwokey> {
   const { env } = options;
   const logger = createLogger(env.LOG_LEVEL, options.logStream);
+  // A missing or unreadable audit key stops start here, before anything opens or listens.
+  const auditSigner = signerFromEnvironment(env);
   const foundation = await openFoundation(options, logger);
   const { config, database, services } = foundation;
   // Agents choose callback URLs: every connection they cause goes through the address guard.
@@ -364,7 +370,7 @@ export async function startTwokey(options: StartOptions): Promise<RunningTwokey>
   if (url && integrations.length === 0 && options.announceConsole) options.announceConsole(await webConsole.firstRunSignIn(url));
 
   const sweeping = startSweeper(options, foundation, limits.sharedRateLimits);
-  const { audit, leader: auditLeader } = startAuditIntegrator(options, foundation);
+  const { audit, leader: auditLeader } = startAuditIntegrator(options, foundation, auditSigner);
 
   let closing: Promise<void> | null = null;
   const close = () => {

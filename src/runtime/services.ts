@@ -25,6 +25,7 @@ import { createHttpExecutor } from '../executors/http.js';
 import { callbackDestination } from '../outbox/callbacks.js';
 import { openTelemetryTracer } from '../tracing/index.js';
 import { createMetrics, type Metrics } from './metrics.js';
+import { laneOf, type OutboxLane } from '../outbox/worker.js';
 import { createMcpExecutor, createUpstreamClients, type UpstreamClients } from '../mcp/upstreams.js';
 
 export type ChatPlatform = 'slack' | 'discord';
@@ -44,6 +45,8 @@ export interface ServicesOptions {
   callbackAllow?: string;
   /** Clients of MCP servers (executor `mcp`, `upstreams:`); the runtime shares the one that imported the tools. */
   upstreamClients?: UpstreamClients;
+  /** The outbox's lanes, for the lane label of its metrics (the worker's default lanes otherwise). */
+  outboxLanes?: readonly OutboxLane[];
 }
 
 function executorOf(operation: OperationDefinition, clock: Clock, agp: AgpRuntime, upstreams: UpstreamClients): Executor {
@@ -93,7 +96,10 @@ export function createServices(options: ServicesOptions) {
   const callbackPolicy: AddressPolicy = createAddressPolicy(options.callbackAllow);
   const operations = new Map(options.config.operations.map((operation) => [operation.name, operation]));
   const people = createPeople(options.config.people);
-  const metrics = createMetrics({ proposalsByStatus: () => store.countProposalsByStatus(), jobsByStatus: () => jobs.countByStatus() });
+  const metrics = createMetrics(
+    { proposalsByStatus: () => store.countProposalsByStatus(), jobsByStatus: () => jobs.countByStatus(), outboxBacklog: (now) => jobs.backlog(now) },
+    { clock, laneOf: (kind) => laneOf(kind, options.outboxLanes) },
+  );
   const agp = createAgpRuntime({
     businesses: parseBusinesses(options.config.businesses, options.config.operations, options.config.source),
     tokens: createAgpTokenStore(options.database.db),

@@ -350,6 +350,8 @@ describe('resolveConfigPath', () => {
   });
 
   it('names TWOKEY_CONFIG when the file cannot be read', () => {
-    expect(() => loadConfigFile('/nonexistent/twokey.yaml', {})).toThrow(/TWOKEY_CONFIG: ENOENT/);
+    expect(() => loadConfigFile('/nonexistent/twokey.yaml', {})).toThrow(
+      'cannot read the config file /nonexistent/twokey.yaml (TWOKEY_CONFIG): no such file or directory',
+    );
   });
 });

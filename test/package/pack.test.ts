@@ -2,14 +2,20 @@
  * The package as users get it: `npm pack` (which builds dist/ through `prepare`), installed into an
  * empty project with plain npm and no network (`npm ci --offline` from the cache that installing
  * twokey itself filled), then used as an embedder and an agent would: `import { startTwokey } from
- * 'twokey'` in one process, `import { Twokey } from 'twokey/sdk'` in another, `npx twokey` between them.
+ * 'twokey'` in one process, `import { Twokey } from 'twokey/sdk'` in another, `npx twokey` between them,
+ * and an MCP client configured as docs/mcp.md says.
+ *
+ * `npm pack` runs in a copy of the working tree: `prepare` empties and rebuilds dist/, and a twokey
+ * running from this folder (or another test run) must never see its dist/ vanish.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
-import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { cp, mkdir, mkdtemp, readFile, rm, stat, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { join, relative, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freePort } from '../support/processes.js';
 
@@ -79,20 +85,66 @@ async function consumerLockfile(packed: Packed): Promise<object> {
   return { name: 'consumer', lockfileVersion: 3, requires: true, packages };
 }
 
+/** What never goes into the copy: installed and built things, local state, git's own files. */
+const NOT_COPIED = new Set(['node_modules', 'dist', '.git', 'data', 'data.audit-key.pem', 'data.audit-checkpoints', 'coverage', 'test-results']);
+
+/**
+ * The working tree as it is (uncommitted changes included) in `into`, with the live node_modules
+ * linked in (only read: the build's TypeScript, the types), so `prepare` builds the copy's dist/.
+ */
+async function copyOfTree(into: string): Promise<string> {
+  const copy = join(into, 'tree');
+  await cp(root, copy, { recursive: true, filter: (source) => !NOT_COPIED.has(relative(root, source).split(sep)[0] ?? '') });
+  await symlink(join(root, 'node_modules'), join(copy, 'node_modules'), 'dir');
+  return copy;
+}
+
+/** The live dist/ as a running twokey holds it: its inode changes when a build empties and remakes it. */
+const distIdentity = (of = root) =>
+  stat(join(of, 'dist')).then(
+    (info) => `${info.ino}:${info.mtimeMs}`,
+    () => 'absent',
+  );
+
+/** The stdio config docs/mcp.md gives MCP clients, as JSON. */
+async function documentedStdioConfig(): Promise<{ command: string; args: string[]; env: Record<string, string> }> {
+  const doc = await readFile(join(root, 'docs/mcp.md'), 'utf8');
+  const block = [...doc.matchAll(/```json\n([\s\S]*?)```/g)].map((match) => match[1] ?? '').find((json) => json.includes('"command"'));
+  if (!block) throw new Error('docs/mcp.md has no stdio config');
+  return (JSON.parse(block) as { mcpServers: { twokey: { command: string; args: string[]; env: Record<string, string> } } }).mcpServers.twokey;
+}
+
+/** An MCP client that starts the server as `config` says, and the tools it lists. */
+async function listToolsThrough(config: { command: string; args: string[]; env: Record<string, string>; cwd?: string }): Promise<string[]> {
+  const client = new Client({ name: 'desktop', version: '1.0.0' });
+  await client.connect(new StdioClientTransport({ ...config, stderr: 'pipe' }));
+  try {
+    return (await client.listTools()).tools.map((tool) => tool.name);
+  } finally {
+    await client.close();
+  }
+}
+
 // Every step is a new process on a busy two-core machine (npm, node, PGlite): generous timeouts.
 describe('the npm package', { timeout: 300_000 }, () => {
   let workDir: string;
   let app: string;
   let packed: Packed;
   let server: ChildProcess | undefined;
+  let serverUrl: string | undefined;
+  let agentKey: string | undefined;
+  let liveDistBefore: string;
+  let tree: string;
   const { DATABASE_URL: _noDatabase, TWOKEY_CONFIG: _noConfig, ...inherited } = process.env;
 
   beforeAll(async () => {
     workDir = await mkdtemp(join(tmpdir(), 'twokey-pack-'));
     app = join(workDir, 'app');
     await mkdir(app);
+    liveDistBefore = await distIdentity();
     // `npm pack` runs `prepare`, so the tarball holds a dist/ built from the sources under test.
-    const output = await succeed(npm, ['pack', '--json', '--pack-destination', app], { cwd: root });
+    tree = await copyOfTree(workDir);
+    const output = await succeed(npm, ['pack', '--json', '--pack-destination', app], { cwd: tree });
     packed = (JSON.parse(output.slice(output.indexOf('['))) as Packed[])[0]!;
     const manifest = JSON.parse(await readFile(join(root, 'package.json'), 'utf8'));
     await writeFile(
@@ -109,6 +161,17 @@ describe('the npm package', { timeout: 300_000 }, () => {
       await once(server, 'close');
     }
     if (workDir) await rm(workDir, { recursive: true, force: true });
+  });
+
+  it('packs a copy of the tree: the live dist/ is left as it was', async () => {
+    expect(await distIdentity()).toBe(liveDistBefore);
+  });
+
+  it('prepares without rebuilding a dist/ that is up to date (npx twokey in a clone prepares it)', async () => {
+    const built = await distIdentity(tree);
+    const prepared = await succeed(npm, ['run', 'prepare'], { cwd: tree });
+    expect(prepared).toContain('dist/ is up to date with src/; not rebuilt');
+    expect(await distIdentity(tree)).toBe(built);
   });
 
   it('ships the build, the migrations and the example config, and no tests or benchmarks', () => {
@@ -163,12 +226,14 @@ describe('the npm package', { timeout: 300_000 }, () => {
     const created = await succeed(npx, ['--offline', 'twokey', 'agents', 'create', 'argus', '--owner', 'web:alice'], { cwd: app, env });
     const apiKey = created.trim().split('\n').at(-1)!;
     expect(apiKey).toMatch(/^tk_agent_/);
+    serverUrl = `http://127.0.0.1:${port}`;
+    agentKey = apiKey;
 
     await writeFile(
       join(app, 'agent.mjs'),
       [
         "import { Twokey, TwokeyApiError } from 'twokey/sdk';",
-        'const twokey = new Twokey({ baseUrl: process.env.TWOKEY_URL, apiKey: process.env.TWOKEY_KEY });',
+        'const twokey = new Twokey({ baseUrl: process.env.TWOKEY_URL, apiKey: process.env.TWOKEY_AGENT_KEY });',
         'const operations = (await twokey.operations()).map((operation) => operation.name);',
         "const proposal = await twokey.propose({ operation: 'upgrade_plan', params: { org: 'acme', plan: 'scale' } });",
         "const refused = await twokey.propose({ operation: 'upgrade_plan', params: { org: 'acme' } }).catch((error) => error instanceof TwokeyApiError ? error.code : String(error));",
@@ -176,7 +241,7 @@ describe('the npm package', { timeout: 300_000 }, () => {
       ].join('\n'),
     );
     const answer = JSON.parse(
-      await succeed(process.execPath, ['agent.mjs'], { cwd: app, env: { ...env, TWOKEY_URL: `http://127.0.0.1:${port}`, TWOKEY_KEY: apiKey } }),
+      await succeed(process.execPath, ['agent.mjs'], { cwd: app, env: { ...env, TWOKEY_URL: `http://127.0.0.1:${port}`, TWOKEY_AGENT_KEY: apiKey } }),
     );
     expect(answer.operations).toContain('upgrade_plan');
     expect(answer.proposal).toMatchObject({ status: 'pending', operation: 'upgrade_plan', summary: 'argus is requesting to upgrade acme to the scale plan.' });
@@ -185,5 +250,29 @@ describe('the npm package', { timeout: 300_000 }, () => {
 
     const listed = await succeed(npx, ['--offline', 'twokey', 'proposals', 'list', '--status', 'pending'], { cwd: app, env });
     expect(listed).toContain(answer.proposal.id);
+  });
+
+  it('an MCP client configured as docs/mcp.md says starts `twokey mcp` from the installed package', async () => {
+    if (!serverUrl || !agentKey) throw new Error('needs the server and agent of the test before');
+    const documented = await documentedStdioConfig();
+    expect(documented.command).toBe('node');
+    const config = {
+      command: process.execPath,
+      args: documented.args.map((arg) => arg.replace('/path/to/twokey', join(app, 'node_modules/twokey'))),
+      env: { ...documented.env, TWOKEY_URL: serverUrl, TWOKEY_AGENT_KEY: agentKey },
+    };
+    expect(config.args).toEqual([join(app, 'node_modules/twokey/bin/twokey.js'), 'mcp']);
+    expect(await listToolsThrough(config)).toContain('upgrade_plan');
+  });
+
+  it('`npx twokey mcp` works inside a project that depends on twokey', async () => {
+    if (!serverUrl || !agentKey) throw new Error('needs the server and agent of the test before');
+    const tools = await listToolsThrough({
+      command: npx,
+      args: ['--offline', 'twokey', 'mcp'],
+      cwd: app,
+      env: { TWOKEY_URL: serverUrl, TWOKEY_AGENT_KEY: agentKey },
+    });
+    expect(tools).toContain('upgrade_plan');
   });
 });

@@ -13,6 +13,12 @@ export const PROCESS_TEST_TIMEOUT_MS = 240_000;
 
 export const binPath = fileURLToPath(new URL('../../scripts/twokey-from-source.js', import.meta.url));
 
+/**
+ * Where the test's twokey processes start: a folder with no `.env` and no `twokey.config.yaml`, so
+ * a developer's own (both git-ignored, both read from the working directory) never reach a test.
+ */
+const processCwd = fileURLToPath(new URL('.', import.meta.url));
+
 export async function freePort(): Promise<number> {
   const server = createServer();
   server.listen(0, '127.0.0.1');
@@ -31,7 +37,7 @@ export interface CliResult {
 
 /** Runs the real `twokey` binary as a user would. */
 export async function runCli(args: string[], env: Record<string, string>): Promise<CliResult> {
-  const child = spawn(process.execPath, [binPath, ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, [binPath, ...args], { cwd: processCwd, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
   let stdout = '';
   let stderr = '';
   child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
@@ -44,7 +50,7 @@ export async function runCli(args: string[], env: Record<string, string>): Promi
 export async function startServerProcess(
   env: Record<string, string>,
 ): Promise<{ child: ChildProcess; url: string; output: () => string; stop: () => Promise<void> }> {
-  const child = spawn(process.execPath, [binPath, 'serve'], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, [binPath, 'serve'], { cwd: processCwd, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
   let output = '';
   child.stdout?.on('data', (chunk: Buffer) => (output += chunk.toString()));
   child.stderr?.on('data', (chunk: Buffer) => (output += chunk.toString()));
