@@ -766,7 +766,7 @@ export type paths = {
         put?: never;
         /**
          * Commit an approved `commit: agent` proposal
-         * @description Checks, in order: invalid_token, consumed, expired, principal_mismatch, operation_mismatch, params_mismatch, rejected / not_approved. 502 execution_failed leaves the token valid: retry.
+         * @description Checks, in order: invalid_token, consumed, expired, principal_mismatch, operation_mismatch, params_mismatch, rejected / not_approved. 502 execution_failed leaves the token valid: retry. A commit that already happened, asked again by the same agent with the same token, operation and params, answers 200 with its stored result, `replayed: true` and `Idempotent-Replayed: true`; any other use of a consumed token is `consumed`.
          */
         post: {
             parameters: {
@@ -940,6 +940,11 @@ export type components = {
             data: unknown;
             /** @enum {string} */
             operation: "discover" | "query" | "execute";
+            /**
+             * @description Present when this execute had already run (the same agent, token and request): the stored answer, nothing run again; the header `Idempotent-Replayed: true` says the same
+             * @constant
+             */
+            replayed?: true;
             /** @constant */
             status: "succeeded";
             transactionId: string;
@@ -980,6 +985,11 @@ export type components = {
         };
         CommitAnswer: {
             outcome: components["schemas"]["Outcome"];
+            /**
+             * @description Present when the commit had already happened (the same agent, token, operation and params): the stored result, nothing run again; the header `Idempotent-Replayed: true` says the same
+             * @constant
+             */
+            replayed?: true;
             result: unknown;
             /** @enum {string} */
             status: "pending" | "approved" | "executing" | "committed" | "rejected" | "expired" | "cancelled";
