@@ -12,6 +12,7 @@ import { ConfigError } from '../config/errors.js';
 import { isTwokeyError } from '../core/errors.js';
 import { DataDirLockedError, isDataDirLocked, openDatabase } from '../db/database.js';
 import { startTwokey } from '../runtime/server.js';
+import { watchdogFromEnv } from '../runtime/watchdog.js';
 import { createServices } from '../runtime/services.js';
 import { printAdminResult } from './output.js';
 import { checkTwokey, serveStdioProxy } from '../mcp/stdio-proxy.js';
@@ -66,8 +67,11 @@ function addProcessCommands(program: Command, env: () => Env): void {
     .command('serve')
     .description('start the gateway (what `npm start` runs)')
     .action(async () => {
+      const settings = env();
       // Printed, not logged: the logger would (rightly) scrub the sign-in token out of it.
-      const running = await startTwokey({ env: env(), announceConsole: (text) => process.stdout.write(text) });
+      const running = await startTwokey({ env: settings, announceConsole: (text) => process.stdout.write(text) });
+      // From here on: opening a new embedded database legitimately holds the loop for seconds.
+      watchdogFromEnv(settings);
       // A malformed event from a chat library must not take the approval gateway down with it.
       process.on('unhandledRejection', (reason) => running.logger.error({ err: reason }, 'unhandled rejection'));
       const stop = () => void running.close().then(() => process.exit(0));
