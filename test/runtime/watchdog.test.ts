@@ -4,6 +4,7 @@ import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { PROCESS_TEST_TIMEOUT_MS } from '../support/processes.js';
 
+const HANG_GUARD_MS = 60_000;
 const fixture = fileURLToPath(new URL('./fixtures/blocked-loop.ts', import.meta.url));
 
 async function runBlocked(env: Record<string, string>) {
@@ -12,7 +13,11 @@ async function runBlocked(env: Record<string, string>) {
   let stderr = '';
   child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
   child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+  // Should the watchdog not end it, a blocked child would spin forever: SIGTERM it (not SIGKILL, which is
+  // what the watchdog sends) so the test fails and leaves nothing behind. It bounds a hang; it measures nothing.
+  const hang = setTimeout(() => child.kill('SIGTERM'), HANG_GUARD_MS);
   const [code, signal] = (await once(child, 'close')) as [number | null, NodeJS.Signals | null];
+  clearTimeout(hang);
   return { code, signal, stdout, stderr };
 }
 
