@@ -64,9 +64,10 @@ describe('the embedded database on a disk that fills up', () => {
   describe('twokey serve', () => {
     let served: Served;
     let apiKey: string;
+    let env: Record<string, string>;
 
     beforeAll(async () => {
-      const env = {
+      env = {
         HOST: '127.0.0.1',
         PORT: String(await freePort()),
         TWOKEY_DATA_DIR: `${disk.dir}/data`,
@@ -133,6 +134,24 @@ describe('the embedded database on a disk that fills up', () => {
         served.child.kill('SIGTERM');
         const [code] = (await once(served.child, 'close')) as [number | null];
         expect(code).toBe(0);
+      },
+      PROCESS_TEST_TIMEOUT_MS,
+    );
+
+    it(
+      'starts on a disk already short of space: serves reads, refuses writes, not ready; ready once space is freed',
+      async () => {
+        // Below TWOKEY_MIN_FREE_DISK_MB (16) but not full: PGlite opens, twokey must notice at start.
+        await fillUp(disk.pathHere('filler'), 8 * 1024 * 1024);
+        served = await serveIn(disk, env);
+        expect(await (await call('GET', '/readyz')).json()).toEqual({ status: 'not_ready', reason: expect.stringContaining('storage') });
+        expect((await propose('at-start')).status).toBe(507);
+        expect((await call('GET', '/v1/operations')).status).toBe(200);
+        expect(linesWith('short of disk space')).toHaveLength(1);
+
+        await freeUp(disk.pathHere('filler'));
+        await vi.waitFor(async () => expect((await call('GET', '/readyz')).status).toBe(200), { timeout: HANG_GUARD_MS, interval: 200 });
+        expect((await propose('after-start')).status).toBe(201);
       },
       PROCESS_TEST_TIMEOUT_MS,
     );

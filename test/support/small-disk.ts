@@ -86,8 +86,8 @@ async function namespacedSmallDisk(dir: string, sizeMiB: number, mountRefusal: s
   };
 }
 
-/** Writes `path` until the filesystem is full (to the last 4 KiB block); returns the bytes written. */
-export async function fillUp(path: string): Promise<number> {
+/** Writes `path` until the filesystem is full (to the last 4 KiB block), then gives back `leaveBytes`; returns the bytes it holds. */
+export async function fillUp(path: string, leaveBytes = 0): Promise<number> {
   const file = await open(path, 'a');
   let written = 0;
   try {
@@ -101,6 +101,10 @@ export async function fillUp(path: string): Promise<number> {
           throw error;
         }
       }
+    }
+    if (leaveBytes > 0) {
+      written = Math.max(0, written - leaveBytes);
+      await file.truncate(written);
     }
   } finally {
     await file.close();
