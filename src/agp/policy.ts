@@ -137,17 +137,24 @@ export interface ExecuteClaim {
   requestHash: string;
 }
 
+/** The first check of every token: it exists, and it is this agent's. */
+export function verifyTokenHolder(token: TokenBinding | null, claim: ExecuteClaim): asserts token is TokenBinding {
+  if (!token) throw agpRefusal.invalidToken();
+  if (token.agentId !== claim.agentId) throw agpRefusal.otherPrincipal();
+}
+
+/** The token was issued for exactly this business and request. */
+export const bindsTheRequest = (token: TokenBinding, claim: ExecuteClaim): boolean =>
+  token.businessId === claim.businessId && digestsEqual(token.requestHash, claim.requestHash);
+
 /**
  * The checks a gateway token passes before an execute may run. The principal comes first so that
  * another agent holding a leaked token learns nothing about its state. A token is valid for
  * [issued, expiresAt): at `expiresAt` exactly it has expired.
  */
 export function verifyGatewayToken(token: TokenBinding | null, claim: ExecuteClaim, now: Date): void {
-  if (!token) throw agpRefusal.invalidToken();
-  if (token.agentId !== claim.agentId) throw agpRefusal.otherPrincipal();
+  verifyTokenHolder(token, claim);
   if (token.consumedAt) throw agpRefusal.consumed();
   if (now.getTime() >= token.expiresAt.getTime()) throw agpRefusal.expired();
-  if (token.businessId !== claim.businessId || !digestsEqual(token.requestHash, claim.requestHash)) {
-    throw agpRefusal.mismatch();
-  }
+  if (!bindsTheRequest(token, claim)) throw agpRefusal.mismatch();
 }

@@ -53,5 +53,5 @@ export interface AgpTokenStore {
  */
 export interface AgpServices {
   agents: Pick<AgentService, 'authenticate'>;
-  proposals: Pick<ProposalService, 'propose' | 'commit' | 'cancel' | 'get'>;
+  proposals: Pick<ProposalService, 'propose' | 'commitWithApprovals' | 'cancel' | 'get'>;
 }

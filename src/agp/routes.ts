@@ -108,11 +108,14 @@ export function registerAgpRoutes(app: FastifyInstance, deps: AgpRouteDeps): voi
             response: { 200: agpEnvelopeSchema, ...errors },
           },
         },
-        async (request) =>
-          deps.agp.execute(agentOf(request), request.body.businessId, request.body.request, {
+        async (request, reply) => {
+          const answer = await deps.agp.execute(agentOf(request), request.body.businessId, request.body.request, {
             confirmationToken: singleHeader(request, 'x-confirmation-token'),
             idempotencyKey: singleHeader(request, 'idempotency-key'),
-          }),
+          });
+          if (answer.replayed) reply.header('idempotent-replayed', 'true');
+          return answer;
+        },
       );
     },
     { prefix: '/agp' },

@@ -30,6 +30,10 @@ export const agpEnvelopeSchema = named(
     data: z.unknown().register(apiSchemas, {
       description: "What the business answered; for execute, `{ status: 'succeeded' | 'pending_confirmation' | 'completed' | 'error' | 'failed', … }`",
     }),
+    replayed: z.literal(true).optional().register(apiSchemas, {
+      description:
+        'Present when this execute had already run (the same agent, token and request): the stored answer, nothing run again; the header `Idempotent-Replayed: true` says the same',
+    }),
   }),
 );
 

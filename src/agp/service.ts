@@ -1,7 +1,9 @@
 import { randomBytes } from 'node:crypto';
 import { TwokeyError } from '../core/errors.js';
+import type { Executed } from '../core/execution.js';
 import type { AgentRecord, Clock, ProposalRecord } from '../core/model.js';
 import { mintConfirmToken, sha256Hex } from '../core/secrets.js';
+import { seal, unseal } from '../idempotency/seal.js';
 import type { ExecuteResult } from './adapters/types.js';
 import type { BusinessDefinition, BusinessDirectory } from './businesses.js';
 import { agpRefusal } from './messages.js';
@@ -10,12 +12,14 @@ import {
   checkAmountCeiling,
   describeExecuteRequest,
   effectivePolicy,
+  bindsTheRequest,
   requestHash,
   verifyGatewayToken,
+  verifyTokenHolder,
   type ExecuteClaim,
   type GatewayPolicy,
 } from './policy.js';
-import type { AgpServices, AgpTokenStore } from './ports.js';
+import type { AgpServices, AgpTokenRecord, AgpTokenStore } from './ports.js';
 import type { AdapterRunner } from './runner.js';
 
 /**
@@ -41,6 +45,8 @@ export interface AgpEnvelope {
   businessId: string;
   status: 'succeeded';
   data: unknown;
+  /** The execute had already run under this token: its stored answer, nothing run again. */
+  replayed?: true;
 }
 
 export interface PrepareResult {
@@ -233,22 +239,52 @@ async function executeApproved(deps: AgpServiceDeps, run: ExecuteRun, proposalId
   const { agent, business, request } = run;
   const proposal: ProposalRecord = await deps.proposals.get(proposalId);
   if (proposal.status === 'cancelled') throw agpRefusal.cancelled();
-  let committed: ProposalRecord;
+  let executed: Executed;
   try {
-    committed = await deps.proposals.commit(agent, proposalId, token, {
+    // The core checks the rest in the gateway's order: consumed (or this very request again), expired, the request's binding.
+    executed = await deps.proposals.commitWithApprovals(agent, proposalId, token, {
       operation: proposal.operation,
       params: { businessId: business.id, request },
     });
   } catch (error) {
     throw asAgpRefusal(error);
   }
-  return envelope(committed.id, 'execute', business.id, committed.result ?? null);
+  const answer = envelope(executed.proposal.id, 'execute', business.id, executed.proposal.result ?? null);
+  return executed.replayed ? { ...answer, replayed: true } : answer;
+}
+
+/** What `data.execution` of a gateway token says once its execute has run. */
+interface FinishedExecution {
+  transactionId: string;
+  status: 'done';
+  /** The answer, sealed under the token itself (the database holds only its hash), so only its holder can read it back. */
+  answer: unknown;
+}
+
+function finishedExecution(record: AgpTokenRecord): FinishedExecution | null {
+  const execution = record.data?.['execution'];
+  if (typeof execution !== 'object' || execution === null) return null;
+  const { transactionId, status, answer } = execution as Record<string, unknown>;
+  return typeof transactionId === 'string' && status === 'done' && answer !== undefined ? { transactionId, status, answer } : null;
+}
+
+/**
+ * The same agent sending the same request again with a gateway token its execute already spent
+ * (its connection died before the answer came): the stored answer. Anything else about a spent token
+ * stays `consumed`.
+ */
+function replayUnderGatewayToken(record: AgpTokenRecord, claim: ExecuteClaim, token: string): AgpEnvelope | null {
+  const execution = record.consumedAt && bindsTheRequest(record, claim) ? finishedExecution(record) : null;
+  const answer = execution ? unseal(execution.answer, token, record.tokenHash) : null;
+  if (!execution || answer === null) return null;
+  return { ...envelope(execution.transactionId, 'execute', record.businessId, JSON.parse(answer) as unknown), replayed: true };
 }
 
 /** A gateway token: consumed with the record that this execution started, released again if the business does not answer. */
-async function executeUnderGatewayToken(deps: AgpServiceDeps, run: ExecuteRun, tokenHash: string, claim: ExecuteClaim, now: Date): Promise<AgpEnvelope> {
+async function executeUnderGatewayToken(deps: AgpServiceDeps, run: ExecuteRun, token: string, claim: ExecuteClaim, now: Date): Promise<AgpEnvelope> {
   const { agent, transactionId, auditData } = run;
   const { tokens } = deps;
+  const tokenHash = sha256Hex(token);
   // Checked again under the row lock.
   await tokens.consume(tokenHash, 'gateway', now, (row) => verifyGatewayToken(row, claim, now), {
     data: { execution: { transactionId, status: 'running', startedAt: now.toISOString() } },
@@ -271,7 +307,15 @@ async function executeUnderGatewayToken(deps: AgpServiceDeps, run: ExecuteRun, t
   const finishedAt = deps.clock();
   await tokens.finish(tokenHash, finishedAt, {
     release: false,
-    data: { execution: { transactionId, status: 'done', adapterStatus: result.status, finishedAt: finishedAt.toISOString() } },
+    data: {
+      execution: {
+        transactionId,
+        status: 'done',
+        adapterStatus: result.status,
+        finishedAt: finishedAt.toISOString(),
+        answer: seal(JSON.stringify(result), token, tokenHash),
+      },
+    },
     audit: { type: 'agp.executed', actor: agentActor(agent), agentId: agent.id, data: { ...auditData, adapterStatus: result.status } },
   });
   return envelope(transactionId, 'execute', run.business.id, result);
@@ -312,14 +356,19 @@ export function createAgpService(deps: AgpServiceDeps) {
 
     const token = headers.confirmationToken?.trim();
     if (!token) throw agpRefusal.missingToken();
-    const tokenHash = sha256Hex(token);
     const claim: ExecuteClaim = { agentId: agent.id, businessId, requestHash: hash };
     const now = clock();
-    const record = await tokens.find(tokenHash, 'gateway');
+    const record = await tokens.find(sha256Hex(token), 'gateway');
+    verifyTokenHolder(record, claim);
+    if (record.proposalId) {
+      if (policy === 'strict') checkAmountCeiling(request, deps.policy.maxAmountCents, business.amounts);
+      return executeApproved(deps, run, record.proposalId, token);
+    }
+    const replay = replayUnderGatewayToken(record, claim, token);
+    if (replay) return replay;
     verifyGatewayToken(record, claim, now);
     if (policy === 'strict') checkAmountCeiling(request, deps.policy.maxAmountCents, business.amounts);
-    if (record?.proposalId) return executeApproved(deps, run, record.proposalId, token);
-    return executeUnderGatewayToken(deps, run, tokenHash, claim, now);
+    return executeUnderGatewayToken(deps, run, token, claim, now);
   }
 
   return { discover, query, prepare, execute, businesses: () => [...businesses.values()] };

@@ -11,6 +11,7 @@ import { loadEnv, type Env } from '../config/env.js';
 import { ConfigError } from '../config/errors.js';
 import { isDataDirLocked, openDatabase } from '../db/database.js';
 import { startTwokey } from '../runtime/server.js';
+import { watchdogFromEnv } from '../runtime/watchdog.js';
 import { createServices } from '../runtime/services.js';
 import { printAdminResult } from './output.js';
 import { checkTwokey, serveStdioProxy } from '../mcp/stdio-proxy.js';
@@ -90,11 +91,13 @@ function addProcessCommands(program: Command, env: () => Env): void {
     .command('serve')
     .description('start the gateway (what `npm start` runs)')
     .action(async () => {
-      const current = env();
+      const settings = env();
       // Before anything creates a span: OTEL_EXPORTER_OTLP_ENDPOINT alone turns tracing on.
       const telemetry = await startTelemetry(process.env, VERSION);
       // Printed, not logged: the logger would (rightly) scrub the sign-in token out of it.
-      const running = await startTwokey({ env: current, announceConsole: (text) => process.stdout.write(text) });
+      const running = await startTwokey({ env: settings, announceConsole: (text) => process.stdout.write(text) });
+      // From here on: opening a new embedded database legitimately holds the loop for seconds.
+      watchdogFromEnv(settings);
       // A malformed event from a chat library must not take the approval gateway down with it.
       process.on('unhandledRejection', (reason) => running.logger.error({ err: reason }, 'unhandled rejection'));
       // The spans still buffered go out after the last request is answered.

@@ -50,6 +50,10 @@ export interface Env {
   readonly TWOKEY_AUDIT_WEBHOOK_URL?: string;
   /** seconds an MCP tools/call waits for the decision before answering `pending` */
   readonly TWOKEY_MCP_WAIT: number;
+  /** Below this many MiB free on the embedded database's disk, writes are refused (507) and /readyz is 503; 0 disables. */
+  readonly TWOKEY_MIN_FREE_DISK_MB: number;
+  /** Seconds the event loop may stay blocked before `twokey serve` logs it and exits; 0 disables. */
+  readonly TWOKEY_WATCHDOG_SECONDS: number;
 }
 
 function integerString(min: number, max: number, error: string) {
@@ -119,6 +123,8 @@ const envSchema = z.object({
   AGENR_EXECUTE_POLICY: z.enum(AGENR_EXECUTE_POLICIES, { error: 'expected one of: open, confirm, strict' }).default('open'),
   AGENR_MAX_EXECUTE_AMOUNT: integerString(0, Number.MAX_SAFE_INTEGER, 'expected a non-negative integer (cents)').default(100),
   TWOKEY_MCP_WAIT: integerString(0, 300, 'expected whole seconds between 0 and 300').default(50),
+  TWOKEY_MIN_FREE_DISK_MB: integerString(0, 1_048_576, 'expected whole MiB between 0 and 1048576 (0 disables the check)').default(128),
+  TWOKEY_WATCHDOG_SECONDS: integerString(0, 3_600, 'expected whole seconds between 0 and 3600 (0 disables the watchdog)').default(30),
   TWOKEY_MAX_LONG_POLLS_PER_AGENT: integerString(1, 10_000, 'expected an integer between 1 and 10000').default(20),
   TWOKEY_MAX_PENDING_PER_AGENT: integerString(1, 1_000_000, 'expected an integer between 1 and 1000000').default(100),
   TWOKEY_MAX_FAILED_AUTH_PER_MINUTE: integerString(1, 1_000_000, 'expected an integer between 1 and 1000000').default(20),

@@ -42,7 +42,20 @@ export function createWebConsole({ env, services }: WebConsoleOptions) {
      */
     async firstRunSignIn(listenUrl?: string | null): Promise<string> {
       const base = publicBaseUrl(env, listenUrl);
-      const { approver, token, expiresAt } = await auth.mintLink('operator', 'system');
+      let link: Awaited<ReturnType<typeof auth.mintLink>>;
+      try {
+        link = await auth.mintLink('operator', 'system');
+      } catch {
+        // A start on a disk short of space (writes refused) must still start: reads and /readyz work.
+        return [
+          '',
+          `twokey web console: ${consoleUrl(base)}`,
+          'No sign-in link yet: the database does not take writes now (see the log).',
+          'Once it does: npx twokey approvers link operator',
+          '',
+        ].join('\n');
+      }
+      const { approver, token, expiresAt } = link;
       const decides = services.operations().some((operation) => operation.approval.approvers.includes(approver));
       return [
         '',

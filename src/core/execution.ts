@@ -39,14 +39,18 @@ interface ExecutionTrigger {
   commit?: { agent: AgentRecord; token: string; claim: CommitClaim };
 }
 
-/** A proposal as its execution left it, with the approvals its claim read (none can be added since). */
+/**
+ * A proposal as its execution left it, with the approvals its claim read (none can be added since).
+ * `replayed`: the commit had already happened, and this is its stored result, with nothing run again.
+ */
 export interface Executed {
   proposal: ProposalRecord;
   approvals: ApprovalRecord[];
+  replayed: boolean;
 }
 
 type Claimed =
-  | { done: true; proposal: ProposalRecord; approvals: ApprovalRecord[] }
+  | { done: true; proposal: ProposalRecord; approvals: ApprovalRecord[]; replayed: boolean }
   | { done: false; request: ExecutionRequest; proposal: ProposalRecord; approvals: ApprovalRecord[] };
 
 /** Marks a failure of the side effect itself, as opposed to a refused commit. */
@@ -61,21 +65,34 @@ function describeFailure(error: unknown): string {
   return message.slice(0, 1000) || 'executor failed';
 }
 
-/**
- * The commit checks, in the documented order, each with its own code. Runs under the proposal's
- * row lock, so nothing can change between the checks and the consumption.
- */
-function checkCommitClaim(
-  proposal: ProposalRecord | null,
-  agent: AgentRecord,
-  token: string,
-  claim: CommitClaim,
-  now: Date,
-): asserts proposal is ProposalRecord {
+function checkToken(proposal: ProposalRecord | null, token: string): asserts proposal is ProposalRecord {
   if (!proposal || !digestsEqual(sha256Hex(token), proposal.tokenHash)) {
     throw new TwokeyError('invalid_token', 'the confirmation token is not valid for this proposal');
   }
-  if (proposal.consumedAt) throw new TwokeyError('consumed', 'the confirmation token was already consumed');
+}
+
+/**
+ * The request that consumed the token, asked again: the same agent, operation and params, on a
+ * committed proposal (the agent's connection died after the commit, or it retried a commit it
+ * thought lost). Anyone else holding the token — another agent, other params — learns only that it
+ * was consumed, never the result.
+ */
+const repeatsTheCommit = (proposal: ProposalRecord, agent: AgentRecord, claim: CommitClaim): boolean =>
+  proposal.status === 'committed' &&
+  proposal.agentId === agent.id &&
+  claim.operation === proposal.operation &&
+  paramsHash(claim.params) === proposal.paramsHash;
+
+/**
+ * The commit checks, in the documented order, each with its own code; 'replay' when the commit has
+ * already happened and this is the same request again. Runs under the proposal's row lock, so
+ * nothing can change between the checks and the consumption.
+ */
+function checkCommitClaim(proposal: ProposalRecord, agent: AgentRecord, claim: CommitClaim, now: Date): 'run' | 'replay' {
+  if (proposal.consumedAt) {
+    if (repeatsTheCommit(proposal, agent, claim)) return 'replay';
+    throw new TwokeyError('consumed', 'the confirmation token was already consumed');
+  }
   if (now.getTime() >= proposal.expiresAt.getTime()) {
     throw new TwokeyError('expired', `the confirmation token expired at ${proposal.expiresAt.toISOString()}`);
   }
@@ -97,6 +114,7 @@ function checkCommitClaim(
   if (proposal.status !== 'approved') {
     throw new TwokeyError('not_approved', `the proposal is ${proposal.status}, not approved`);
   }
+  return 'run';
 }
 
 /** The side effect happened: the token is consumed, the result kept, the claim released. */
@@ -163,7 +181,11 @@ async function claimAndMaybeRun(deps: ExecutionDeps, tx: StoreTransaction, propo
   const proposal = locked?.proposal ?? null;
   span.begin(proposal);
   if (trigger.commit) {
-    checkCommitClaim(proposal, trigger.commit.agent, trigger.commit.token, trigger.commit.claim, now);
+    checkToken(proposal, trigger.commit.token);
+    // A replay writes nothing: the answer is what the commit stored.
+    if (checkCommitClaim(proposal, trigger.commit.agent, trigger.commit.claim, now) === 'replay') {
+      return { done: true, proposal, approvals: locked?.approvals ?? [], replayed: true };
+    }
   } else if (!proposal) {
     throw new TwokeyError('not_found', `no proposal ${proposalId}`);
   } else if (proposal.status !== 'approved') {
@@ -178,7 +200,12 @@ async function claimAndMaybeRun(deps: ExecutionDeps, tx: StoreTransaction, propo
   const result = await runExecutor(deps, span, request).catch((error: unknown) => {
     throw new ExecutionFailure(describeFailure(error));
   });
-  return { done: true, proposal: await deps.transitions.settle(tx, await recordCommitted(tx, proposal, result, trigger.actor, now)), approvals };
+  return {
+    done: true,
+    proposal: await deps.transitions.settle(tx, await recordCommitted(tx, proposal, result, trigger.actor, now)),
+    approvals,
+    replayed: false,
+  };
 }
 
 /** The claim of a remote execution: a lease, one more attempt, `execution.started`. The call runs after commit. */
@@ -301,9 +328,13 @@ export function createExecutionPipeline(deps: ExecutionDeps) {
         if (!(error instanceof ExecutionFailure)) throw error;
         return failed(deps, proposalId, error.causeMessage, trigger.actor);
       }
+      if (claimed.done) {
+        // A replay changed nothing: there is nothing to tell.
+        if (!claimed.replayed) deps.transitions.announce(claimed.proposal);
+        return { proposal: claimed.proposal, approvals: claimed.approvals, replayed: claimed.replayed };
+      }
       deps.transitions.announce(claimed.proposal);
-      if (claimed.done) return { proposal: claimed.proposal, approvals: claimed.approvals };
-      return { proposal: await finishRemote(deps, claimed.request, trigger.actor, span), approvals: claimed.approvals };
+      return { proposal: await finishRemote(deps, claimed.request, trigger.actor, span), approvals: claimed.approvals, replayed: false };
     });
   }
 

@@ -93,7 +93,8 @@ export interface Store {
   listAgents(): Promise<AgentRecord[]>;
   listAudit(query: AuditQuery): Promise<AuditEventRecord[]>;
   countProposalsByStatus(): Promise<Record<string, number>>;
-  ping(): Promise<void>;
+  /** Commits a write (this replica's readiness row): readiness is the ability to write, not only to answer. */
+  probeWrite(): Promise<void>;
 }
 
 export type IdentityClaim = { claimed: true } | { claimed: false; proposalId: string | null; sealedToken: unknown };

@@ -10,6 +10,7 @@ import { drizzle as drizzlePostgres } from 'drizzle-orm/postgres-js';
 import { migrate as migratePostgres } from 'drizzle-orm/postgres-js/migrator';
 import postgres from 'postgres';
 import lockfile from 'proper-lockfile';
+import { createEmbeddedStorage, explainOpenFailure, type StorageLog } from './embedded-storage.js';
 import { createNotifier, type Notifier } from './notifier.js';
 import { schema } from './schema.js';
 
@@ -26,6 +27,11 @@ export interface Database {
   pglite?: PGlite;
   /** Wakes the other replicas after a change commits; absent on PGlite, which serves one process. */
   notifier?: Notifier;
+  /**
+   * Why the database cannot take writes now, known without asking it (the embedded database's disk
+   * is short of space), or null. Absent where nothing is watched.
+   */
+  storageProblem?(): string | null;
   close(): Promise<void>;
 }
 
@@ -116,7 +122,15 @@ export interface OpenOptions {
   /** In-memory PGlite, for tests. */
   memory?: boolean;
   poolSize?: number;
+  /**
+   * The embedded database's disk: writes are refused below `minFreeBytes` free, and a full disk
+   * never hangs the process (see embedded-storage.ts). Without it, only a PANIC is guarded against.
+   */
+  storage?: { minFreeBytes: number; log: StorageLog; checkIntervalMs?: number };
 }
+
+/** Without a logger the guard still refuses, but says nothing. */
+const silentLog: StorageLog = { error: () => undefined, warn: () => undefined, info: () => undefined };
 
 export async function openDatabase(options: OpenOptions): Promise<Database> {
   if (options.databaseUrl) return openPostgres(options.databaseUrl, options.poolSize ?? 10);
@@ -128,16 +142,33 @@ export async function openDatabase(options: OpenOptions): Promise<Database> {
   }
   const release = await lockDataDir(options.dataDir);
   try {
-    const client = await openPrivatePglite(pgliteDirectory(options.dataDir));
-    const db = drizzlePglite({ client, schema });
-    await migratePglite(db, { migrationsFolder });
-    await makePrivate(pgliteDirectory(options.dataDir));
+    const directory = pgliteDirectory(options.dataDir);
+    const minFreeBytes = options.storage?.minFreeBytes ?? 0;
+    const first = await openPrivatePglite(directory).catch(async (error: unknown) => {
+      throw await explainOpenFailure(error, options.dataDir, minFreeBytes);
+    });
+    const storage = createEmbeddedStorage(first, () => openPrivatePglite(directory), {
+      dataDir: resolve(options.dataDir),
+      minFreeBytes,
+      log: options.storage?.log ?? silentLog,
+      ...(options.storage?.checkIntervalMs === undefined ? {} : { checkIntervalMs: options.storage.checkIntervalMs }),
+    });
+    const db = drizzlePglite({ client: storage.client, schema });
+    await migratePglite(db, { migrationsFolder }).catch(async (error: unknown) => {
+      await storage.close().catch(() => undefined);
+      throw error;
+    });
+    await makePrivate(directory);
+    await storage.start();
     return {
       db,
       kind: 'pglite',
-      pglite: client,
+      get pglite() {
+        return storage.current();
+      },
+      storageProblem: () => storage.problem(),
       close: async () => {
-        await client.close();
+        await storage.close();
         await release();
       },
     };

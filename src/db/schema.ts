@@ -395,3 +395,13 @@ export const resumeStates = pgTable('resume_states', {
   sealed: jsonb('sealed').$type<Record<string, unknown>>().notNull(),
   updatedAt: instant('updated_at').notNull(),
 });
+
+/**
+ * One row per replica, rewritten by each `/readyz`: readiness proves the database takes a write.
+ * A replica's row outlives it by a day at most (every probe deletes rows older than that), so the
+ * table stays as small as the fleet; no other statement touches it, so a probe never waits on traffic.
+ */
+export const readinessProbes = pgTable('readiness_probes', {
+  replica: text('replica').primaryKey(),
+  probedAt: instant('probed_at').notNull(),
+});

@@ -402,8 +402,21 @@ export function createStore(db: Db, options: StoreOptions = {}): Store {
         .groupBy(proposals.status);
       return Object.fromEntries(rows.map((row) => [row.status, Number(row.count)]));
     },
-    async ping() {
-      await db.execute(sql`select 1`);
-    },
+    probeWrite: singleFlight(async () => {
+      // Other replicas' rows a day old are gone with the same statement: the table is as small as the fleet.
+      await db.execute(sql`
+        with forgotten as (delete from readiness_probes where replica <> ${replica} and probed_at < now() - interval '1 day' returning 1)
+        insert into readiness_probes (replica, probed_at) values (${replica}, now())
+        on conflict (replica) do update set probed_at = excluded.probed_at`);
+    }),
   };
+}
+
+/** Callers that arrive while `work` runs share its outcome: a burst of probes costs one write. */
+function singleFlight(work: () => Promise<void>): () => Promise<void> {
+  let running: Promise<void> | null = null;
+  return () =>
+    (running ??= work().finally(() => {
+      running = null;
+    }));
 }

@@ -196,7 +196,7 @@ export function registerAgentRoutes(app: FastifyInstance, deps: AgentRouteDeps):
           tags: ['agent API'],
           summary: 'Commit an approved `commit: agent` proposal',
           description:
-            'Checks, in order: invalid_token, consumed, expired, principal_mismatch, operation_mismatch, params_mismatch, rejected / not_approved. 502 execution_failed leaves the token valid: retry.',
+            'Checks, in order: invalid_token, consumed, expired, principal_mismatch, operation_mismatch, params_mismatch, rejected / not_approved. 502 execution_failed leaves the token valid: retry. A commit that already happened, asked again by the same agent with the same token, operation and params, answers 200 with its stored result, `replayed: true` and `Idempotent-Replayed: true`; any other use of a consumed token is `consumed`.',
           security: agentKey,
           headers: commitHeadersSchema,
           params: proposalIdParamsSchema,
@@ -204,7 +204,7 @@ export function registerAgentRoutes(app: FastifyInstance, deps: AgentRouteDeps):
           response: { 200: commitAnswerSchema, ...errors },
         },
       },
-      async (request) => {
+      async (request, reply) => {
         const token = request.headers['x-confirmation-token'];
         if (typeof token !== 'string' || token.length === 0) {
           throw new TwokeyError('invalid_token', 'missing X-Confirmation-Token header');
@@ -212,8 +212,12 @@ export function registerAgentRoutes(app: FastifyInstance, deps: AgentRouteDeps):
         const { id } = request.params;
         const agent = agentOf(request);
         // The answer comes from what the commit's transactions returned: no read after them.
-        const { proposal, approvals } = await deps.proposals.commitWithApprovals(agent, id, token, request.body);
-        return { status: proposal.status, result: proposal.result ?? null, outcome: outcomeOf(proposal, approvals) };
+        const { proposal, approvals, replayed } = await deps.proposals.commitWithApprovals(agent, id, token, request.body);
+        const answer = { status: proposal.status, result: proposal.result ?? null, outcome: outcomeOf(proposal, approvals) };
+        if (!replayed) return answer;
+        // The same header as an Idempotency-Key replay: this answer repeats one already given.
+        reply.header('idempotent-replayed', 'true');
+        return { ...answer, replayed: true as const };
       },
     );
 

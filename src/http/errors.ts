@@ -70,12 +70,26 @@ export function answerFrameworkError(error: FastifyError, request: FastifyReques
   }
 }
 
+/**
+ * A TwokeyError raised below a library that wraps what it catches (drizzle wraps every driver error
+ * in its own, with the original as `cause`): the storage guard refuses writes that way.
+ */
+function wrappedTwokeyError(error: unknown): TwokeyError | null {
+  for (let cause = error, depth = 0; typeof cause === 'object' && cause !== null && depth < 5; depth += 1) {
+    if (cause instanceof TwokeyError) return cause;
+    cause = (cause as { cause?: unknown }).cause;
+  }
+  return null;
+}
+
 export function installErrorHandling(app: FastifyInstance): void {
   app.setErrorHandler((error: FastifyError | TwokeyError, request, reply) => {
-    const known = error instanceof TwokeyError ? error : fromFastify(error);
+    const known = wrappedTwokeyError(error) ?? fromFastify(error);
     if (known && known.status < 500) {
       return send(reply, request, known.code, known.status, known.message, known.details);
     }
+    // Logged once per change of the disk's state, not once per refused request.
+    if (known?.code === 'insufficient_storage') return send(reply, request, known.code, known.status, known.message);
     if (known) {
       request.log.warn({ code: known.code, err: known }, 'request failed');
       return send(reply, request, known.code, known.status, known.message);

@@ -6,8 +6,10 @@ import { withDeadline } from '../lib/timeouts.js';
 import { healthSchema, notReadySchema, readySchema } from './schemas.js';
 
 export interface HealthRouteDeps {
-  /** Resolves when the database answers. */
+  /** Resolves once the database has committed a write (readiness is the ability to write). */
   ping(): Promise<void>;
+  /** Why writes are refused right now, known without asking the database (a disk short of space), or null. */
+  storageProblem?(): string | null;
   metrics: Registry;
 }
 
@@ -28,11 +30,13 @@ export function registerHealthRoutes(app: FastifyInstance, deps: HealthRouteDeps
       {
         schema: {
           tags: ['health'],
-          summary: 'Readiness: the database answers within 2 s',
+          summary: 'Readiness: the database commits a write within 2 s',
           response: { 200: readySchema, 503: notReadySchema },
         },
       },
       async (_request, reply) => {
+        const storageProblem = deps.storageProblem?.();
+        if (storageProblem) return reply.status(503).send({ status: 'not_ready', reason: storageProblem });
         try {
           await withDeadline(
             READINESS_TIMEOUT_MS,
@@ -42,7 +46,7 @@ export function registerHealthRoutes(app: FastifyInstance, deps: HealthRouteDeps
           );
           return { status: 'ready' as const };
         } catch {
-          return reply.status(503).send({ status: 'not_ready', reason: 'database unreachable' });
+          return reply.status(503).send({ status: 'not_ready', reason: 'database unreachable or not taking writes' });
         }
       },
     );

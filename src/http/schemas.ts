@@ -110,7 +110,18 @@ export const proposalReusedSchema = named(
     .register(apiSchemas, { description: 'The open (or not yet seen) request with the same identity, answered instead of a new one (200)' }),
 );
 
-export const commitAnswerSchema = named('CommitAnswer', z.object({ status: proposalStatusSchema, result: z.unknown(), outcome: outcomeSchema }));
+export const commitAnswerSchema = named(
+  'CommitAnswer',
+  z.object({
+    status: proposalStatusSchema,
+    result: z.unknown(),
+    outcome: outcomeSchema,
+    replayed: z.literal(true).optional().register(apiSchemas, {
+      description:
+        'Present when the commit had already happened (the same agent, token, operation and params): the stored result, nothing run again; the header `Idempotent-Replayed: true` says the same',
+    }),
+  }),
+);
 
 export const operationInfoSchema = named(
   'OperationInfo',

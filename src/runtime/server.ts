@@ -149,7 +149,13 @@ async function openFoundation(options: StartOptions, logger: Logger): Promise<Fo
     },
   );
   const ownsDatabase = !options.database;
-  const database = options.database ?? (await openDatabase({ databaseUrl: env.DATABASE_URL, dataDir: env.TWOKEY_DATA_DIR }));
+  const database =
+    options.database ??
+    (await openDatabase({
+      databaseUrl: env.DATABASE_URL,
+      dataDir: env.TWOKEY_DATA_DIR,
+      storage: { minFreeBytes: env.TWOKEY_MIN_FREE_DISK_MB * 1024 * 1024, log: logger.child({ component: 'storage' }) },
+    }));
   const services = createServices({
     database,
     config,
@@ -271,7 +277,8 @@ async function createApp({ env, logger, database, services }: Foundation, limits
     requests: services.requests,
     changes: services.changes,
     operations: services.operations,
-    ping: () => services.store.ping(),
+    ping: () => services.store.probeWrite(),
+    storageProblem: database.storageProblem,
     metrics: services.metrics.registry,
     requestMetrics: services.metrics,
     rateLimit: limits.rateLimit,

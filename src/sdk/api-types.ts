@@ -407,7 +407,7 @@ export type paths = {
             path?: never;
             cookie?: never;
         };
-        /** Readiness: the database answers within 2 s */
+        /** Readiness: the database commits a write within 2 s */
         get: {
             parameters: {
                 query?: never;
@@ -779,7 +779,7 @@ export type paths = {
         put?: never;
         /**
          * Commit an approved `commit: agent` proposal
-         * @description Checks, in order: invalid_token, consumed, expired, principal_mismatch, operation_mismatch, params_mismatch, rejected / not_approved. 502 execution_failed leaves the token valid: retry.
+         * @description Checks, in order: invalid_token, consumed, expired, principal_mismatch, operation_mismatch, params_mismatch, rejected / not_approved. 502 execution_failed leaves the token valid: retry. A commit that already happened, asked again by the same agent with the same token, operation and params, answers 200 with its stored result, `replayed: true` and `Idempotent-Replayed: true`; any other use of a consumed token is `consumed`.
          */
         post: {
             parameters: {
@@ -953,6 +953,11 @@ export type components = {
             data: unknown;
             /** @enum {string} */
             operation: "discover" | "query" | "execute";
+            /**
+             * @description Present when this execute had already run (the same agent, token and request): the stored answer, nothing run again; the header `Idempotent-Replayed: true` says the same
+             * @constant
+             */
+            replayed?: true;
             /** @constant */
             status: "succeeded";
             transactionId: string;
@@ -964,7 +969,7 @@ export type components = {
                  * @description Stable machine-readable code; the message is for humans
                  * @enum {string}
                  */
-                code: "invalid_request" | "invalid_json" | "invalid_params" | "unauthorized" | "operation_not_allowed" | "not_an_approver" | "owner_cannot_approve" | "invalid_token" | "consumed" | "expired" | "principal_mismatch" | "operation_mismatch" | "params_mismatch" | "rejected" | "not_approved" | "not_found" | "unknown_operation" | "not_pending" | "nothing_to_retry" | "operation_removed" | "conflict" | "idempotency_key_reused" | "payload_too_large" | "rate_limited" | "internal" | "execution_failed" | "unavailable";
+                code: "invalid_request" | "invalid_json" | "invalid_params" | "unauthorized" | "operation_not_allowed" | "not_an_approver" | "owner_cannot_approve" | "invalid_token" | "consumed" | "expired" | "principal_mismatch" | "operation_mismatch" | "params_mismatch" | "rejected" | "not_approved" | "not_found" | "unknown_operation" | "not_pending" | "nothing_to_retry" | "operation_removed" | "conflict" | "idempotency_key_reused" | "payload_too_large" | "rate_limited" | "internal" | "execution_failed" | "unavailable" | "insufficient_storage";
                 /** @description Every schema error, on a 400 */
                 details?: components["schemas"]["ErrorDetail"][];
                 message: string;
@@ -993,6 +998,11 @@ export type components = {
         };
         CommitAnswer: {
             outcome: components["schemas"]["Outcome"];
+            /**
+             * @description Present when the commit had already happened (the same agent, token, operation and params): the stored result, nothing run again; the header `Idempotent-Replayed: true` says the same
+             * @constant
+             */
+            replayed?: true;
             result: unknown;
             /** @enum {string} */
             status: "pending" | "approved" | "executing" | "committed" | "rejected" | "expired" | "cancelled";
@@ -1004,7 +1014,7 @@ export type components = {
                  * @description Stable machine-readable code; the message is for humans
                  * @enum {string}
                  */
-                code: "invalid_request" | "invalid_json" | "invalid_params" | "unauthorized" | "operation_not_allowed" | "not_an_approver" | "owner_cannot_approve" | "invalid_token" | "consumed" | "expired" | "principal_mismatch" | "operation_mismatch" | "params_mismatch" | "rejected" | "not_approved" | "not_found" | "unknown_operation" | "not_pending" | "nothing_to_retry" | "operation_removed" | "conflict" | "idempotency_key_reused" | "payload_too_large" | "rate_limited" | "internal" | "execution_failed" | "unavailable";
+                code: "invalid_request" | "invalid_json" | "invalid_params" | "unauthorized" | "operation_not_allowed" | "not_an_approver" | "owner_cannot_approve" | "invalid_token" | "consumed" | "expired" | "principal_mismatch" | "operation_mismatch" | "params_mismatch" | "rejected" | "not_approved" | "not_found" | "unknown_operation" | "not_pending" | "nothing_to_retry" | "operation_removed" | "conflict" | "idempotency_key_reused" | "payload_too_large" | "rate_limited" | "internal" | "execution_failed" | "unavailable" | "insufficient_storage";
                 /** @description Every schema error, on a 400 */
                 details?: components["schemas"]["ErrorDetail"][];
                 message: string;

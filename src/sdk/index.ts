@@ -231,7 +231,10 @@ export class Twokey {
     return view;
   }
 
-  /** Runs an approved `commit: agent` proposal; the token goes in `X-Confirmation-Token`. */
+  /**
+   * Runs an approved `commit: agent` proposal; the token goes in `X-Confirmation-Token`. Sent again
+   * after it happened (the answer was lost), it resolves with the stored result and `replayed: true`.
+   */
   commit(id: string, claim: CommitClaim, options: { confirmToken: string; idempotencyKey?: string }): Promise<CommitAnswer> {
     const headers: Record<string, string> = { 'x-confirmation-token': options.confirmToken };
     if (options.idempotencyKey) headers['idempotency-key'] = options.idempotencyKey;

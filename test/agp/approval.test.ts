@@ -67,7 +67,17 @@ describe.each(drivers)('chat approval for AGP (%s)', (driver) => {
 
     const proposal = await twokey.services.proposals.get(prepared.body.proposalId);
     expect(proposal).toMatchObject({ status: 'committed', result: { status: 'completed' } });
-    expect(await execute(token)).toMatchObject({ status: 403, body: { error: { code: 'consumed' } } });
+    // The same request again, past the token's expiry too: the stored answer, and the business is not called.
+    const now = clock();
+    clock.set(new Date(proposal.expiresAt.getTime() + 60_000));
+    expect(await execute(token)).toMatchObject({
+      status: 200,
+      headers: { 'idempotent-replayed': 'true' },
+      body: { ...executed.body, replayed: true },
+    });
+    clock.set(now);
+    expect(pizzeria.executes()).toHaveLength(calls + 1);
+    expect(await execute(token, { ...order, amount_cents: 1 })).toMatchObject({ status: 403, body: { error: { code: 'consumed' } } });
   });
 
   it('answers "Confirmation was rejected." after a reject', async () => {

@@ -105,13 +105,35 @@ describe.each(drivers)('gateway policies (%s)', (driver) => {
       expect(await agent.execute(reordered, token)).toMatchObject({ status: 200 });
     });
 
-    it('spends a token once', async () => {
+    it('spends a token once: the same request again gets the stored answer, anything else "consumed"', async () => {
       const prepared = await agent.prepare(order);
-      expect(await agent.execute(order, prepared.body.confirmationToken)).toMatchObject({ status: 200 });
-      expect(await agent.execute(order, prepared.body.confirmationToken)).toMatchObject({
-        status: 403,
-        body: { error: { code: 'consumed', message: 'Confirmation token has already been used. Prepare a new token.' } },
-      });
+      const token = prepared.body.confirmationToken as string;
+      const first = await agent.execute(order, token);
+      expect(first).toMatchObject({ status: 200, body: { data: { status: 'completed' } } });
+      expect(first.body).not.toHaveProperty('replayed');
+      const calls = pizzeria.executes().length;
+
+      // The agent's connection died before the answer: it asks again with the same token and request.
+      const again = await agent.execute(order, token);
+      expect(again).toMatchObject({ status: 200, headers: { 'idempotent-replayed': 'true' }, body: { ...first.body, replayed: true } });
+      expect(pizzeria.executes()).toHaveLength(calls);
+
+      const consumed = { status: 403, body: { error: { code: 'consumed', message: 'Confirmation token has already been used. Prepare a new token.' } } };
+      expect(await agent.execute({ ...order, amount_cents: 1 }, token)).toMatchObject(consumed);
+      expect(await agent.execute(order, token, 'echo')).toMatchObject(consumed);
+      // Another agent holding the spent token learns nothing of its answer.
+      expect(await other.execute(order, token)).toMatchObject({ status: 403, body: { error: { code: 'principal_mismatch', message: MISMATCH } } });
+      expect(pizzeria.executes()).toHaveLength(calls);
+    });
+
+    it('keeps the stored answer unreadable without the token', async () => {
+      const prepared = await agent.prepare(order);
+      const token = prepared.body.confirmationToken as string;
+      const first = await agent.execute(order, token);
+      const row = await twokey.agp.tokens.find(sha256Hex(token), 'gateway');
+      expect(row?.data).toMatchObject({ execution: { status: 'done', answer: { v: 1 } } });
+      // The answer carries the business's order id: stored sealed, never as it was sent.
+      expect(JSON.stringify(row?.data)).not.toContain(String(first.body.data.orderId));
     });
 
     it("refuses another agent's token, even for the very same request", async () => {

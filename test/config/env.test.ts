@@ -28,8 +28,22 @@ describe('loadEnv', () => {
       TWOKEY_MAX_PENDING_PER_AGENT: 100,
       TWOKEY_MAX_FAILED_AUTH_PER_MINUTE: 20,
       TWOKEY_IDEMPOTENCY_MAX_RESPONSE_BYTES: 65_536,
+      TWOKEY_MIN_FREE_DISK_MB: 128,
+      TWOKEY_WATCHDOG_SECONDS: 30,
       LOG_LEVEL: 'info',
     });
+  });
+
+  it('takes TWOKEY_MIN_FREE_DISK_MB in whole MiB (0 disables) and TWOKEY_WATCHDOG_SECONDS in whole seconds up to an hour (0 disables)', () => {
+    expect(loadEnv({ TWOKEY_MIN_FREE_DISK_MB: '0', TWOKEY_WATCHDOG_SECONDS: '0' })).toMatchObject({ TWOKEY_MIN_FREE_DISK_MB: 0, TWOKEY_WATCHDOG_SECONDS: 0 });
+    expect(loadEnv({ TWOKEY_MIN_FREE_DISK_MB: '2048', TWOKEY_WATCHDOG_SECONDS: '3600' })).toMatchObject({
+      TWOKEY_MIN_FREE_DISK_MB: 2048,
+      TWOKEY_WATCHDOG_SECONDS: 3600,
+    });
+    expect(() => loadEnv({ TWOKEY_MIN_FREE_DISK_MB: '-1' })).toThrow(/TWOKEY_MIN_FREE_DISK_MB: expected whole MiB/);
+    expect(() => loadEnv({ TWOKEY_MIN_FREE_DISK_MB: '1.5' })).toThrow(/TWOKEY_MIN_FREE_DISK_MB/);
+    expect(() => loadEnv({ TWOKEY_WATCHDOG_SECONDS: '3601' })).toThrow(/TWOKEY_WATCHDOG_SECONDS: expected whole seconds/);
+    expect(() => loadEnv({ TWOKEY_WATCHDOG_SECONDS: '30s' })).toThrow(/TWOKEY_WATCHDOG_SECONDS/);
   });
 
   it('parses typed values and ignores unrelated variables', () => {

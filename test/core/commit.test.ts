@@ -42,6 +42,8 @@ describe.each(drivers)('commit checks (%s)', (driver) => {
   const approve = (id: string, identity = 'web:alice') => twokey.services.proposals.approve(id, { identity, via: 'test' });
   const commit = async (id: string, token: string, claim: { operation: string; params: unknown } = { operation: 'upgrade_plan', params }, agent = argus) =>
     twokey.services.proposals.commit(await twokey.services.agents.authenticate(agent.apiKey), id, token, claim);
+  const commitAgain = async (id: string, token: string, claim: { operation: string; params: unknown } = { operation: 'upgrade_plan', params }) =>
+    twokey.services.proposals.commitWithApprovals(await twokey.services.agents.authenticate(argus.apiKey), id, token, claim);
 
   it('refuses a token that does not exist, with invalid_token', async () => {
     const { id } = await propose();
@@ -117,7 +119,7 @@ describe.each(drivers)('commit checks (%s)', (driver) => {
     clock.set(new Date(start));
   });
 
-  it('a throwing side effect leaves the token unconsumed; the retry commits; the next is consumed', async () => {
+  it('a throwing side effect leaves the token unconsumed; the retry commits; the next gets its result', async () => {
     const { id, token } = await propose();
     await approve(id);
     failNextExecution = true;
@@ -130,8 +132,57 @@ describe.each(drivers)('commit checks (%s)', (driver) => {
     expect(committed).toMatchObject({ status: 'committed', result: { done: params }, error: null });
     expect(executions).toBe(before + 1);
 
-    await expect(commit(id, token)).rejects.toMatchObject({ code: 'consumed' });
+    await expect(commitAgain(id, token)).resolves.toMatchObject({ replayed: true, proposal: { status: 'committed', result: { done: params } } });
     expect(executions).toBe(before + 1);
+  });
+
+  describe('a commit that already happened', () => {
+    it('answers the same agent, token, operation and params with the stored result, running and writing nothing', async () => {
+      const { id, token } = await propose();
+      await approve(id);
+      const first = await commitAgain(id, token);
+      expect(first).toMatchObject({ replayed: false, proposal: { status: 'committed', result: { done: params } } });
+      const before = { executions, audit: (await twokey.services.audit.list({ proposalId: id })).length };
+
+      // Past the token's expiry too: the commit happened before it.
+      clock.advance(10 * 60_000);
+      const again = await commitAgain(id, token, { operation: 'upgrade_plan', params: { plan: 'scale', org: 'acme' } });
+      clock.advance(-10 * 60_000);
+      expect(again).toEqual({ ...first, replayed: true });
+      expect(executions).toBe(before.executions);
+      expect(await twokey.services.audit.list({ proposalId: id })).toHaveLength(before.audit);
+    });
+
+    it('is "consumed" for anything else: other params, another operation, another agent', async () => {
+      const { id, token } = await propose();
+      await approve(id);
+      await commit(id, token);
+      await expect(commit(id, token, { operation: 'upgrade_plan', params: { org: 'acme', plan: 'pro' } })).rejects.toMatchObject({ code: 'consumed' });
+      await expect(commit(id, token, { operation: 'delete_workspace', params })).rejects.toMatchObject({ code: 'consumed' });
+      // The agent the token was not issued to never sees the result, even with the right params.
+      await expect(commit(id, token, undefined, other)).rejects.toMatchObject({ code: 'consumed' });
+    });
+
+    it("still needs this proposal's token", async () => {
+      const first = await propose();
+      const second = await propose();
+      await approve(first.id);
+      await approve(second.id);
+      await commit(first.id, first.token);
+      await commit(second.id, second.token);
+      await expect(commit(first.id, second.token)).rejects.toMatchObject({ code: 'invalid_token' });
+      await expect(commit(first.id, 'tk_conf_' + 'A'.repeat(43))).rejects.toMatchObject({ code: 'invalid_token' });
+    });
+
+    it('of two simultaneous commits, one runs and the other gets its result', async () => {
+      const { id, token } = await propose();
+      await approve(id);
+      const before = executions;
+      const both = await Promise.all([commitAgain(id, token), commitAgain(id, token)]);
+      expect(both.map((answer) => answer.replayed).sort()).toEqual([false, true]);
+      expect(both[0]?.proposal).toEqual(both[1]?.proposal);
+      expect(executions).toBe(before + 1);
+    });
   });
 
   it('records every step in the audit log, in order', async () => {

@@ -75,7 +75,8 @@ describe.each(drivers)('HTTP executor (%s)', (driver) => {
     const keys = downstream.requests.filter((r) => r.body.proposalId === proposal.id).map((r) => r.idempotencyKey);
     expect(keys).toEqual([proposal.id, proposal.id]);
     expect(downstream.effects.get(proposal.id)?.count).toBe(1);
-    expect((await commit(proposal)).body.error.code).toBe('consumed');
+    expect(await commit(proposal)).toMatchObject({ status: 200, body: { status: 'committed', replayed: true } });
+    expect(downstream.requests.filter((r) => r.body.proposalId === proposal.id)).toHaveLength(2);
   });
 
   it('executor timeout: likewise unconsumed and retryable', async () => {

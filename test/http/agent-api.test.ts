@@ -52,7 +52,8 @@ describe.each(drivers)('agent API (%s)', (driver) => {
         headers: { 'x-confirmation-token': proposed.body.confirmToken },
         body: { operation: 'upgrade_plan', params },
       });
-      expect(replay).toMatchObject({ status: 403, body: { error: { code: 'consumed' } } });
+      expect(replay).toMatchObject({ status: 200, headers: { 'idempotent-replayed': 'true' }, body: { ...committed.body, replayed: true } });
+      expect(committed.body).not.toHaveProperty('replayed');
     });
 
     it('lists the operations the agent may propose, with their schemas', async () => {
