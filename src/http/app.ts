@@ -14,13 +14,28 @@ export interface HttpAppDeps extends AgentRouteDeps, HealthRouteDeps {
   bodyLimitBytes?: number;
   /** A @fastify/rate-limit store shared by every replica; the default keeps counters in this process. */
   rateLimitStore?: NonNullable<RateLimitPluginOptions['store']>;
+  /**
+   * Which proxies' `X-Forwarded-For` names the client (`TWOKEY_TRUST_PROXY`); off by default, so the
+   * client address is the connection's peer and a forged header changes nothing.
+   */
+  trustProxy?: TrustProxy;
+  /** Told of every 429 answered, whichever limit refused (metrics). */
+  onRateLimited?: (request: FastifyRequest) => void;
 }
+
+export type TrustProxy = boolean | string[];
 
 /** A secret in a URL ends up in proxy logs and browser history, whatever twokey does with it. */
 const SECRET_IN_URL = /tk_(?:conf|agent)_|whsec_/;
 
 /** Where agents call: their requests' `traceparent` is honoured (the other routes are people and chat platforms). */
-const AGENT_ROUTE = /^\/(?:v1|agp|mcp)(?:\/|$)/;
+const AGENT_ROUTE = /^\/(v1|agp|mcp)(?:[/?]|$)/;
+
+/** Which agent-facing surface a URL belongs to, for metrics labels. */
+export function surfaceOf(url: string): 'v1' | 'agp' | 'mcp' | 'other' {
+  const match = AGENT_ROUTE.exec(url);
+  return (match?.[1] as 'v1' | 'agp' | 'mcp' | undefined) ?? 'other';
+}
 
 /** Far deeper than any request needs, far shallower than what overflows the stack of recursive code (RFC 8785 hashing). */
 export const MAX_JSON_DEPTH = 64;
@@ -68,6 +83,7 @@ export async function buildHttpApp(deps: HttpAppDeps): Promise<FastifyInstance> 
     loggerInstance: deps.logger,
     bodyLimit: deps.bodyLimitBytes ?? 256 * 1024,
     genReqId: () => `req_${randomBytes(9).toString('base64url')}`,
+    trustProxy: deps.trustProxy ?? false,
     requestTimeout: 90_000,
     logController: new QuietRequestLog(),
     // Unknown body properties are refused, not silently dropped, and types are never coerced.
@@ -112,6 +128,13 @@ export async function buildHttpApp(deps: HttpAppDeps): Promise<FastifyInstance> 
     // A NUL reaching a query (a proposal id) is a database error, not a missing row.
     if (/%00/.test(request.url)) throw new TwokeyError('invalid_request', 'the URL contains NUL (%00)');
   });
+
+  if (deps.onRateLimited) {
+    const onRateLimited = deps.onRateLimited;
+    app.addHook('onResponse', async (request, reply) => {
+      if (reply.statusCode === 429) onRateLimited(request);
+    });
+  }
 
   await app.register(rateLimit, {
     global: false,

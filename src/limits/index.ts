@@ -12,7 +12,7 @@ export interface ResourceLimits {
   longPollsPerAgent: number;
   /** Pending (undecided, unexpired) proposals per agent, from /v1 and /agp alike. */
   pendingPerAgent: number;
-  /** Failed authentications per client address per window, before every request from it is refused. */
+  /** Refused authentications per client address, and per failing key prefix, per window; past it, refusals answer 429. */
   failedAuthPerAddress: number;
   failedAuthWindowMs: number;
 }
@@ -48,33 +48,56 @@ export function createLongPollLimiter(max: number) {
 
 export type LongPollLimiter = ReturnType<typeof createLongPollLimiter>;
 
+/** What the failed-authentication limiter reports, for metrics (src/runtime/metrics.ts). */
+export interface FailedAuthObserver {
+  /** A credential was refused; `limited` when the answer is 429 rather than 401. */
+  refused(request: Pick<FastifyRequest, 'url'>, limited: boolean): void;
+}
+
+/** The part of a refused key counted on its own: guesses at one key, or one stale key retried, add up whatever the address. */
+export const failingKeyPrefix = (token: string): string => token.slice(0, 13);
+
 /**
- * Counts failed authentications per client address in fixed windows (in memory: per process). Past
- * the limit, every request from that address is refused before its key is even looked at, so keys
- * cannot be guessed at speed.
+ * Counts refused credentials per client address and per failing key prefix, in fixed windows (in
+ * memory: per process). It only ever sees refusals: a valid key is checked first and served, so
+ * nobody is locked out by someone else's failures on a shared address (a proxy, a NAT). Past the
+ * limit, a refusal is answered 429 with `Retry-After` instead of 401.
+ *
+ * What slows a guesser is the key itself: 32 random bytes cannot be found by guessing at any rate
+ * an address can send. What this limiter adds is that a guesser, or an agent stuck on a revoked
+ * key, is told to back off with a 429 that proxies and clients act on, and that the refusals are
+ * counted (`observer`), without touching the neighbours behind the same address.
  */
-export function createFailedAuthLimiter(options: { max: number; windowMs: number; clock: Clock }) {
+export function createFailedAuthLimiter(options: { max: number; windowMs: number; clock: Clock; observer?: FailedAuthObserver }) {
   const failures = new Map<string, { count: number; windowStart: number }>();
-  const current = (address: string, now: number) => {
-    const entry = failures.get(address);
-    return entry && now - entry.windowStart < options.windowMs ? entry : null;
+  /** Counts one failure under `key`; the count in the current window, and when that window ends. */
+  const count = (key: string, now: number) => {
+    let entry = failures.get(key);
+    if (!entry || now - entry.windowStart >= options.windowMs) {
+      // Stale windows go when their key fails again; this bounds the map by recent offenders.
+      if (!entry && failures.size > 10_000) failures.clear();
+      entry = { count: 0, windowStart: now };
+      failures.set(key, entry);
+    }
+    entry.count += 1;
+    return { count: entry.count, endsAt: entry.windowStart + options.windowMs };
   };
   return {
-    check(request: Pick<FastifyRequest, 'ip'>): void {
-      const entry = current(request.ip, options.clock().getTime());
-      if (entry && entry.count >= options.max) {
-        throw new TwokeyError('rate_limited', `too many failed authentications from this address (limit ${options.max} a minute); try again later`);
-      }
-    },
-    recordFailure(request: Pick<FastifyRequest, 'ip'>): void {
+    /** Counts a refused credential (`token` null when none was sent); a 429 to answer instead of the refusal once over a limit. */
+    recordFailure(request: Pick<FastifyRequest, 'ip' | 'url'>, token: string | null): { error: TwokeyError; retryAfterSeconds: number } | null {
       const now = options.clock().getTime();
-      const entry = current(request.ip, now);
-      if (entry) entry.count += 1;
-      else {
-        // Stale windows go when their address fails again; this bounds the map by recent offenders.
-        if (failures.size > 10_000) failures.clear();
-        failures.set(request.ip, { count: 1, windowStart: now });
-      }
+      const counts = [count(`address:${request.ip}`, now), ...(token === null ? [] : [count(`key:${failingKeyPrefix(token)}`, now)])];
+      const over = counts.filter((entry) => entry.count > options.max);
+      options.observer?.refused(request, over.length > 0);
+      if (over.length === 0) return null;
+      const retryAfterSeconds = Math.max(1, Math.ceil((Math.max(...over.map((entry) => entry.endsAt)) - now) / 1000));
+      return {
+        retryAfterSeconds,
+        error: new TwokeyError(
+          'rate_limited',
+          `too many failed authentications from this address or with this key (limit ${options.max} a minute); check the API key, and try again in ${retryAfterSeconds} s`,
+        ),
+      };
     },
   };
 }

@@ -13,6 +13,7 @@ import { isTwokeyError } from '../core/errors.js';
 import type { AgentRecord } from '../core/model.js';
 import type { McpStore } from '../db/mcp-store.js';
 import { agentOf, authenticateAgent, perAgentRateLimit } from '../http/agent-auth.js';
+import type { FailedAuthLimiter } from '../limits/index.js';
 import { createMcpCalls, toolError, UnknownToolError, type McpCallDeps, type McpCalls } from './calls.js';
 import type { McpServices } from './ports.js';
 import { toolsFor } from './tools.js';
@@ -20,6 +21,8 @@ import { toolsFor } from './tools.js';
 export interface McpRouteDeps extends Omit<McpCallDeps, 'store'>, Pick<McpServices, 'agents' | 'operations'> {
   store: McpStore;
   rateLimit: { max: number; timeWindowMs: number };
+  /** The same count of refused keys as /v1 and /agp: a key guessed here is a key guessed. */
+  failedAuth: FailedAuthLimiter;
 }
 
 const SERVER_INFO = { name: 'twokey', version: '0.1.0' };
@@ -100,7 +103,7 @@ export function registerMcpRoutes(app: FastifyInstance, deps: McpRouteDeps): Mcp
    */
   const waits = new Map<string, AbortController>();
   app.register(async (scope) => {
-    scope.addHook('onRequest', authenticateAgent(deps.agents));
+    scope.addHook('onRequest', authenticateAgent(deps.agents, deps.failedAuth));
     const limited = perAgentRateLimit(deps.rateLimit);
 
     scope.post('/mcp', { config: limited }, async (request, reply) => {

@@ -65,6 +65,27 @@ export function createMetrics(sources: MetricSources) {
       buckets: [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
       registers: [registry],
     }),
+    /** Refused agent credentials (missing, unknown or revoked key), by surface and by the answer: 401, or 429 once over the limit. */
+    agentAuthRefusals: new Counter({
+      name: 'twokey_agent_auth_refusals_total',
+      help: 'Refused agent API keys (missing, unknown, revoked) on /v1, /agp and /mcp, by surface and answer (401, or 429 past TWOKEY_MAX_FAILED_AUTH_PER_MINUTE)',
+      labelNames: ['surface', 'answer'],
+      registers: [registry],
+    }),
+    /** Every 429 twokey answered, whichever limit refused (requests per key, failed authentications, long-polls, pending proposals). */
+    rateLimited: new Counter({
+      name: 'twokey_rate_limited_total',
+      help: 'Requests answered 429 by twokey, by surface',
+      labelNames: ['surface'],
+      registers: [registry],
+    }),
+    /** The audit integrator found the chain in conflict with what it signed before, and stopped signing. */
+    auditAlerts: new Counter({
+      name: 'twokey_audit_alerts_total',
+      help: 'Audit integrity alerts: the chain no longer continues the last signed checkpoint (a deleted tail, a rewritten row); integration stops until resolved',
+      labelNames: ['kind'],
+      registers: [registry],
+    }),
     jobOutcomes: new Counter({
       name: 'twokey_outbox_job_outcomes_total',
       help: 'Outbox job runs by kind and outcome (done, retry, dead)',

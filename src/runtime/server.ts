@@ -26,7 +26,7 @@ import type { Env } from '../config/env.js';
 import type { Executor } from '../core/executor.js';
 import type { Clock } from '../core/model.js';
 import { openDatabase, type Database } from '../db/database.js';
-import { buildHttpApp } from '../http/app.js';
+import { buildHttpApp, surfaceOf } from '../http/app.js';
 import { registerResumeStateRoutes } from '../http/resume-state-routes.js';
 import { createResumeStateStore } from '../db/resume-state-store.js';
 import { loggerOptions } from './logger.js';
@@ -240,7 +240,14 @@ interface AgentLimits {
 function agentLimits(options: StartOptions, { database, services }: Foundation): AgentLimits {
   return {
     rateLimit: options.rateLimit ?? { max: 600, timeWindowMs: 60_000 },
-    failedAuth: createFailedAuthLimiter({ max: options.env.TWOKEY_MAX_FAILED_AUTH_PER_MINUTE, windowMs: 60_000, clock: services.clock }),
+    failedAuth: createFailedAuthLimiter({
+      max: options.env.TWOKEY_MAX_FAILED_AUTH_PER_MINUTE,
+      windowMs: 60_000,
+      clock: services.clock,
+      observer: {
+        refused: (request, limited) => services.metrics.agentAuthRefusals.inc({ surface: surfaceOf(request.url), answer: limited ? '429' : '401' }),
+      },
+    }),
     sharedRateLimits: database.kind === 'postgres' ? createSharedRateLimitStore({ db: database.db, now: () => services.clock().getTime() }) : null,
     // Long-polls wake on the change feed; the interval is the fallback re-read (on PostgreSQL it covers
     // a lost NOTIFY; on the embedded database, a second service instance on the same database).
@@ -252,6 +259,8 @@ function agentLimits(options: StartOptions, { database, services }: Foundation):
 async function createApp({ env, logger, database, services }: Foundation, limits: AgentLimits) {
   const app = await buildHttpApp({
     logger,
+    trustProxy: env.TWOKEY_TRUST_PROXY,
+    onRateLimited: (request) => services.metrics.rateLimited.inc({ surface: surfaceOf(request.url) }),
     rateLimitStore: limits.sharedRateLimits?.Store,
     agents: services.agents,
     proposals: services.proposals,
@@ -300,6 +309,8 @@ async function registerSurfaces(
     proposals: services.proposals,
     resumeStates: createResumeStateStore(database.db),
     clock: services.clock,
+    rateLimit,
+    failedAuth,
   });
 
   const webConsole = createWebConsole({ env, services });
@@ -317,6 +328,7 @@ async function registerSurfaces(
     longPollIntervalMs: limits.longPollIntervalMs,
     consoleBase: () => publicBaseUrl(env, listeningUrl()),
     rateLimit,
+    failedAuth,
   });
 
   for (const integration of integrations) await integration.registerRoutes?.(app);
