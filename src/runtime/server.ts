@@ -15,7 +15,7 @@ import type { ChatIntegration } from '../chat/types.js';
 import { createChatMessageStore } from '../db/chat-store.js';
 import { JOBS_CHANNEL, parseJobsNotice, PROPOSAL_CHANNEL } from '../db/store.js';
 import { createCallbackDelivery } from '../outbox/callbacks.js';
-import { createOutboxWorker, type OutboxLane, type OutboxWorker } from '../outbox/worker.js';
+import { createOutboxWorker, defaultLanes, type OutboxLane, type OutboxWorker } from '../outbox/worker.js';
 import { createCallbackStore } from '../db/callback-store.js';
 import { createGuardedAgent } from '../executors/address-guard.js';
 import type { Sweeper } from './sweeper.js';
@@ -61,7 +61,7 @@ export interface StartOptions {
   outboxLanes?: readonly OutboxLane[];
   /** How long one outbox job may run (default 30 s, or half a shorter lease). */
   outboxHandlerDeadlineMs?: number;
-  /** How long a callback waits for its receiver's answer (default 10 s). */
+  /** How long a callback waits for its receiver's answer (default `TWOKEY_CALLBACK_TIMEOUT`, 5 s). */
   callbackTimeoutMs?: number;
   /** How often the sweeper prunes expired rows, by the clock (default 10 minutes). */
   pruneIntervalMs?: number;
@@ -184,7 +184,7 @@ function createOutbox(options: StartOptions, { logger, database, services }: Fou
     pollIntervalMs: options.outboxPollMs,
     leaseMs: options.outboxLeaseMs,
     backoff: options.outboxBackoff,
-    lanes: options.outboxLanes,
+    lanes: options.outboxLanes ?? defaultLanes(options.env.TWOKEY_CALLBACK_CONCURRENCY_PER_AGENT),
     handlerDeadlineMs: options.outboxHandlerDeadlineMs,
     handlers: {
       'chat.sync': (payload) => chatSync.sync(String(payload.proposalId), payload.platform === 'discord' ? 'discord' : 'slack'),
@@ -193,7 +193,7 @@ function createOutbox(options: StartOptions, { logger, database, services }: Fou
         callbacks: createCallbackStore(database.db),
         dispatcher: callbackAgent,
         clock: services.clock,
-        timeoutMs: options.callbackTimeoutMs,
+        timeoutMs: options.callbackTimeoutMs ?? options.env.TWOKEY_CALLBACK_TIMEOUT * 1000,
       }),
       [REMIND_JOB]: async (payload) => void (await services.followUps.remind(String(payload.proposalId), Number(payload.index ?? 0))),
       [ESCALATE_JOB]: async (payload) => void (await services.followUps.escalate(String(payload.proposalId))),

@@ -130,7 +130,14 @@ export function createServices(options: ServicesOptions) {
     if (proposal.callbackUrl && finalStatuses.includes(proposal.status)) {
       jobsToQueue.push({
         kind: 'callback.deliver',
-        payload: { proposalId: proposal.id, status: proposal.status, destination: callbackDestination(proposal.callbackUrl) },
+        // The lane key is the agent and the host: one agent's hanging receiver holds its own
+        // callbacks back, never another agent's to the same host (src/outbox/README.md).
+        payload: {
+          proposalId: proposal.id,
+          status: proposal.status,
+          agentId: proposal.agentId,
+          destination: `${proposal.agentId} ${callbackDestination(proposal.callbackUrl)}`,
+        },
         orderingKey: `callback:${proposal.id}`,
       });
     }
