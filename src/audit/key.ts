@@ -1,12 +1,22 @@
 import { createPrivateKey, createPublicKey, generateKeyPairSync, sign, type KeyObject } from 'node:crypto';
 import { chmodSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
-import { checkpointMessage, keyIdOf, type AuditCheckpoint, type UnsignedCheckpoint } from '../core/audit-chain.js';
+import {
+  alertMessage,
+  checkpointMessage,
+  keyIdOf,
+  type AuditAlert,
+  type AuditCheckpoint,
+  type UnsignedAuditAlert,
+  type UnsignedCheckpoint,
+} from '../core/audit-chain.js';
 
 export interface CheckpointSigner {
   keyId: string;
   publicKey: KeyObject;
   sign(checkpoint: UnsignedCheckpoint): AuditCheckpoint;
+  /** An alert signed the same way (canonical JSON, Ed25519), so its receiver can check who sent it. */
+  signAlert(alert: UnsignedAuditAlert): AuditAlert;
 }
 
 /** Where the key lives when TWOKEY_AUDIT_KEY is unset: beside the data directory, never inside the database. */
@@ -53,6 +63,10 @@ export function createSigner(privateKey: KeyObject): CheckpointSigner {
     sign(checkpoint) {
       const unsigned = { ...checkpoint, keyId };
       return { ...unsigned, signature: sign(null, checkpointMessage(unsigned), privateKey).toString('base64') };
+    },
+    signAlert(alert) {
+      const unsigned = { ...alert, keyId };
+      return { ...unsigned, signature: sign(null, alertMessage(unsigned), privateKey).toString('base64') };
     },
   };
 }

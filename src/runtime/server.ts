@@ -20,7 +20,7 @@ import { createCallbackStore } from '../db/callback-store.js';
 import { createGuardedAgent } from '../executors/address-guard.js';
 import type { Sweeper } from './sweeper.js';
 import type { AuditIntegrator } from '../audit/integrator.js';
-import { startAuditIntegrator, startSweeper } from './elected-work.js';
+import { auditKeysFromEnvironment, createAuditTrust, startAuditIntegrator, startSweeper, type AuditTrust } from './elected-work.js';
 import { loadConfigFile, resolveConfigPath, type TwokeyConfig } from '../config/config-file.js';
 import type { Env } from '../config/env.js';
 import type { Executor } from '../core/executor.js';
@@ -126,11 +126,14 @@ interface Foundation {
   ownsDatabase: boolean;
   upstreamClients: UpstreamClients;
   services: Services;
+  auditTrust: AuditTrust;
 }
 
 /** The configuration, with the MCP upstreams' tools as operations, and the database and services it runs on. */
 async function openFoundation(options: StartOptions, logger: Logger): Promise<Foundation> {
   const { env } = options;
+  // First: a bad key setting stops start before anything is opened.
+  const auditKeys = auditKeysFromEnvironment(env);
   const upstreamClients = createUpstreamClients();
   // MCP upstreams' tools become operations before anything else reads the configuration.
   const config = await withUpstreamOperations(options.config ?? loadConfigFile(resolveConfigPath(env), process.env), upstreamClients).catch(
@@ -141,6 +144,7 @@ async function openFoundation(options: StartOptions, logger: Logger): Promise<Fo
   );
   const ownsDatabase = !options.database;
   const database = options.database ?? (await openDatabase({ databaseUrl: env.DATABASE_URL, dataDir: env.TWOKEY_DATA_DIR }));
+  const auditTrust = createAuditTrust(env, auditKeys, database);
   const services = createServices({
     database,
     config,
@@ -149,8 +153,9 @@ async function openFoundation(options: StartOptions, logger: Logger): Promise<Fo
     callbackAllow: env.TWOKEY_CALLBACK_ALLOW,
     upstreamClients,
     maxPendingPerAgent: env.TWOKEY_MAX_PENDING_PER_AGENT,
+    auditCheckpoints: () => auditTrust.witness.index(),
   });
-  return { env, logger, config, database, ownsDatabase, upstreamClients, services };
+  return { env, logger, config, database, ownsDatabase, upstreamClients, services, auditTrust };
 }
 
 /** The chat platforms, and the sync that keeps their messages in step with the proposals. */

@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import type { OperationDefinition, TwokeyConfig } from '../config/config-file.js';
 import { createAgentService } from '../core/agents.js';
 import { createAuditService } from '../core/audit.js';
+import type { CheckpointIndex } from '../core/audit-chain.js';
 import { createChangeFeed } from '../core/changes.js';
 import type { Executor } from '../core/executor.js';
 import { finalStatuses, isAutomaticDecider, type Clock, type ProposalRecord } from '../core/model.js';
@@ -42,6 +43,8 @@ export interface ServicesOptions {
   callbackAllow?: string;
   /** Clients of MCP servers (executor `mcp`, `upstreams:`); the runtime shares the one that imported the tools. */
   upstreamClients?: UpstreamClients;
+  /** The newest signed audit checkpoints, for the console's chain verdict (the server's witness). */
+  auditCheckpoints?: () => Promise<CheckpointIndex | null>;
 }
 
 function executorOf(operation: OperationDefinition, clock: Clock, agp: AgpRuntime, upstreams: UpstreamClients): Executor {
@@ -209,7 +212,7 @@ export function createServices(options: ServicesOptions) {
     followUps: createFollowUpService({ store, clock, operation: (name) => operations.get(name), effects, onChange }),
     grants: createGrantService({ store, clock, operation: (name) => operations.get(name), proposals, grants: createGrantReader(options.database.db) }),
     agents: createAgentService({ store, clock, knownOperations: () => [...operations.keys()], operations: () => [...operations.values()] }),
-    audit: createAuditService(store, clock),
+    audit: createAuditService(store, clock, options.auditCheckpoints),
     auditLog: createAuditLog(options.database.db),
   };
 }
