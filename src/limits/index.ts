@@ -57,6 +57,35 @@ export interface FailedAuthObserver {
 /** The part of a refused key counted on its own: guesses at one key, or one stale key retried, add up whatever the address. */
 export const failingKeyPrefix = (token: string): string => token.slice(0, 13);
 
+/** How many addresses, and how many key prefixes, are counted at once. */
+const MAX_COUNTED = 10_000;
+
+/**
+ * Fixed-window counts under keys, at most MAX_COUNTED of them. A full table first drops the windows
+ * that ended; if every one is live, a new key goes uncounted rather than evicting a live count:
+ * otherwise a stranger could wipe their own address's count by sending many different keys.
+ */
+function createWindowCounts(windowMs: number) {
+  const windows = new Map<string, { count: number; windowStart: number }>();
+  // A sweep walks the whole table: at most one a second, so a flood of new keys costs no more.
+  let lastSweep = -Infinity;
+  return (key: string, now: number): { count: number; endsAt: number } | null => {
+    let entry = windows.get(key);
+    if (!entry || now - entry.windowStart >= windowMs) {
+      if (!entry && windows.size >= MAX_COUNTED) {
+        if (now - lastSweep < 1_000) return null;
+        lastSweep = now;
+        for (const [stale, window] of windows) if (now - window.windowStart >= windowMs) windows.delete(stale);
+        if (windows.size >= MAX_COUNTED) return null;
+      }
+      entry = { count: 0, windowStart: now };
+      windows.set(key, entry);
+    }
+    entry.count += 1;
+    return { count: entry.count, endsAt: entry.windowStart + windowMs };
+  };
+}
+
 /**
  * Counts refused credentials per client address and per failing key prefix, in fixed windows (in
  * memory: per process). It only ever sees refusals: a valid key is checked first and served, so
@@ -69,25 +98,14 @@ export const failingKeyPrefix = (token: string): string => token.slice(0, 13);
  * counted (`observer`), without touching the neighbours behind the same address.
  */
 export function createFailedAuthLimiter(options: { max: number; windowMs: number; clock: Clock; observer?: FailedAuthObserver }) {
-  const failures = new Map<string, { count: number; windowStart: number }>();
-  /** Counts one failure under `key`; the count in the current window, and when that window ends. */
-  const count = (key: string, now: number) => {
-    let entry = failures.get(key);
-    if (!entry || now - entry.windowStart >= options.windowMs) {
-      // Stale windows go when their key fails again; this bounds the map by recent offenders.
-      if (!entry && failures.size > 10_000) failures.clear();
-      entry = { count: 0, windowStart: now };
-      failures.set(key, entry);
-    }
-    entry.count += 1;
-    return { count: entry.count, endsAt: entry.windowStart + options.windowMs };
-  };
+  const byAddress = createWindowCounts(options.windowMs);
+  const byKeyPrefix = createWindowCounts(options.windowMs);
   return {
     /** Counts a refused credential (`token` null when none was sent); a 429 to answer instead of the refusal once over a limit. */
     recordFailure(request: Pick<FastifyRequest, 'ip' | 'url'>, token: string | null): { error: TwokeyError; retryAfterSeconds: number } | null {
       const now = options.clock().getTime();
-      const counts = [count(`address:${request.ip}`, now), ...(token === null ? [] : [count(`key:${failingKeyPrefix(token)}`, now)])];
-      const over = counts.filter((entry) => entry.count > options.max);
+      const counts = [byAddress(request.ip, now), token === null ? null : byKeyPrefix(failingKeyPrefix(token), now)];
+      const over = counts.filter((entry): entry is { count: number; endsAt: number } => entry !== null && entry.count > options.max);
       options.observer?.refused(request, over.length > 0);
       if (over.length === 0) return null;
       const retryAfterSeconds = Math.max(1, Math.ceil((Math.max(...over.map((entry) => entry.endsAt)) - now) / 1000));

@@ -39,6 +39,21 @@ describe('the limiters', () => {
     expect(limiter.recordFailure(from('10.0.0.1'), null)).toBeNull();
   });
 
+  it('keeps counting an address that sprays more distinct keys than the table holds', () => {
+    const clock = manualClock();
+    const limiter = createFailedAuthLimiter({ max: 2, windowMs: 60_000, clock });
+    const attacker = { ip: '198.51.100.66', url: '/v1/operations' };
+    for (let n = 0; n < 3; n += 1) limiter.recordFailure(attacker, null);
+    // 10,001 different key prefixes fill the prefix table; the address's count must survive it.
+    for (let n = 0; n <= 10_000; n += 1) limiter.recordFailure(attacker, `tk_agent_${n.toString(36).padStart(4, '0')}`);
+    expect(limiter.recordFailure(attacker, 'tk_agent_zzzzfinal')).toMatchObject({ error: { code: 'rate_limited' } });
+    // Once the windows end, the full table makes room again.
+    clock.advance(60_000);
+    expect(limiter.recordFailure({ ip: '198.51.100.67', url: '/v1/operations' }, 'tk_agent_zzzznext')).toBeNull();
+    expect(limiter.recordFailure({ ip: '198.51.100.67', url: '/v1/operations' }, 'tk_agent_zzzznext')).toBeNull();
+    expect(limiter.recordFailure({ ip: '198.51.100.67', url: '/v1/operations' }, 'tk_agent_zzzznext')).toMatchObject({ error: { code: 'rate_limited' } });
+  });
+
   it('tells its observer of every refusal, and which ones were answered 429', () => {
     const seen: string[] = [];
     const limiter = createFailedAuthLimiter({
