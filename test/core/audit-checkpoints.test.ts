@@ -6,9 +6,18 @@ import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { alertSignedBy, indexCheckpoints, publicKeyFromText, publicKeyText, type AuditAlert, type AuditCheckpoint } from '../../src/core/audit-chain.js';
+import {
+  alertSignedBy,
+  continuationProblem,
+  indexCheckpoints,
+  publicKeyFromText,
+  publicKeyText,
+  type AuditAlert,
+  type AuditCheckpoint,
+} from '../../src/core/audit-chain.js';
 import { createSigner, parseAuditKey } from '../../src/audit/key.js';
 import { readCheckpoints, readNewestCheckpoint } from '../../src/audit/sinks.js';
+import { createCheckpointWitness } from '../../src/audit/witness.js';
 import { runAdminOperation } from '../../src/admin/operations.js';
 import { rewriteAndRechain, rowsOf } from '../support/audit.js';
 import { drivers } from '../support/database.js';
@@ -115,8 +124,18 @@ describe.each(drivers)('signed audit checkpoints (%s)', (driver) => {
     // The chain alone is fooled: that is what the checkpoints are for.
     expect(await twokey.services.audit.verify()).toMatchObject({ ok: true });
     expect(await verify()).toMatchObject({ ok: false, seq: Number(approval!.seq), reason: expect.stringContaining('differs from the checkpoint') });
+
+    // Nor does the integrator sign on top of the rewritten history: it alerts instead.
+    const signedBefore = await readNewestCheckpoint(twokey.checkpointDir);
+    const id = await propose('during-rewrite');
+    await twokey.audit.flush();
+    expect(await readNewestCheckpoint(twokey.checkpointDir)).toEqual(signedBefore);
+    expect(alerts.at(-1)?.alert).toMatchObject({ kind: 'history_rewritten', signed: { size: signedBefore!.size } });
+
     await rewriteAndRechain(db, () => db.execute(sql`update audit_events set actor = 'web:alice' where id = ${approval!.id}`));
-    expect(await verify()).toMatchObject({ ok: true });
+    await twokey.audit.flush();
+    expect((await twokey.services.store.listAudit({ proposalId: id }))[0]?.seq).toEqual(expect.any(Number));
+    expect(await verify()).toMatchObject({ ok: true, pending: 0 });
   });
 
   it('names a row that was swapped with its neighbour', async () => {
@@ -152,6 +171,7 @@ describe.each(drivers)('signed audit checkpoints (%s)', (driver) => {
   it('signs nothing on top of the shortened chain: an error log line, the metric, and a signed alert to the webhook instead', async () => {
     const signedBefore = await readNewestCheckpoint(twokey.checkpointDir);
     const published = webhook.length;
+    const alertsBefore = alerts.length;
     expect(signedBefore?.size).toBe(Number(deletedTail.at(-1)?.seq));
     const id = await propose('epsilon');
     await twokey.audit.flush();
@@ -161,8 +181,8 @@ describe.each(drivers)('signed audit checkpoints (%s)', (driver) => {
     expect(webhook).toHaveLength(published);
     expect((await twokey.services.store.listAudit({ proposalId: id })).map((event) => event.seq)).toEqual([null]);
 
-    expect(alerts).toHaveLength(1);
-    const [{ alert, header }] = alerts as [(typeof alerts)[number]];
+    expect(alerts).toHaveLength(alertsBefore + 1);
+    const { alert, header } = alerts.at(-1)!;
     expect(header).toBe('tail_deleted');
     expect(alert).toMatchObject({
       origin: 'twokey-audit-alert/v1',
@@ -179,7 +199,7 @@ describe.each(drivers)('signed audit checkpoints (%s)', (driver) => {
 
     // Still refused on the next pass, and not alerted twice for the same conflict.
     await twokey.audit.flush();
-    expect(alerts).toHaveLength(1);
+    expect(alerts).toHaveLength(alertsBefore + 1);
     expect(await readNewestCheckpoint(twokey.checkpointDir)).toEqual(signedBefore);
   });
 
@@ -239,6 +259,52 @@ describe('the newest checkpoint of a directory sink', () => {
       expect(await readNewestCheckpoint(dir)).toEqual(newest);
       writeFileSync(join(dir, 'checkpoints.jsonl'), `${JSON.stringify(older)}\n`);
       expect(await readNewestCheckpoint(dir)).toEqual(older);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('what the integrator must continue', () => {
+  const signed = { size: 42, head: 'a'.repeat(64), timestamp: '2026-11-22T10:00:00.000Z' };
+
+  it('a chain that still holds the signed head at the signed size, and maybe more, continues it', () => {
+    expect(continuationProblem(signed, { seq: 42, hash: 'a'.repeat(64) }, 'a'.repeat(64))).toBeNull();
+    expect(continuationProblem(signed, { seq: 50, hash: 'b'.repeat(64) }, 'a'.repeat(64))).toBeNull();
+  });
+
+  it('a shorter chain lost its tail; another hash at the signed size means the history was rewritten', () => {
+    expect(continuationProblem(signed, { seq: 40, hash: 'c'.repeat(64) }, null)).toMatchObject({
+      kind: 'tail_deleted',
+      message: expect.stringContaining('rows 41…42'),
+    });
+    expect(continuationProblem(signed, null, null)).toMatchObject({ kind: 'tail_deleted' });
+    expect(continuationProblem(signed, { seq: 45, hash: 'c'.repeat(64) }, 'd'.repeat(64))).toMatchObject({ kind: 'history_rewritten' });
+  });
+
+  it('the witness floor is the newest checkpoint that verifies with the trusted key; a forged newer line is no floor', async () => {
+    const signer = createSigner(parseAuditKey(TEST_AUDIT_KEY));
+    const forger = createSigner(parseAuditKey(Buffer.alloc(32, 9).toString('base64')));
+    const checkpoint = (by: typeof signer, size: number) =>
+      by.sign({
+        origin: 'twokey-audit-checkpoint/v1',
+        size,
+        from: size - 1,
+        head: 'e'.repeat(64),
+        hashes: ['e'.repeat(64)],
+        timestamp: new Date(0).toISOString(),
+        keyId: '',
+      });
+    const dir = mkdtempSync(join(tmpdir(), 'twokey-witness-'));
+    try {
+      writeFileSync(join(dir, 'checkpoints.jsonl'), `${JSON.stringify(checkpoint(signer, 7))}\n${JSON.stringify(checkpoint(forger, 9))}\n`);
+      const witness = createCheckpointWitness({ dir, log: { newestStoredCheckpoint: async () => checkpoint(signer, 5) }, trustedKeys: [signer.publicKey] });
+      // The forged line is newest in the file, so the file offers it; only the database's 5 verifies.
+      expect((await witness.floor())?.size).toBe(5);
+      witness.remember(checkpoint(signer, 8));
+      expect((await witness.floor())?.size).toBe(8);
+      // For a verdict, the untrusted checkpoint is reported, not skipped.
+      expect(await witness.index()).toMatchObject({ ok: false, reason: expect.stringContaining('not trusted') });
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
