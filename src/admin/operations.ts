@@ -169,7 +169,7 @@ export const adminOperations = {
     if (!path) return { ...(await services.audit.verify()), pending };
     const keyTexts = stringList(args.publicKeys) ?? [];
     if (keyTexts.length === 0)
-      throw new TwokeyError('invalid_request', 'no trusted public key: pass --public-key KEY (from `twokey audit key`) or set TWOKEY_AUDIT_KEY');
+      throw new TwokeyError('invalid_request', 'no trusted public key: pass --public-key KEY (from `twokey audit key`) or set TWOKEY_AUDIT_PUBLIC_KEY');
     let keys;
     try {
       keys = keyTexts.map(publicKeyFromText);

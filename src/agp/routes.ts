@@ -17,7 +17,7 @@ export interface AgpRouteDeps {
   agp: AgpService;
   agents: AgpServices['agents'];
   rateLimit: { max: number; timeWindowMs: number };
-  failedAuth?: FailedAuthLimiter;
+  failedAuth: FailedAuthLimiter;
 }
 
 const agentKey = [{ agentKey: [] }];

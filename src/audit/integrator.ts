@@ -1,16 +1,23 @@
+import { ALERT_ORIGIN, type AuditAlert } from '../core/audit-chain.js';
 import type { Clock } from '../core/model.js';
-import type { AuditLog } from '../db/audit-log.js';
+import type { AuditLog, IntegratedBatch } from '../db/audit-log.js';
 import type { CheckpointSigner } from './key.js';
 import type { CheckpointSink } from './sinks.js';
+import type { CheckpointWitness } from './witness.js';
 
 export interface IntegratorLog {
   warn(details: object, message?: string): void;
+  error(details: object, message?: string): void;
 }
 
 export interface AuditIntegratorOptions {
   log: AuditLog;
   signer: CheckpointSigner;
   sinks: CheckpointSink[];
+  /** The newest checkpoint signed so far (this process, the directory sink, the database): what the next one must continue. */
+  witness: CheckpointWitness;
+  /** Told of each new alert (a metric); the log line and the sinks' alerts are sent here already. */
+  onAlert?: (alert: AuditAlert) => void;
   logger: () => IntegratorLog;
   clock: Clock;
   /** Only the elected replica integrates; the others stand by. */
@@ -34,12 +41,55 @@ export function createAuditIntegrator(options: AuditIntegratorOptions) {
   const backoff = new Map<string, { until: number; failures: number }>();
   let running: Promise<void> | null = null;
   let timer: NodeJS.Timeout | null = null;
+  /** The conflict last alerted on: the same one is not alerted again on every tick, a new one is. */
+  let alerted: string | null = null;
 
-  /** Places every row committed so far; returns how many. */
+  /**
+   * Refuses to go on: a log line at error level, the metric, and every sink that can alert. Placing
+   * stays stopped (rows keep their place in the queue, state changes go on) until the chain
+   * continues the signed checkpoint again (docs/audit.md, "When the integrator refuses").
+   */
+  async function raiseAlert(conflict: NonNullable<IntegratedBatch['conflict']>, floor: { size: number; head: string; timestamp: string }) {
+    const key = `${conflict.kind}:${floor.size}:${floor.head}:${conflict.found.size}:${conflict.found.hashAtSignedSize ?? ''}`;
+    if (alerted === key) return;
+    alerted = key;
+    const alert = options.signer.signAlert({
+      origin: ALERT_ORIGIN,
+      kind: conflict.kind,
+      message: conflict.message,
+      signed: { size: floor.size, head: floor.head, timestamp: floor.timestamp },
+      found: conflict.found,
+      timestamp: options.clock().toISOString(),
+    });
+    options
+      .logger()
+      .error(
+        { kind: alert.kind, signedSize: floor.size, foundSize: conflict.found.size },
+        `audit integrity alert: ${conflict.message}; no checkpoint will be signed until this is resolved`,
+      );
+    options.onAlert?.(alert);
+    for (const sink of options.sinks) {
+      await sink.alert?.(alert).catch((error: unknown) => options.logger().warn({ err: error, sink: sink.name }, 'audit alert not delivered'));
+    }
+  }
+
+  /** Places every row committed so far, unless the chain no longer continues what was signed; returns how many. */
   async function integrate(): Promise<number> {
+    let floor = await options.witness.floor((source, error) =>
+      options.logger().warn({ err: error, source }, 'could not read the newest signed audit checkpoint there'),
+    );
     let total = 0;
     for (;;) {
-      const batch = await options.log.integrate(batchSize, (checkpoint) => options.signer.sign(checkpoint), options.clock());
+      const batch = await options.log.integrate(batchSize, (checkpoint) => options.signer.sign(checkpoint), options.clock(), floor);
+      if (batch.conflict && floor) {
+        await raiseAlert(batch.conflict, floor);
+        return total;
+      }
+      alerted = null;
+      if (batch.checkpoint) {
+        options.witness.remember(batch.checkpoint);
+        floor = batch.checkpoint;
+      }
       total += batch.rows;
       if (batch.rows < batchSize) return total;
     }

@@ -3,12 +3,22 @@ import { chmodSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { ConfigError } from '../config/errors.js';
 import { systemErrorText } from '../lib/system-errors.js';
-import { checkpointMessage, keyIdOf, type AuditCheckpoint, type UnsignedCheckpoint } from '../core/audit-chain.js';
+import {
+  alertMessage,
+  checkpointMessage,
+  keyIdOf,
+  type AuditAlert,
+  type AuditCheckpoint,
+  type UnsignedAuditAlert,
+  type UnsignedCheckpoint,
+} from '../core/audit-chain.js';
 
 export interface CheckpointSigner {
   keyId: string;
   publicKey: KeyObject;
   sign(checkpoint: UnsignedCheckpoint): AuditCheckpoint;
+  /** An alert signed the same way (canonical JSON, Ed25519), so its receiver can check who sent it. */
+  signAlert(alert: UnsignedAuditAlert): AuditAlert;
 }
 
 /** Where the key lives when TWOKEY_AUDIT_KEY is unset: beside the data directory, never inside the database. */
@@ -65,6 +75,10 @@ export function createSigner(privateKey: KeyObject): CheckpointSigner {
     sign(checkpoint) {
       const unsigned = { ...checkpoint, keyId };
       return { ...unsigned, signature: sign(null, checkpointMessage(unsigned), privateKey).toString('base64') };
+    },
+    signAlert(alert) {
+      const unsigned = { ...alert, keyId };
+      return { ...unsigned, signature: sign(null, alertMessage(unsigned), privateKey).toString('base64') };
     },
   };
 }

@@ -269,15 +269,26 @@ function addAuditCommands(program: Command, env: () => Env): void {
     });
   audit
     .command('verify')
-    .description('recompute the hash chain; exit 1 naming the first bad row')
+    .description('recompute the hash chain; exit 1 naming the first bad row (with --checkpoints, 3 when no public key is pinned)')
     .option('--checkpoints <path>', 'also prove the table matches every signed checkpoint in this file or directory')
-    .option('--public-key <key>', "a trusted checkpoint key (repeatable; default: this installation's key)", collect, [])
+    .option('--public-key <key>', 'a pinned checkpoint key (repeatable; default: TWOKEY_AUDIT_PUBLIC_KEY)', collect, [])
     .action(async (options: { checkpoints?: string; publicKey: string[] }) => {
-      const publicKeys = options.checkpoints && options.publicKey.length === 0 ? [localAuditPublicKey(env())].filter((key) => key !== null) : options.publicKey;
+      const current = env();
+      const pinned = options.publicKey.length > 0 ? options.publicKey : (current.TWOKEY_AUDIT_PUBLIC_KEY ?? []);
+      // Without a pinned key, the only key at hand is the one beside the data: whoever rewrote the
+      // table may have replaced it too. Checked anyway, but said loudly and never exit 0.
+      const unpinned = options.checkpoints !== undefined && pinned.length === 0;
+      const publicKeys = unpinned ? [localAuditPublicKey(current)].filter((key) => key !== null) : pinned;
+      if (unpinned) console.error(unpinnedKeyWarning(current));
+      else if (!options.checkpoints) console.error(CHAIN_ONLY_NOTE);
       const checkpoints = options.checkpoints ? resolve(options.checkpoints) : undefined;
-      const verdict = (await runOperation(env(), 'audit.verify', { checkpoints, publicKeys })) as { ok: boolean };
+      const verdict = (await runOperation(current, 'audit.verify', { checkpoints, publicKeys })) as { ok: boolean };
       printAdminResult('audit.verify', verdict);
       if (!verdict.ok) process.exitCode = 1;
+      else if (unpinned) {
+        console.error('twokey: exit 3: consistent with the checkpoints, but only against the local key; pin one to make this a proof.');
+        process.exitCode = UNPINNED_EXIT_CODE;
+      }
     });
 
   audit
@@ -287,6 +298,26 @@ function addAuditCommands(program: Command, env: () => Env): void {
       const key = localAuditPublicKey(env(), { create: true });
       console.log(key);
     });
+}
+
+/** `audit verify --checkpoints` passed, but against the key beside the data rather than a pinned one. */
+const UNPINNED_EXIT_CODE = 3;
+
+const CHAIN_ONLY_NOTE =
+  'twokey: note: this checks the chain alone (order, links, hashes). Someone who can rewrite the table can recompute every hash;\n' +
+  '  to check against the signed checkpoints: twokey audit verify --checkpoints DIR --public-key KEY (docs/audit.md)';
+
+function unpinnedKeyWarning(current: Env): string {
+  const where = current.TWOKEY_AUDIT_KEY
+    ? 'derived from TWOKEY_AUDIT_KEY'
+    : `read from ${current.TWOKEY_AUDIT_KEY_FILE ?? defaultKeyFile(current.TWOKEY_DATA_DIR)}`;
+  return [
+    'twokey: WARNING: NO PINNED PUBLIC KEY.',
+    `  The checkpoints are checked against the key ${where}, on this machine, beside the data.`,
+    '  Whoever could rewrite the audit table may have replaced that key and re-signed every checkpoint: a pass proves nothing.',
+    '  Pin the key you recorded when twokey was set up (`twokey audit key` printed it):',
+    '    twokey audit verify --checkpoints DIR --public-key KEY    or set TWOKEY_AUDIT_PUBLIC_KEY',
+  ].join('\n');
 }
 
 /** The public half of the checkpoint key configured here, without creating a key file unless asked. */

@@ -1,3 +1,4 @@
+import ipaddr from 'ipaddr.js';
 import * as z from 'zod';
 import { createSigner, parseAuditKey } from '../audit/key.js';
 import { parseAllowList } from '../executors/address-guard.js';
@@ -36,8 +37,18 @@ export interface Env {
   readonly TWOKEY_MAX_LONG_POLLS_PER_AGENT: number;
   /** Proposals waiting for a decision per agent; more answer 429. */
   readonly TWOKEY_MAX_PENDING_PER_AGENT: number;
-  /** Failed authentications per client address per minute; past it the address gets 429. */
+  /** Refused authentications per client address, and per failing key prefix, per minute; past it those refusals answer 429. */
   readonly TWOKEY_MAX_FAILED_AUTH_PER_MINUTE: number;
+  /**
+   * Whose `X-Forwarded-For` names the client (fastify's `trustProxy`): false (the default: the peer
+   * address is the client), true (any peer: only when nothing reaches twokey but the proxy), or the
+   * proxies' addresses and CIDRs.
+   */
+  readonly TWOKEY_TRUST_PROXY: boolean | string[];
+  /** seconds a decision callback waits for the agent's receiver to answer */
+  readonly TWOKEY_CALLBACK_TIMEOUT: number;
+  /** callbacks of one agent delivered at once per replica (half of it at most to any one host) */
+  readonly TWOKEY_CALLBACK_CONCURRENCY_PER_AGENT: number;
   /** Responses larger than this are not kept for Idempotency-Key replay (the key answers 409 on reuse). */
   readonly TWOKEY_IDEMPOTENCY_MAX_RESPONSE_BYTES: number;
   /** Ed25519 key that signs audit checkpoints: base64 of the 32-byte seed, or a PKCS#8 PEM. */
@@ -46,8 +57,10 @@ export interface Env {
   readonly TWOKEY_AUDIT_KEY_FILE?: string;
   /** Directory that receives every signed checkpoint (checkpoints.jsonl); beside the data dir by default. */
   readonly TWOKEY_AUDIT_CHECKPOINTS?: string;
-  /** URL that receives every signed checkpoint as a POST. */
+  /** URL that receives every signed checkpoint as a POST, and the integrator's alerts. */
   readonly TWOKEY_AUDIT_WEBHOOK_URL?: string;
+  /** Pinned public key(s) of the checkpoint signer (base64, comma-separated): what `audit verify --checkpoints` and the console trust. */
+  readonly TWOKEY_AUDIT_PUBLIC_KEY?: string[];
   /** seconds an MCP tools/call waits for the decision before answering `pending` */
   readonly TWOKEY_MCP_WAIT: number;
   /** Below this many MiB free on the embedded database's disk, writes are refused (507) and /readyz is 503; 0 disables. */
@@ -76,6 +89,42 @@ function urlString(protocols: readonly string[], error: string) {
     { error },
   );
 }
+
+/** Names proxy-addr (fastify's trustProxy) accepts besides addresses and CIDRs. */
+const PROXY_RANGE_NAMES = ['loopback', 'linklocal', 'uniquelocal'];
+
+/** An IP address in its usual form (not `1` for 0.0.0.1), or a CIDR of one. */
+function isProxyAddress(text: string): boolean {
+  const [address = '', prefix] = text.split('/');
+  const usual = ipaddr.IPv4.isValidFourPartDecimal(address) || ipaddr.IPv6.isValid(address);
+  return usual && (prefix === undefined || ipaddr.isValidCIDR(text));
+}
+
+/**
+ * `TWOKEY_TRUST_PROXY`: true/false, or a comma list of proxy addresses, CIDRs and range names. No
+ * hop count: fastify 5 treats one as trusting nobody, since it cannot tell a proxy from a client.
+ */
+const trustProxySchema = z.string().transform((text, context): boolean | string[] => {
+  if (text === 'true' || text === 'false') return text === 'true';
+  const items = text.split(',').map((item) => item.trim());
+  if (items.every((item) => PROXY_RANGE_NAMES.includes(item) || isProxyAddress(item))) return items;
+  context.addIssue({
+    code: 'custom',
+    message: 'expected true, false, or a comma-separated list of proxy IP addresses, CIDRs, loopback, linklocal or uniquelocal',
+  });
+  return z.NEVER;
+});
+
+/** `TWOKEY_AUDIT_PUBLIC_KEY`: one or more raw Ed25519 public keys, base64 (what `twokey audit key` prints). */
+const auditPublicKeysSchema = z.string().transform((text, context) => {
+  const keys = text.split(',').map((key) => key.trim());
+  if (keys.every((key) => /^[A-Za-z0-9+/]{43}=$/.test(key) && Buffer.from(key, 'base64').length === 32)) return keys;
+  context.addIssue({
+    code: 'custom',
+    message: 'expected one or more base64 Ed25519 public keys (44 characters each, as `twokey audit key` prints), comma-separated',
+  });
+  return z.NEVER;
+});
 
 /*
  * Every schema carries its own message so that no zod default message (which may quote
@@ -128,6 +177,9 @@ const envSchema = z.object({
   TWOKEY_MAX_LONG_POLLS_PER_AGENT: integerString(1, 10_000, 'expected an integer between 1 and 10000').default(20),
   TWOKEY_MAX_PENDING_PER_AGENT: integerString(1, 1_000_000, 'expected an integer between 1 and 1000000').default(100),
   TWOKEY_MAX_FAILED_AUTH_PER_MINUTE: integerString(1, 1_000_000, 'expected an integer between 1 and 1000000').default(20),
+  TWOKEY_TRUST_PROXY: trustProxySchema.default(false),
+  TWOKEY_CALLBACK_TIMEOUT: integerString(1, 25, 'expected whole seconds between 1 and 25').default(5),
+  TWOKEY_CALLBACK_CONCURRENCY_PER_AGENT: integerString(1, 16, 'expected an integer between 1 and 16').default(4),
   TWOKEY_IDEMPOTENCY_MAX_RESPONSE_BYTES: integerString(1_024, 16 * 1024 * 1024, 'expected an integer between 1024 and 16777216 (bytes)').default(65_536),
   LOG_LEVEL: z.enum(LOG_LEVELS, { error: `expected one of: ${LOG_LEVELS.join(', ')}` }).default('info'),
   TWOKEY_AUDIT_KEY: z
@@ -148,6 +200,7 @@ const envSchema = z.object({
   TWOKEY_AUDIT_KEY_FILE: z.string().optional(),
   TWOKEY_AUDIT_CHECKPOINTS: z.string().optional(),
   TWOKEY_AUDIT_WEBHOOK_URL: urlString(['http:', 'https:'], 'expected an http:// or https:// URL').optional(),
+  TWOKEY_AUDIT_PUBLIC_KEY: auditPublicKeysSchema.optional(),
 });
 
 type EnvName = keyof z.input<typeof envSchema>;

@@ -7,6 +7,8 @@ import type { Store } from './ports.js';
 import { displayPrefix, mintApiKey, mintCallbackSecret, sha256Hex } from './secrets.js';
 
 const AGENT_NAME = /^[a-z0-9][a-z0-9_.-]{0,62}$/i;
+/** What `mintApiKey` makes: the prefix and 32 random bytes in base64url. */
+const API_KEY_SHAPE = /^tk_agent_[A-Za-z0-9_-]{43}$/;
 
 export interface CreateAgentInput {
   name: string;
@@ -90,9 +92,12 @@ export function createAgentService({ store, clock, knownOperations, operations }
   /** What the person may do to each agent, for a page that offers the button only where it works. */
   const revokeRightOf = (person: string, agent: AgentRecord) => agentRevokeRight(person, agent, operations());
 
-  /** The agent behind an API key; unknown and revoked keys are refused with a message saying which. */
+  /**
+   * The agent behind an API key; unknown and revoked keys are refused with a message saying which.
+   * A string that is not shaped like a key is refused without a database read: junk costs nothing.
+   */
   async function authenticate(apiKey: string): Promise<AgentRecord> {
-    const agent = apiKey.startsWith('tk_agent_') ? await store.findAgentByKeyHash(sha256Hex(apiKey)) : null;
+    const agent = API_KEY_SHAPE.test(apiKey) ? await store.findAgentByKeyHash(sha256Hex(apiKey)) : null;
     if (!agent) throw new RefusalError('unauthorized', 'unknown_key', 'unknown API key');
     if (agent.revokedAt) throw new RefusalError('unauthorized', 'revoked_key', `the API key of agent "${agent.name}" was revoked`);
     return agent;

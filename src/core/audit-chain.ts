@@ -64,7 +64,8 @@ export const keyIdOf = (key: KeyObject): string => createHash('sha256').update(p
 export const checkpointMessage = (checkpoint: UnsignedCheckpoint): Buffer => Buffer.from(canonicalJson(checkpoint), 'utf8');
 
 export type ChainVerdict =
-  { ok: true; rows: number; pending?: number; checkpoints?: number; covered?: number } | { ok: false; rows: number; seq: number; reason: string };
+  | { ok: true; rows: number; pending?: number; checkpoints?: number; covered?: number; signedAt?: string }
+  | { ok: false; rows: number; seq: number; reason: string };
 
 interface Published {
   hash: string;
@@ -141,5 +142,68 @@ export async function verifyAuditChain(
   if (last && last.size > count) {
     return { ok: false, rows: count, seq: count + 1, reason: `rows ${count + 1}…${last.size} are gone from the table: the ${describe(last)} covers them` };
   }
-  return published ? { ok: true, rows: count, checkpoints: published.count, covered: last?.size ?? 0 } : { ok: true, rows: count };
+  if (!published) return { ok: true, rows: count };
+  return { ok: true, rows: count, checkpoints: published.count, covered: last?.size ?? 0, ...(last ? { signedAt: last.timestamp } : {}) };
+}
+
+/** How the chain fails to continue what was signed: its newest rows are gone, or a signed row changed. */
+export interface ContinuationProblem {
+  kind: 'tail_deleted' | 'history_rewritten';
+  message: string;
+}
+
+/**
+ * Whether a chain whose head is `head`, and whose row `signed.size` has the hash `hashAtSignedSize`,
+ * still continues the signed checkpoint `signed`. Signing on top of anything else would publish a
+ * second, conflicting history under the same key: the integrator refuses and raises an alert.
+ */
+export function continuationProblem(
+  signed: Pick<AuditCheckpoint, 'size' | 'head' | 'timestamp'>,
+  head: { seq: number; hash: string } | null,
+  hashAtSignedSize: string | null,
+): ContinuationProblem | null {
+  const size = head?.seq ?? 0;
+  if (size < signed.size) {
+    return {
+      kind: 'tail_deleted',
+      message: `the chain ends at row ${size}, but ${signed.size} rows were signed at ${signed.timestamp}: rows ${size + 1}…${signed.size} are gone from the table`,
+    };
+  }
+  if (hashAtSignedSize !== signed.head) {
+    return {
+      kind: 'history_rewritten',
+      message: `row ${signed.size} no longer has the hash signed at ${signed.timestamp}: the chain up to it was rewritten`,
+    };
+  }
+  return null;
+}
+
+export const ALERT_ORIGIN = 'twokey-audit-alert/v1';
+
+/**
+ * What the integrator sends its sinks when it refuses to sign: signed like a checkpoint (its own
+ * `origin`, so neither can pass for the other), so a receiver can tell it came from the signer.
+ */
+export interface AuditAlert {
+  origin: typeof ALERT_ORIGIN;
+  kind: ContinuationProblem['kind'];
+  message: string;
+  /** The last checkpoint the integrator signed, which the chain no longer continues. */
+  signed: { size: number; head: string; timestamp: string };
+  /** The chain as the integrator found it: its length, and the hash now at the signed size. */
+  found: { size: number; hashAtSignedSize: string | null };
+  timestamp: string;
+  keyId: string;
+  signature: string;
+}
+
+export type UnsignedAuditAlert = Omit<AuditAlert, 'signature' | 'keyId'>;
+
+export const alertMessage = (alert: Omit<AuditAlert, 'signature'>): Buffer => Buffer.from(canonicalJson(alert), 'utf8');
+
+/** Whether an alert was signed by one of these keys (what a webhook receiver checks before it pages anyone). */
+export function alertSignedBy(alert: AuditAlert, trustedKeys: readonly KeyObject[]): boolean {
+  const { signature, ...unsigned } = alert;
+  const key = trustedKeys.find((candidate) => keyIdOf(candidate) === alert.keyId);
+  return key !== undefined && verifySignature(null, alertMessage(unsigned), key, Buffer.from(signature, 'base64'));
 }

@@ -7,7 +7,15 @@ const PAGE = 1000;
 /** How long a page may show a chain verdict before it is recomputed. */
 const RECENT_VERDICT_MS = 30_000;
 
-export function createAuditService(store: Pick<Store, 'listAudit'>, clock: () => Date = () => new Date()) {
+/**
+ * `newestCheckpoints`: the newest signed checkpoints the server knows of (src/audit/witness.ts), so
+ * a page's verdict holds against someone who rewrote the table and recomputed every hash.
+ */
+export function createAuditService(
+  store: Pick<Store, 'listAudit'>,
+  clock: () => Date = () => new Date(),
+  newestCheckpoints?: () => Promise<CheckpointIndex | null>,
+) {
   let recent: { at: number; verdict: Promise<ChainVerdict> } | null = null;
   async function* everyEvent(): AsyncGenerator<ChainedAuditEvent> {
     let afterSeq = 0;
@@ -31,11 +39,13 @@ export function createAuditService(store: Pick<Store, 'listAudit'>, clock: () =>
     /**
      * A verdict at most 30 s old, for pages viewed often: a full walk of a long log on every view
      * would make the page as slow as the log is long. `twokey audit verify` always walks it all.
+     * The chain is checked against the newest signed checkpoint too: without one, the verdict has
+     * no `checkpoints` and a page must not call the chain intact.
      */
     verifyRecent(): Promise<ChainVerdict> {
       const now = clock().getTime();
       if (!recent || now - recent.at > RECENT_VERDICT_MS) {
-        const verdict = verifyAuditChain(everyEvent());
+        const verdict = (async () => verifyAuditChain(everyEvent(), (await newestCheckpoints?.()) ?? undefined))();
         recent = { at: now, verdict };
         verdict.catch(() => (recent = null));
       }

@@ -1,5 +1,5 @@
 import { and, asc, desc, eq, gt, isNotNull, isNull, sql, type SQL, type SQLWrapper } from 'drizzle-orm';
-import { auditHash, genesisHash, type AuditCheckpoint, type UnsignedCheckpoint } from '../core/audit-chain.js';
+import { auditHash, continuationProblem, genesisHash, type AuditCheckpoint, type ContinuationProblem, type UnsignedCheckpoint } from '../core/audit-chain.js';
 import type { AuditEventInput, AuditEventRecord, ChainedAuditEvent } from '../core/model.js';
 import type { AuditQuery } from '../core/ports.js';
 import type { Db } from './database.js';
@@ -68,6 +68,8 @@ export function withAuditRow(change: SQLWrapper, event: AuditEventInput | undefi
 export interface IntegratedBatch {
   rows: number;
   checkpoint: AuditCheckpoint | null;
+  /** Set when the chain no longer continues `floor`: nothing was placed or signed. */
+  conflict?: ContinuationProblem & { found: { size: number; hashAtSignedSize: string | null } };
 }
 
 export interface StoredCheckpoint {
@@ -116,8 +118,17 @@ export function createAuditLog(db: Db) {
      * Order is assigned here, not at insert: a row whose transaction commits late (a smaller id
      * than rows already placed) is simply placed in a later batch. Nothing is skipped, because a
      * batch takes every unplaced row it can see rather than "ids after the last one placed".
+     *
+     * With `floor` (the newest checkpoint signed so far), nothing is placed or signed unless the
+     * chain still continues it: a table whose newest rows were deleted, or whose signed rows were
+     * rewritten, gets no checkpoint of its own, which would contradict the published ones.
      */
-    async integrate(limit: number, sign: (checkpoint: UnsignedCheckpoint) => AuditCheckpoint, now: Date): Promise<IntegratedBatch> {
+    async integrate(
+      limit: number,
+      sign: (checkpoint: UnsignedCheckpoint) => AuditCheckpoint,
+      now: Date,
+      floor?: Pick<AuditCheckpoint, 'size' | 'head' | 'timestamp'> | null,
+    ): Promise<IntegratedBatch> {
       return db.transaction(async (tx) => {
         // Two integrators at once (a deposed leader still finishing a batch) would fork the chain;
         // this lock and the unique index on seq make the second wait, then continue the first's head.
@@ -130,6 +141,16 @@ export function createAuditLog(db: Db) {
           .limit(1);
         const pending = await tx.select().from(auditEvents).where(isNull(auditEvents.seq)).orderBy(asc(auditEvents.id)).limit(limit);
         if (pending.length === 0) return { rows: 0, checkpoint: null };
+        if (floor) {
+          const [signedRow] = await tx.select({ hash: auditEvents.hash }).from(auditEvents).where(eq(auditEvents.seq, floor.size)).limit(1);
+          const hashAtSignedSize = signedRow?.hash ?? null;
+          const problem = continuationProblem(
+            floor,
+            head && head.seq !== null && head.hash !== null ? { seq: head.seq, hash: head.hash } : null,
+            hashAtSignedSize,
+          );
+          if (problem) return { rows: 0, checkpoint: null, conflict: { ...problem, found: { size: head?.seq ?? 0, hashAtSignedSize } } };
+        }
         const from = head?.seq ?? 0;
         let previous = head?.hash ?? genesisHash;
         const placed = pending.map((row, index) => {
@@ -154,6 +175,12 @@ export function createAuditLog(db: Db) {
         await tx.insert(auditCheckpoints).values({ size: checkpoint.size, record: JSON.stringify(checkpoint), createdAt: now });
         return { rows: placed.length, checkpoint };
       });
+    },
+
+    /** The newest checkpoint still kept here (some sink lacks it), or null. */
+    async newestStoredCheckpoint(): Promise<AuditCheckpoint | null> {
+      const [row] = await db.select({ record: auditCheckpoints.record }).from(auditCheckpoints).orderBy(desc(auditCheckpoints.size)).limit(1);
+      return row ? (JSON.parse(row.record) as AuditCheckpoint) : null;
     },
 
     /** Checkpoints some sink still lacks, oldest first. */

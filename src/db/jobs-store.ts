@@ -1,4 +1,4 @@
-import { and, desc, eq, inArray, sql } from 'drizzle-orm';
+import { and, desc, eq, inArray, sql, type SQL } from 'drizzle-orm';
 import type { Db } from './database.js';
 import { jobs } from './schema.js';
 
@@ -68,6 +68,46 @@ export interface ClaimLane {
   perDestination?: number;
   /** Jobs this worker already runs, per destination. */
   running?: ReadonlyMap<string, number>;
+  /** At most this many running jobs per `payload.agentId` in this worker, whatever their destinations. */
+  perAgent?: number;
+  /** Jobs this worker already runs, per agent. */
+  runningByAgent?: ReadonlyMap<string, number>;
+}
+
+/** `case <column> when <key> then <count> … else 0 end`: what this worker already runs under each key. */
+function runningCount(column: SQL, running: ReadonlyMap<string, number> | undefined): SQL {
+  const held = [...(running ?? new Map<string, number>())].filter(([, count]) => count > 0);
+  if (held.length === 0) return sql`0`;
+  return sql`(case ${column} ${sql.join(
+    held.map(([key, count]) => sql`when ${key} then ${count}`),
+    sql` `,
+  )} else 0 end)`;
+}
+
+/**
+ * The ids a capped lane may start, oldest first: per destination, then per agent, no more than the
+ * cap less what this worker already runs there. The caps are applied to every due job before the
+ * window is cut, so a thousand due jobs of one agent at its cap cannot fill the window and hide
+ * another agent's job behind them.
+ */
+function cappedCandidates(due: SQL, lane: ClaimLane, window: number): SQL {
+  const destinationRoom = lane.perDestination
+    ? sql`d.destination is null or d.destination_rank <= ${lane.perDestination}::int - ${runningCount(sql`d.destination`, lane.running)}`
+    : sql`true`;
+  const agentRoom = lane.perAgent
+    ? sql`a.agent is null or a.agent_rank <= ${lane.perAgent}::int - ${runningCount(sql`a.agent`, lane.runningByAgent)}`
+    : sql`true`;
+  return sql`
+    select a.id from (
+      select d.id, d.run_at, d.agent, row_number() over (partition by d.agent order by d.run_at, d.id) as agent_rank
+      from (
+        select j.id, j.run_at, j.payload->>'destination' as destination, j.payload->>'agentId' as agent,
+               row_number() over (partition by j.payload->>'destination' order by j.run_at, j.id) as destination_rank
+        from jobs j where ${due}) d
+      where ${destinationRoom}) a
+    where ${agentRoom}
+    order by a.run_at, a.id
+    limit ${window}::int`;
 }
 
 export type ClaimedJob = Pick<JobRow, 'id' | 'lockedBy'>;
@@ -93,7 +133,8 @@ export function createJobStore(db: Db) {
      * updates below only land while that stamp still holds.
      *
      * A lane claims only its own kinds; with `perDestination`, no destination (`payload.destination`)
-     * gets more than that many jobs running in this worker, counting `running` ones already held.
+     * gets more than that many jobs running in this worker, counting `running` ones already held;
+     * with `perAgent`, no agent (`payload.agentId`) either, across its destinations.
      */
     async claimDue(now: Date, limit: number, leaseMs: number, lane: ClaimLane = {}): Promise<JobRow[]> {
       if (limit <= 0) return [];
@@ -110,33 +151,22 @@ export function createJobStore(db: Db) {
         : lane.excludeKinds?.length
           ? sql`and j.kind not in (${list(lane.excludeKinds)})`
           : sql``;
-      const running = [...(lane.running ?? new Map<string, number>())].filter(([, count]) => count > 0);
-      // Room left per destination: the cap less what this worker already runs there.
-      const room = running.length
-        ? sql`(case c.destination ${sql.join(
-            running.map(([destination, count]) => sql`when ${destination} then ${count}`),
-            sql` `,
-          )} else 0 end)`
-        : sql`0`;
-      const destinationFilter = lane.perDestination ? sql`and (c.destination is null or c.rank <= ${lane.perDestination}::int - ${room})` : sql``;
-      const result = await db.execute(sql`
-        with candidates as (
-          select j.id, j.payload->>'destination' as destination,
-                 row_number() over (partition by j.payload->>'destination' order by j.run_at, j.id) as rank
-          from jobs j
-          where ((j.status = 'queued' and j.run_at <= ${at}) or (j.status = 'running' and j.locked_until < ${at}))
-            ${kindFilter}
+      const dueNow = sql`((j.status = 'queued' and j.run_at <= ${at}) or (j.status = 'running' and j.locked_until < ${at}))`;
+      const due = sql`${dueNow} ${kindFilter}
             and (j.ordering_key is null or not exists (
               select 1 from jobs o
-              where o.ordering_key = j.ordering_key and o.id < j.id and o.status in ('queued', 'running')))
-          order by j.run_at, j.id
-          limit ${Math.max(limit * 20, 200)}::int)
+              where o.ordering_key = j.ordering_key and o.id < j.id and o.status in ('queued', 'running')))`;
+      const window = Math.max(limit * 20, 200);
+      const candidates =
+        lane.perDestination || lane.perAgent
+          ? cappedCandidates(due, lane, window)
+          : sql`select j.id from jobs j where ${due} order by j.run_at, j.id limit ${window}::int`;
+      const result = await db.execute(sql`
         update jobs set status = 'running', attempts = attempts + 1, locked_until = ${leaseUntil},
           locked_by = ${lane.workerId ?? 'worker'} || ':' || (attempts + 1), updated_at = ${at}
         where id in (
           select j.id from jobs j
-          where j.id in (select c.id from candidates c where true ${destinationFilter})
-            and ((j.status = 'queued' and j.run_at <= ${at}) or (j.status = 'running' and j.locked_until < ${at}))
+          where j.id in (${candidates}) and ${dueNow}
           order by j.run_at, j.id
           limit ${limit}::int
           for update skip locked)

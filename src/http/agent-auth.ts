@@ -22,9 +22,10 @@ export function bearerKey(request: FastifyRequest): string {
 
 /**
  * An onRequest hook for every agent-facing route (/v1, /agp, /mcp): the caller's API key becomes
- * `request.agent`. Refused keys count against `failedAuth`, when given.
+ * `request.agent`. Every refused key counts against `failedAuth` (required, so no agent route can
+ * leave its refusals uncounted); a valid key is served whatever others failed.
  */
-export function authenticateAgent(agents: Pick<AgentService, 'authenticate'>, failedAuth?: FailedAuthCounter) {
+export function authenticateAgent(agents: Pick<AgentService, 'authenticate'>, failedAuth: FailedAuthCounter) {
   return bearerAuthHook<AgentRecord>({
     authenticate: (key) => agents.authenticate(key),
     missingToken: missingKey,
@@ -32,7 +33,7 @@ export function authenticateAgent(agents: Pick<AgentService, 'authenticate'>, fa
     attach: (request, agent) => {
       request.agent = agent;
     },
-    ...(failedAuth ? { failures: failedAuth } : {}),
+    failures: failedAuth,
   });
 }
 
@@ -56,7 +57,7 @@ export function perAgentRateLimit(limit: { max: number; timeWindowMs: number }) 
 }
 
 /** Makes a scope the agents' own: zod schemas for its routes, and only an agent's key gets in (the agent API's and AGP's). */
-export function asAgentScope(scope: FastifyInstance, deps: { agents: Pick<AgentService, 'authenticate'>; failedAuth?: FailedAuthCounter | undefined }) {
+export function asAgentScope(scope: FastifyInstance, deps: { agents: Pick<AgentService, 'authenticate'>; failedAuth: FailedAuthCounter }) {
   scope.setValidatorCompiler(validatorCompiler);
   scope.setSerializerCompiler(serializerCompiler);
   scope.addHook('onRequest', authenticateAgent(deps.agents, deps.failedAuth));

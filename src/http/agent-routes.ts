@@ -27,7 +27,7 @@ export interface AgentRouteDeps extends AgentApiServices {
   rateLimit: { max: number; timeWindowMs: number };
   longPollIntervalMs: number;
   longPolls?: LongPollLimiter;
-  failedAuth?: FailedAuthLimiter;
+  failedAuth: FailedAuthLimiter;
 }
 
 const MAX_WAIT_SECONDS = 60;

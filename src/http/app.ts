@@ -17,13 +17,20 @@ export interface HttpAppDeps extends AgentRouteDeps, HealthRouteDeps {
   rateLimitStore?: NonNullable<RateLimitPluginOptions['store']>;
   /** Times every request and counts 401s and 429s for /metrics. */
   requestMetrics?: RequestMetrics;
+  /**
+   * Which proxies' `X-Forwarded-For` names the client (`TWOKEY_TRUST_PROXY`); off by default, so the
+   * client address is the connection's peer and a forged header changes nothing.
+   */
+  trustProxy?: TrustProxy;
 }
+
+export type TrustProxy = boolean | string[];
 
 /** A secret in a URL ends up in proxy logs and browser history, whatever twokey does with it. */
 const SECRET_IN_URL = /tk_(?:conf|agent)_|whsec_/;
 
 /** Where agents call: their requests' `traceparent` is honoured (the other routes are people and chat platforms). */
-const AGENT_ROUTE = /^\/(?:v1|agp|mcp)(?:\/|$)/;
+const AGENT_ROUTE = /^\/(v1|agp|mcp)(?:[/?]|$)/;
 
 /** Far deeper than any request needs, far shallower than what overflows the stack of recursive code (RFC 8785 hashing). */
 export const MAX_JSON_DEPTH = 64;
@@ -71,6 +78,7 @@ export async function buildHttpApp(deps: HttpAppDeps): Promise<FastifyInstance> 
     loggerInstance: deps.logger,
     bodyLimit: deps.bodyLimitBytes ?? 256 * 1024,
     genReqId: () => `req_${randomBytes(9).toString('base64url')}`,
+    trustProxy: deps.trustProxy ?? false,
     requestTimeout: 90_000,
     logController: new QuietRequestLog(),
     // Unknown body properties are refused, not silently dropped, and types are never coerced.

@@ -4,7 +4,8 @@ import { z } from 'zod';
 import { TwokeyError } from '../core/errors.js';
 import type { AgentRecord, Clock } from '../core/model.js';
 import { seal, unseal } from '../idempotency/seal.js';
-import { agentOf, authenticateAgent, bearerKey } from './agent-auth.js';
+import type { FailedAuthLimiter } from '../limits/index.js';
+import { agentOf, authenticateAgent, bearerKey, perAgentRateLimit } from './agent-auth.js';
 import type { AgentApiServices, ResumeStates } from './ports.js';
 import { apiSchemas, errorBodySchema, MAX_RESUME_STATE_CHARS, proposalIdParamsSchema, resumeStateBodySchema, resumeStateSchema } from './schemas.js';
 
@@ -15,6 +16,8 @@ export interface ResumeStateRouteDeps {
   proposals: Pick<AgentApiServices['proposals'], 'viewForAgent'>;
   resumeStates: ResumeStates;
   clock: Clock;
+  rateLimit: { max: number; timeWindowMs: number };
+  failedAuth: FailedAuthLimiter;
 }
 
 const scopeOf = (agent: AgentRecord, proposalId: string) => `resume-state:${agent.id}:${proposalId}`;
@@ -30,12 +33,14 @@ export function registerResumeStateRoutes(app: FastifyInstance, deps: ResumeStat
   app.register(async (scope) => {
     scope.setValidatorCompiler(validatorCompiler);
     scope.setSerializerCompiler(serializerCompiler);
-    scope.addHook('onRequest', authenticateAgent(deps.agents));
+    scope.addHook('onRequest', authenticateAgent(deps.agents, deps.failedAuth));
     const routes = scope.withTypeProvider<ZodTypeProvider>();
+    const limited = perAgentRateLimit(deps.rateLimit);
 
     routes.put(
       '/v1/proposals/:id/resume-state',
       {
+        config: limited,
         bodyLimit: MAX_RESUME_STATE_CHARS * 2,
         schema: {
           tags: ['agent API'],
@@ -60,6 +65,7 @@ export function registerResumeStateRoutes(app: FastifyInstance, deps: ResumeStat
     routes.get(
       '/v1/proposals/:id/resume-state',
       {
+        config: limited,
         schema: {
           tags: ['agent API'],
           summary: 'Read back the parked resume state (only with the API key that parked it)',

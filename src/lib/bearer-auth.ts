@@ -1,4 +1,4 @@
-import type { FastifyRequest } from 'fastify';
+import type { FastifyReply, FastifyRequest } from 'fastify';
 
 /** The token of an `Authorization: Bearer …` header; null when the header is absent or another scheme. */
 export function bearerToken(request: Pick<FastifyRequest, 'headers'>): string | null {
@@ -6,11 +6,13 @@ export function bearerToken(request: Pick<FastifyRequest, 'headers'>): string | 
   return match?.[1] ?? null;
 }
 
-/** Counts refused credentials per caller, so guessing keys is slowed (see src/limits). */
+/**
+ * Counts refused credentials (see src/limits). Only refusals reach it: an accepted token is never
+ * held back by anyone's failures, so callers sharing an address cannot lock each other out.
+ */
 export interface FailedAuthCounter {
-  /** Throws when this caller has failed too often lately. */
-  check(request: FastifyRequest): void;
-  recordFailure(request: FastifyRequest): void;
+  /** Counts one refusal (`token` null when none was sent); what to answer instead once this caller is over its limit. */
+  recordFailure(request: FastifyRequest, token: string | null): { error: Error; retryAfterSeconds: number } | null;
 }
 
 export interface BearerAuthOptions<Principal> {
@@ -27,18 +29,21 @@ export interface BearerAuthOptions<Principal> {
 
 /**
  * An `onRequest` hook that turns the bearer token into a principal, or refuses the request before
- * its body is read. A missing header counts as a refusal too: probing without a key is probing.
+ * its body is read. The token is always checked first; a refusal is then counted, and past the
+ * caller's limit answered with the counter's error (429) and `Retry-After`. A missing header counts
+ * as a refusal too: probing without a key is probing.
  */
 export function bearerAuthHook<Principal>(options: BearerAuthOptions<Principal>) {
-  return async (request: FastifyRequest): Promise<void> => {
-    options.failures?.check(request);
+  return async (request: FastifyRequest, reply: FastifyReply): Promise<void> => {
+    const token = bearerToken(request);
     try {
-      const token = bearerToken(request);
       if (token === null) throw options.missingToken();
       options.attach(request, await options.authenticate(token));
     } catch (error) {
-      if (options.isRefusal(error)) options.failures?.recordFailure(request);
-      throw error;
+      const limited = options.isRefusal(error) ? options.failures?.recordFailure(request, token) : null;
+      if (!limited) throw error;
+      reply.header('retry-after', String(limited.retryAfterSeconds));
+      throw limited.error;
     }
   };
 }

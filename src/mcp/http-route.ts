@@ -15,6 +15,7 @@ import type { McpStore } from '../db/mcp-store.js';
 import type { TokenSealer } from '../core/request-identity.js';
 import { agentOf, authenticateAgent, bearerKey, perAgentRateLimit } from '../http/agent-auth.js';
 import { tokenSealer } from '../idempotency/seal.js';
+import type { FailedAuthLimiter } from '../limits/index.js';
 import { createMcpCalls, toolError, UnknownToolError, type McpCallDeps, type McpCalls } from './calls.js';
 import type { McpServices } from './ports.js';
 import { toolsFor } from './tools.js';
@@ -24,6 +25,8 @@ export interface McpRouteDeps extends Omit<McpCallDeps, 'store'>, Pick<McpServic
   rateLimit: { max: number; timeWindowMs: number };
   /** Counts each answered tools/call (`twokey_mcp_tool_calls_total`). */
   countToolCall?(tool: string, outcome: string): void;
+  /** The same count of refused keys as /v1 and /agp: a key guessed here is a key guessed. */
+  failedAuth: FailedAuthLimiter;
 }
 
 const SERVER_INFO = { name: 'twokey', version: '0.1.0' };
@@ -130,7 +133,7 @@ export function registerMcpRoutes(app: FastifyInstance, deps: McpRouteDeps): Mcp
    */
   const waits = new Map<string, AbortController>();
   app.register(async (scope) => {
-    scope.addHook('onRequest', authenticateAgent(deps.agents));
+    scope.addHook('onRequest', authenticateAgent(deps.agents, deps.failedAuth));
     const limited = perAgentRateLimit(deps.rateLimit);
 
     scope.post('/mcp', { config: limited }, async (request, reply) => {

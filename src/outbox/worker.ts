@@ -23,17 +23,31 @@ export interface OutboxLane {
   concurrency: number;
   /** At most this many jobs per destination (`payload.destination`) at once on this worker. */
   perDestination?: number;
+  /** At most this many jobs per agent (`payload.agentId`) at once on this worker, whatever their destinations. */
+  perAgent?: number;
 }
 
-/** Chat posts and edits, agents' callbacks, and everything else never wait on each other. */
-export const DEFAULT_LANES: readonly OutboxLane[] = [
-  { name: 'chat', kinds: ['chat.sync'], concurrency: 8 },
-  { name: 'callbacks', kinds: ['callback.deliver'], concurrency: 8, perDestination: 2 },
-  { name: 'other', concurrency: 4 },
-];
+/**
+ * Chat posts and edits, agents' callbacks, and everything else never wait on each other. In the
+ * callbacks lane each agent gets at most `callbacksPerAgent` slots, and half of them at most towards
+ * any one host: an agent's receiver that hangs holds its own callbacks back, not anyone else's.
+ */
+export function defaultLanes(callbacksPerAgent = 4): OutboxLane[] {
+  return [
+    { name: 'chat', kinds: ['chat.sync'], concurrency: 8 },
+    {
+      name: 'callbacks',
+      kinds: ['callback.deliver'],
+      concurrency: 16,
+      perAgent: callbacksPerAgent,
+      perDestination: Math.ceil(callbacksPerAgent / 2),
+    },
+    { name: 'other', concurrency: 4 },
+  ];
+}
 
 /** The lane that runs a kind: the lane naming it, else the first lane without `kinds` (as the worker claims them). */
-export function laneOf(kind: string, lanes: readonly OutboxLane[] = DEFAULT_LANES): string {
+export function laneOf(kind: string, lanes: readonly OutboxLane[] = defaultLanes()): string {
   return (lanes.find((lane) => lane.kinds?.includes(kind)) ?? lanes.find((lane) => !lane.kinds))?.name ?? 'none';
 }
 
@@ -71,6 +85,7 @@ interface LaneState {
   claimFilter: { kinds?: readonly string[]; excludeKinds?: readonly string[] };
   running: Set<Promise<void>>;
   perDestination: Map<string, number>;
+  perAgent: Map<string, number>;
   claiming: Promise<void> | null;
   timer: NodeJS.Timeout | null;
   wakeRequested: boolean;
@@ -182,13 +197,14 @@ export function createOutboxWorker(options: OutboxWorkerOptions) {
   const backoff = options.backoff ?? { baseMs: 1_000, maxMs: 5 * 60_000 };
   const random = options.random ?? Math.random;
   const workerId = options.workerId ?? `w_${randomBytes(6).toString('hex')}`;
-  const lanes = options.lanes ?? DEFAULT_LANES;
+  const lanes = options.lanes ?? defaultLanes();
   const namedKinds = lanes.flatMap((lane) => lane.kinds ?? []);
   const states: LaneState[] = lanes.map((lane) => ({
     lane,
     claimFilter: lane.kinds ? { kinds: lane.kinds } : { excludeKinds: namedKinds },
     running: new Set(),
     perDestination: new Map(),
+    perAgent: new Map(),
     claiming: null,
     timer: null,
     wakeRequested: false,
@@ -199,12 +215,24 @@ export function createOutboxWorker(options: OutboxWorkerOptions) {
 
   const runJob = createJobRunner(options, { clock, handlerDeadlineMs, backoff, random });
 
-  const destinationOf = (job: JobRow): string | null => (typeof job.payload.destination === 'string' ? job.payload.destination : null);
+  const payloadKey = (job: JobRow, name: 'destination' | 'agentId'): string | null => (typeof job.payload[name] === 'string' ? job.payload[name] : null);
+  const hold = (counts: Map<string, number>, key: string | null) => {
+    if (key) counts.set(key, (counts.get(key) ?? 0) + 1);
+  };
+  const release = (counts: Map<string, number>, key: string | null) => {
+    if (!key) return;
+    const left = (counts.get(key) ?? 1) - 1;
+    if (left > 0) counts.set(key, left);
+    else counts.delete(key);
+  };
 
   /** Starts a claimed job in its lane's slot; when it settles the slot is refilled at once. */
   function launch(state: LaneState, job: JobRow, refill: boolean): Promise<void> {
-    const destination = destinationOf(job);
-    if (destination) state.perDestination.set(destination, (state.perDestination.get(destination) ?? 0) + 1);
+    const destination = payloadKey(job, 'destination');
+    const agent = payloadKey(job, 'agentId');
+    hold(state.perDestination, destination);
+    hold(state.perAgent, agent);
+    const capped = Boolean((destination && state.lane.perDestination) || (agent && state.lane.perAgent));
     const run = runJob(job)
       .catch((error: unknown) => {
         // The outcome could not be written (database down): the lease runs out and the job runs again.
@@ -212,15 +240,12 @@ export function createOutboxWorker(options: OutboxWorkerOptions) {
       })
       .finally(() => {
         state.running.delete(run);
-        if (destination) {
-          const left = (state.perDestination.get(destination) ?? 1) - 1;
-          if (left > 0) state.perDestination.set(destination, left);
-          else state.perDestination.delete(destination);
-        }
+        release(state.perDestination, destination);
+        release(state.perAgent, agent);
         // A settled job frees a slot, but claiming for it is worth a statement only when jobs may be
-        // waiting: the last claim was full, something was queued since, or a destination cap held
-        // some back. Otherwise the next wake or poll finds new work.
-        if (refill && (state.moreMayBeDue || state.wakeRequested || (destination && state.lane.perDestination))) pump(state);
+        // waiting: the last claim was full, something was queued since, or a destination or agent
+        // cap held some back. Otherwise the next wake or poll finds new work.
+        if (refill && (state.moreMayBeDue || state.wakeRequested || capped)) pump(state);
       });
     state.running.add(run);
     return run;
@@ -233,6 +258,8 @@ export function createOutboxWorker(options: OutboxWorkerOptions) {
       ...state.claimFilter,
       perDestination: state.lane.perDestination,
       running: state.perDestination,
+      perAgent: state.lane.perAgent,
+      runningByAgent: state.perAgent,
     });
   }
 

@@ -1,7 +1,11 @@
+import type { KeyObject } from 'node:crypto';
 import type { Logger } from 'pino';
 import { createAuditIntegrator } from '../audit/integrator.js';
-import type { CheckpointSigner } from '../audit/key.js';
+import { signerFromEnvironment, type CheckpointSigner } from '../audit/key.js';
 import { defaultCheckpointDir, directorySink, webhookSink, type CheckpointSink } from '../audit/sinks.js';
+import { createCheckpointWitness, type CheckpointWitness } from '../audit/witness.js';
+import { ConfigError } from '../config/errors.js';
+import { keyIdOf, publicKeyFromText } from '../core/audit-chain.js';
 import type { Env } from '../config/env.js';
 import { createAuditLog } from '../db/audit-log.js';
 import type { Database } from '../db/database.js';
@@ -26,6 +30,36 @@ export interface ElectedWorkDeps {
   logger: Logger;
   database: Database;
   services: Services;
+  /** The checkpoint key, and the newest checkpoint signed so far (shared with the console's verdict). */
+  auditTrust: { signer: CheckpointSigner; witness: CheckpointWitness };
+}
+
+/** Where the directory sink writes: `TWOKEY_AUDIT_CHECKPOINTS`, else beside the data directory. */
+export const checkpointDirOf = (env: Env): string => env.TWOKEY_AUDIT_CHECKPOINTS ?? defaultCheckpointDir(env.TWOKEY_DATA_DIR);
+
+export type AuditTrust = ElectedWorkDeps['auditTrust'];
+
+/**
+ * The checkpoint key, and the keys a checkpoint must verify with: the pinned public keys
+ * (`TWOKEY_AUDIT_PUBLIC_KEY`) when there are some, else the signer's own. Pinned keys that leave out
+ * the signer's stop start: every checkpoint would then fail its own check. Read before the database
+ * is opened, so a bad setting costs nothing.
+ */
+export function auditKeysFromEnvironment(env: Env): { signer: CheckpointSigner; trustedKeys: KeyObject[] } {
+  const signer = signerFromEnvironment(env);
+  const pinned = env.TWOKEY_AUDIT_PUBLIC_KEY?.map(publicKeyFromText);
+  if (pinned && !pinned.some((key) => keyIdOf(key) === signer.keyId)) {
+    throw new ConfigError('Invalid environment:', [
+      'TWOKEY_AUDIT_PUBLIC_KEY: does not include the key twokey signs checkpoints with (`twokey audit key` prints it); during a key change, pin both',
+    ]);
+  }
+  return { signer, trustedKeys: pinned ?? [signer.publicKey] };
+}
+
+/** The signer, and the witness of the newest checkpoint it must continue (shared with the console's verdict). */
+export function createAuditTrust(env: Env, keys: ReturnType<typeof auditKeysFromEnvironment>, database: Database): AuditTrust {
+  const witness = createCheckpointWitness({ dir: checkpointDirOf(env), log: createAuditLog(database.db), trustedKeys: keys.trustedKeys });
+  return { signer: keys.signer, witness };
 }
 
 /**
@@ -60,11 +94,9 @@ export function startSweeper(
 /** Audit rows are placed in the chain off the hot path, by one replica at a time (docs/audit.md). */
 export function startAuditIntegrator(
   options: { auditLeaderRetryMs?: number; auditIntervalMs?: number },
-  { env, logger, database, services }: ElectedWorkDeps,
-  /** Made before anything listens (`signerFromEnvironment`): a bad key stops start. */
-  signer: CheckpointSigner,
+  { env, logger, database, services, auditTrust }: ElectedWorkDeps,
 ) {
-  const sinks: CheckpointSink[] = [directorySink(env.TWOKEY_AUDIT_CHECKPOINTS ?? defaultCheckpointDir(env.TWOKEY_DATA_DIR))];
+  const sinks: CheckpointSink[] = [directorySink(checkpointDirOf(env))];
   if (env.TWOKEY_AUDIT_WEBHOOK_URL) sinks.push(webhookSink(env.TWOKEY_AUDIT_WEBHOOK_URL));
   const leader = createLeaderElection({
     databaseUrl: database.url,
@@ -75,7 +107,9 @@ export function startAuditIntegrator(
   });
   const audit = createAuditIntegrator({
     log: createAuditLog(database.db),
-    signer,
+    signer: auditTrust.signer,
+    witness: auditTrust.witness,
+    onAlert: (alert) => services.metrics.auditAlerts.inc({ kind: alert.kind }),
     sinks,
     logger: () => logger,
     clock: services.clock,

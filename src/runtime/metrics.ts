@@ -145,6 +145,13 @@ export function createMetrics(sources: MetricSources, options: MetricOptions) {
       buckets: [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
       registers: [registry],
     }),
+    /** The audit integrator found the chain in conflict with what it signed before, and stopped signing. */
+    auditAlerts: new Counter({
+      name: 'twokey_audit_alerts_total',
+      help: 'Audit integrity alerts: the chain no longer continues the last signed checkpoint (a deleted tail, a rewritten row); integration stops until resolved',
+      labelNames: ['kind'],
+      registers: [registry],
+    }),
     jobOutcomes: new Counter({
       name: 'twokey_outbox_job_outcomes_total',
       help: 'Outbox job runs by kind and outcome (done, retry, dead)',

@@ -15,13 +15,12 @@ import type { ChatIntegration } from '../chat/types.js';
 import { createChatMessageStore } from '../db/chat-store.js';
 import { JOBS_CHANNEL, parseJobsNotice, PROPOSAL_CHANNEL } from '../db/store.js';
 import { createCallbackDelivery } from '../outbox/callbacks.js';
-import { createOutboxWorker, type OutboxLane, type OutboxWorker } from '../outbox/worker.js';
+import { createOutboxWorker, defaultLanes, type OutboxLane, type OutboxWorker } from '../outbox/worker.js';
 import { createCallbackStore } from '../db/callback-store.js';
 import { createGuardedAgent } from '../executors/address-guard.js';
 import type { Sweeper } from './sweeper.js';
 import type { AuditIntegrator } from '../audit/integrator.js';
-import { startAuditIntegrator, startSweeper } from './elected-work.js';
-import { signerFromEnvironment } from '../audit/key.js';
+import { auditKeysFromEnvironment, createAuditTrust, startAuditIntegrator, startSweeper, type AuditTrust } from './elected-work.js';
 import { loadConfigFile, resolveConfigPath, type TwokeyConfig } from '../config/config-file.js';
 import type { Env } from '../config/env.js';
 import type { Executor } from '../core/executor.js';
@@ -62,7 +61,7 @@ export interface StartOptions {
   outboxLanes?: readonly OutboxLane[];
   /** How long one outbox job may run (default 30 s, or half a shorter lease). */
   outboxHandlerDeadlineMs?: number;
-  /** How long a callback waits for its receiver's answer (default 10 s). */
+  /** How long a callback waits for its receiver's answer (default `TWOKEY_CALLBACK_TIMEOUT`, 5 s). */
   callbackTimeoutMs?: number;
   /** How often the sweeper prunes expired rows, by the clock (default 10 minutes). */
   pruneIntervalMs?: number;
@@ -135,11 +134,14 @@ interface Foundation {
   ownsDatabase: boolean;
   upstreamClients: UpstreamClients;
   services: Services;
+  auditTrust: AuditTrust;
 }
 
 /** The configuration, with the MCP upstreams' tools as operations, and the database and services it runs on. */
 async function openFoundation(options: StartOptions, logger: Logger): Promise<Foundation> {
   const { env } = options;
+  // First: a bad key setting stops start before anything is opened.
+  const auditKeys = auditKeysFromEnvironment(env);
   const upstreamClients = createUpstreamClients();
   // MCP upstreams' tools become operations before anything else reads the configuration.
   const config = await withUpstreamOperations(options.config ?? loadConfigFile(resolveConfigPath(env), process.env), upstreamClients).catch(
@@ -156,6 +158,7 @@ async function openFoundation(options: StartOptions, logger: Logger): Promise<Fo
       dataDir: env.TWOKEY_DATA_DIR,
       storage: { minFreeBytes: env.TWOKEY_MIN_FREE_DISK_MB * 1024 * 1024, log: logger.child({ component: 'storage' }) },
     }));
+  const auditTrust = createAuditTrust(env, auditKeys, database);
   const services = createServices({
     database,
     config,
@@ -165,8 +168,9 @@ async function openFoundation(options: StartOptions, logger: Logger): Promise<Fo
     upstreamClients,
     maxPendingPerAgent: env.TWOKEY_MAX_PENDING_PER_AGENT,
     outboxLanes: options.outboxLanes,
+    auditCheckpoints: () => auditTrust.witness.index(),
   });
-  return { env, logger, config, database, ownsDatabase, upstreamClients, services };
+  return { env, logger, config, database, ownsDatabase, upstreamClients, services, auditTrust };
 }
 
 /** The chat platforms, and the sync that keeps their messages in step with the proposals. */
@@ -203,7 +207,7 @@ function createOutbox(options: StartOptions, { logger, database, services }: Fou
     pollIntervalMs: options.outboxPollMs,
     leaseMs: options.outboxLeaseMs,
     backoff: options.outboxBackoff,
-    lanes: options.outboxLanes,
+    lanes: options.outboxLanes ?? defaultLanes(options.env.TWOKEY_CALLBACK_CONCURRENCY_PER_AGENT),
     handlerDeadlineMs: options.outboxHandlerDeadlineMs,
     handlers: {
       'chat.sync': (payload) => chatSync.sync(String(payload.proposalId), payload.platform === 'discord' ? 'discord' : 'slack'),
@@ -212,7 +216,7 @@ function createOutbox(options: StartOptions, { logger, database, services }: Fou
         callbacks: createCallbackStore(database.db),
         dispatcher: callbackAgent,
         clock: services.clock,
-        timeoutMs: options.callbackTimeoutMs,
+        timeoutMs: options.callbackTimeoutMs ?? options.env.TWOKEY_CALLBACK_TIMEOUT * 1000,
       }),
       [REMIND_JOB]: async (payload) => void (await services.followUps.remind(String(payload.proposalId), Number(payload.index ?? 0))),
       [ESCALATE_JOB]: async (payload) => void (await services.followUps.escalate(String(payload.proposalId))),
@@ -259,7 +263,11 @@ interface AgentLimits {
 function agentLimits(options: StartOptions, { database, services }: Foundation): AgentLimits {
   return {
     rateLimit: options.rateLimit ?? { max: 600, timeWindowMs: 60_000 },
-    failedAuth: createFailedAuthLimiter({ max: options.env.TWOKEY_MAX_FAILED_AUTH_PER_MINUTE, windowMs: 60_000, clock: services.clock }),
+    failedAuth: createFailedAuthLimiter({
+      max: options.env.TWOKEY_MAX_FAILED_AUTH_PER_MINUTE,
+      windowMs: 60_000,
+      clock: services.clock,
+    }),
     sharedRateLimits: database.kind === 'postgres' ? createSharedRateLimitStore({ db: database.db, now: () => services.clock().getTime() }) : null,
     // Long-polls wake on the change feed; the interval is the fallback re-read (on PostgreSQL it covers
     // a lost NOTIFY; on the embedded database, a second service instance on the same database).
@@ -271,6 +279,7 @@ function agentLimits(options: StartOptions, { database, services }: Foundation):
 async function createApp({ env, logger, database, services }: Foundation, limits: AgentLimits) {
   const app = await buildHttpApp({
     logger,
+    trustProxy: env.TWOKEY_TRUST_PROXY,
     rateLimitStore: limits.sharedRateLimits?.Store,
     agents: services.agents,
     proposals: services.proposals,
@@ -322,6 +331,8 @@ async function registerSurfaces(
     proposals: services.proposals,
     resumeStates: createResumeStateStore(database.db),
     clock: services.clock,
+    rateLimit,
+    failedAuth,
   });
 
   const webConsole = createWebConsole({ env, services });
@@ -341,6 +352,7 @@ async function registerSurfaces(
     consoleBase: () => publicBaseUrl(env, listeningUrl()),
     rateLimit,
     countToolCall: (tool, outcome) => services.metrics.mcpToolCalls.inc({ tool, outcome }),
+    failedAuth,
   });
 
   for (const integration of integrations) await integration.registerRoutes?.(app);
@@ -350,8 +362,6 @@ async function registerSurfaces(
 export async function startTwokey(options: StartOptions): Promise<RunningTwokey> {
   const { env } = options;
   const logger = createLogger(env.LOG_LEVEL, options.logStream);
-  // A missing or unreadable audit key stops start here, before anything opens or listens.
-  const auditSigner = signerFromEnvironment(env);
   const foundation = await openFoundation(options, logger);
   const { config, database, services } = foundation;
   // Agents choose callback URLs: every connection they cause goes through the address guard.
@@ -377,7 +387,7 @@ export async function startTwokey(options: StartOptions): Promise<RunningTwokey>
   if (url && integrations.length === 0 && options.announceConsole) options.announceConsole(await webConsole.firstRunSignIn(url));
 
   const sweeping = startSweeper(options, foundation, limits.sharedRateLimits);
-  const { audit, leader: auditLeader } = startAuditIntegrator(options, foundation, auditSigner);
+  const { audit, leader: auditLeader } = startAuditIntegrator(options, foundation);
 
   let closing: Promise<void> | null = null;
   const close = () => {

@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import type { OperationDefinition, TwokeyConfig } from '../config/config-file.js';
 import { createAgentService } from '../core/agents.js';
 import { createAuditService } from '../core/audit.js';
+import type { CheckpointIndex } from '../core/audit-chain.js';
 import { createChangeFeed } from '../core/changes.js';
 import type { Executor } from '../core/executor.js';
 import { finalStatuses, isAutomaticDecider, type Clock, type ProposalRecord } from '../core/model.js';
@@ -47,6 +48,8 @@ export interface ServicesOptions {
   upstreamClients?: UpstreamClients;
   /** The outbox's lanes, for the lane label of its metrics (the worker's default lanes otherwise). */
   outboxLanes?: readonly OutboxLane[];
+  /** The newest signed audit checkpoints, for the console's chain verdict (the server's witness). */
+  auditCheckpoints?: () => Promise<CheckpointIndex | null>;
 }
 
 function executorOf(operation: OperationDefinition, clock: Clock, agp: AgpRuntime, upstreams: UpstreamClients): Executor {
@@ -138,7 +141,14 @@ export function createServices(options: ServicesOptions) {
     if (proposal.callbackUrl && finalStatuses.includes(proposal.status)) {
       jobsToQueue.push({
         kind: 'callback.deliver',
-        payload: { proposalId: proposal.id, status: proposal.status, destination: callbackDestination(proposal.callbackUrl) },
+        // The lane key is the agent and the host: one agent's hanging receiver holds its own
+        // callbacks back, never another agent's to the same host (src/outbox/README.md).
+        payload: {
+          proposalId: proposal.id,
+          status: proposal.status,
+          agentId: proposal.agentId,
+          destination: `${proposal.agentId} ${callbackDestination(proposal.callbackUrl)}`,
+        },
         orderingKey: `callback:${proposal.id}`,
       });
     }
@@ -211,7 +221,7 @@ export function createServices(options: ServicesOptions) {
     followUps: createFollowUpService({ store, clock, operation: (name) => operations.get(name), effects, onChange }),
     grants: createGrantService({ store, clock, operation: (name) => operations.get(name), proposals, grants: createGrantReader(options.database.db) }),
     agents: createAgentService({ store, clock, knownOperations: () => [...operations.keys()], operations: () => [...operations.values()] }),
-    audit: createAuditService(store, clock),
+    audit: createAuditService(store, clock, options.auditCheckpoints),
     auditLog: createAuditLog(options.database.db),
   };
 }

@@ -93,6 +93,28 @@ describe('twokey CLI on the embedded database, beside a running server', { timeo
     }
   });
 
+  it('audit verify --checkpoints warns loudly and exits 3 without a pinned key, and passes with one', async () => {
+    const checkpoints = `${dataDir}.audit-checkpoints`;
+    // The key beside the data is all there is: whoever rewrote the table could have replaced it.
+    const unpinned = await runCli(['audit', 'verify', '--checkpoints', checkpoints], env);
+    expect(unpinned.code).toBe(3);
+    expect(unpinned.stdout).toMatch(/audit chain ok: \d+ rows verified, consistent with \d+ signed checkpoint/);
+    expect(unpinned.stderr).toContain('WARNING: NO PINNED PUBLIC KEY');
+    expect(unpinned.stderr).toContain(`read from ${dataDir}.audit-key.pem`);
+
+    const key = (await runCli(['audit', 'key'], env)).stdout.trim();
+    const pinned = await runCli(['audit', 'verify', '--checkpoints', checkpoints, '--public-key', key], env);
+    expect(pinned.code).toBe(0);
+    expect(pinned.stderr).not.toContain('WARNING');
+    const pinnedByEnv = await runCli(['audit', 'verify', '--checkpoints', checkpoints], { ...env, TWOKEY_AUDIT_PUBLIC_KEY: key });
+    expect(pinnedByEnv.code).toBe(0);
+
+    // The chain alone passes, and says on stderr what it does not prove.
+    const chainOnly = await runCli(['audit', 'verify'], env);
+    expect(chainOnly.code).toBe(0);
+    expect(chainOnly.stderr).toContain('checks the chain alone');
+  });
+
   it('audit verify names the first tampered row, and the log refuses plain UPDATE and DELETE', async () => {
     const db = new PGlite(pgliteDirectory(dataDir));
     try {

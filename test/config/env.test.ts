@@ -30,6 +30,9 @@ describe('loadEnv', () => {
       TWOKEY_IDEMPOTENCY_MAX_RESPONSE_BYTES: 65_536,
       TWOKEY_MIN_FREE_DISK_MB: 128,
       TWOKEY_WATCHDOG_SECONDS: 30,
+      TWOKEY_TRUST_PROXY: false,
+      TWOKEY_CALLBACK_TIMEOUT: 5,
+      TWOKEY_CALLBACK_CONCURRENCY_PER_AGENT: 4,
       LOG_LEVEL: 'info',
     });
   });
@@ -79,6 +82,43 @@ describe('loadEnv', () => {
     expect(loadEnv({ TWOKEY_MCP_WAIT: '300' }).TWOKEY_MCP_WAIT).toBe(300);
     expect(() => loadEnv({ TWOKEY_MCP_WAIT: '301' })).toThrow(/TWOKEY_MCP_WAIT: expected whole seconds between 0 and 300/);
     expect(() => loadEnv({ TWOKEY_MCP_WAIT: '1.5' })).toThrow(/TWOKEY_MCP_WAIT/);
+  });
+
+  it('takes TWOKEY_TRUST_PROXY as true, false or a list of proxy addresses, and nothing else', () => {
+    expect(loadEnv({ TWOKEY_TRUST_PROXY: 'true' }).TWOKEY_TRUST_PROXY).toBe(true);
+    expect(loadEnv({ TWOKEY_TRUST_PROXY: 'false' }).TWOKEY_TRUST_PROXY).toBe(false);
+    expect(loadEnv({ TWOKEY_TRUST_PROXY: '10.0.0.0/8, 192.168.1.7,::1,loopback' }).TWOKEY_TRUST_PROXY).toEqual([
+      '10.0.0.0/8',
+      '192.168.1.7',
+      '::1',
+      'loopback',
+    ]);
+    // A hop count is refused: fastify 5 trusts nobody with one, which would silently do nothing.
+    for (const bad of ['1', 'yes', '10.0.0.0/33', 'proxy.internal', '10.0.0.1,']) {
+      expect(envError({ TWOKEY_TRUST_PROXY: bad }).issues).toEqual([
+        'TWOKEY_TRUST_PROXY: expected true, false, or a comma-separated list of proxy IP addresses, CIDRs, loopback, linklocal or uniquelocal',
+      ]);
+    }
+  });
+
+  it('takes the callback timeout and per-agent concurrency in range', () => {
+    expect(loadEnv({ TWOKEY_CALLBACK_TIMEOUT: '2', TWOKEY_CALLBACK_CONCURRENCY_PER_AGENT: '1' })).toMatchObject({
+      TWOKEY_CALLBACK_TIMEOUT: 2,
+      TWOKEY_CALLBACK_CONCURRENCY_PER_AGENT: 1,
+    });
+    expect(envError({ TWOKEY_CALLBACK_TIMEOUT: '0' }).issues).toEqual(['TWOKEY_CALLBACK_TIMEOUT: expected whole seconds between 1 and 25']);
+    expect(envError({ TWOKEY_CALLBACK_CONCURRENCY_PER_AGENT: '17' }).issues).toEqual([
+      'TWOKEY_CALLBACK_CONCURRENCY_PER_AGENT: expected an integer between 1 and 16',
+    ]);
+  });
+
+  it('takes TWOKEY_AUDIT_PUBLIC_KEY as one or more base64 Ed25519 public keys', () => {
+    const one = Buffer.alloc(32, 1).toString('base64');
+    const two = Buffer.alloc(32, 2).toString('base64');
+    expect(loadEnv({ TWOKEY_AUDIT_PUBLIC_KEY: `${one}, ${two}` }).TWOKEY_AUDIT_PUBLIC_KEY).toEqual([one, two]);
+    for (const bad of [Buffer.alloc(31, 1).toString('base64'), 'not a key', `${one},`]) {
+      expect(envError({ TWOKEY_AUDIT_PUBLIC_KEY: bad }).issues[0]).toMatch(/^TWOKEY_AUDIT_PUBLIC_KEY: expected one or more base64 Ed25519 public keys/);
+    }
   });
 
   it('names the variable in the message', () => {

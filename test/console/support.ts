@@ -73,6 +73,7 @@ export async function startConsoleTwokey(options: {
   database?: Database;
   configYaml?: string;
   executorFor?: TestTwokeyOptions['executorFor'];
+  auditIntervalMs?: number;
 }): Promise<ConsoleTwokey> {
   const twokey = await startTestTwokey({
     driver: options.driver,
@@ -81,6 +82,7 @@ export async function startConsoleTwokey(options: {
     env: options.env,
     database: options.database,
     executorFor: options.executorFor,
+    auditIntervalMs: options.auditIntervalMs,
   });
   const web = twokey.webConsole;
   const baseUrl = options.listen ? await twokey.app.listen({ host: '127.0.0.1', port: 0 }) : 'http://localhost:80';

@@ -20,10 +20,11 @@ async function appWith(options: { maxFailures?: number; authenticate?: (token: s
       isRefusal: (error) => error instanceof Refused,
       attach: (request, principal) => principals.set(request, principal),
       failures: {
-        check: () => {
-          if (failures.length >= (options.maxFailures ?? Infinity)) throw Object.assign(new Error('too many failures'), { statusCode: 429 });
+        recordFailure: (request, token) => {
+          failures.push(`${request.ip} ${token ?? '(none)'}`);
+          if (failures.length <= (options.maxFailures ?? Infinity)) return null;
+          return { error: Object.assign(new Error('too many failures'), { statusCode: 429 }), retryAfterSeconds: 42 };
         },
-        recordFailure: (request) => failures.push(request.ip),
       },
     }),
   );
@@ -81,9 +82,17 @@ describe('bearerAuthHook', () => {
     expect(failures).toEqual([]);
   });
 
-  it('refuses a caller past its failure limit before looking at the token', async () => {
+  it('counts each refusal with the token it carried, none for a missing header', async () => {
+    const { app, failures } = await appWith();
+    open = app;
+    await app.inject({ url: '/' });
+    await app.inject({ url: '/', headers: { authorization: 'Bearer bad' } });
+    expect(failures).toEqual(['127.0.0.1 (none)', '127.0.0.1 bad']);
+  });
+
+  it('checks the token first: an accepted token is served even when its caller is far past the failure limit', async () => {
     let looked = 0;
-    const { app } = await appWith({
+    const { app, failures } = await appWith({
       maxFailures: 1,
       authenticate: async (token) => {
         looked += 1;
@@ -92,9 +101,22 @@ describe('bearerAuthHook', () => {
       },
     });
     open = app;
+    for (let attempt = 0; attempt < 5; attempt += 1) await app.inject({ url: '/', headers: { authorization: 'Bearer bad' } });
+    const served = await app.inject({ url: '/', headers: { authorization: 'Bearer good' } });
+    expect(served.statusCode).toBe(200);
+    expect(served.json()).toEqual({ principal: 'agent_1' });
+    expect(looked).toBe(6);
+    // The accepted token is not a failure, and does not reset anyone's count.
+    expect(failures).toHaveLength(5);
+  });
+
+  it("past the limit, a refused token is answered with the counter's error and Retry-After", async () => {
+    const { app } = await appWith({ maxFailures: 1 });
+    open = app;
     expect((await app.inject({ url: '/', headers: { authorization: 'Bearer bad' } })).statusCode).toBe(401);
-    const blocked = await app.inject({ url: '/', headers: { authorization: 'Bearer good' } });
-    expect(blocked.statusCode).toBe(429);
-    expect(looked).toBe(1);
+    const limited = await app.inject({ url: '/', headers: { authorization: 'Bearer bad' } });
+    expect(limited.statusCode).toBe(429);
+    expect(limited.headers['retry-after']).toBe('42');
+    expect(limited.json().message).toBe('too many failures');
   });
 });

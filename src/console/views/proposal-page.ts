@@ -63,10 +63,19 @@ function timeline(events: AuditEventRecord[]): SafeHtml {
   </ol>`;
 }
 
+/**
+ * "Intact" only when the chain also matches the newest signed checkpoint: links alone hold against
+ * no one who can rewrite the table and recompute every hash.
+ */
 function chainState(verdict: ChainVerdict): SafeHtml {
-  return verdict.ok
-    ? html`<p class="chain chain-ok"><span aria-hidden="true">✔</span> <strong>Audit chain intact</strong>: all ${verdict.rows} events verified, each hash linking to the one before.</p>`
-    : html`<p class="chain chain-broken" role="alert"><span aria-hidden="true">✕</span> <strong>Audit chain BROKEN</strong> at event #${verdict.seq}: ${verdict.reason}. Run <code>twokey audit verify</code> and investigate.</p>`;
+  if (!verdict.ok) {
+    return html`<p class="chain chain-broken" role="alert"><span aria-hidden="true">✕</span> <strong>Audit chain BROKEN</strong> at event #${verdict.seq}: ${verdict.reason}. Run <code>twokey audit verify --checkpoints</code> and investigate.</p>`;
+  }
+  if (!verdict.checkpoints) {
+    return html`<p class="chain chain-unproven"><span aria-hidden="true">!</span> <strong>Audit chain links verified</strong> (${verdict.rows} events), but no signed checkpoint is there to compare them with yet, so this proves nothing against someone who can rewrite the table.</p>`;
+  }
+  const signed = verdict.signedAt ? html`, signed ${timeTag(new Date(verdict.signedAt))}` : html``;
+  return html`<p class="chain chain-ok"><span aria-hidden="true">✔</span> <strong>Audit chain intact</strong>: all ${verdict.rows} events verified, each hash linking to the one before, and matching the newest signed checkpoint (${verdict.covered ?? 0} events${signed}).</p>`;
 }
 
 export function proposalPage(input: {
