@@ -11,6 +11,7 @@ import { loadEnv, type Env } from '../config/env.js';
 import { ConfigError } from '../config/errors.js';
 import { isTwokeyError } from '../core/errors.js';
 import { DataDirLockedError, isDataDirLocked, openDatabase } from '../db/database.js';
+import { handleProcessFaults } from '../runtime/process-faults.js';
 import { startTwokey } from '../runtime/server.js';
 import { createServices } from '../runtime/services.js';
 import { printAdminResult } from './output.js';
@@ -68,8 +69,8 @@ function addProcessCommands(program: Command, env: () => Env): void {
     .action(async () => {
       // Printed, not logged: the logger would (rightly) scrub the sign-in token out of it.
       const running = await startTwokey({ env: env(), announceConsole: (text) => process.stdout.write(text) });
-      // A malformed event from a chat library must not take the approval gateway down with it.
-      process.on('unhandledRejection', (reason) => running.logger.error({ err: reason }, 'unhandled rejection'));
+      // A database driver's error is survived; anything else that nothing caught ends the process.
+      handleProcessFaults({ logger: running.logger });
       const stop = () => void running.close().then(() => process.exit(0));
       process.once('SIGINT', stop);
       process.once('SIGTERM', stop);

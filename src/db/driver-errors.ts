@@ -64,10 +64,9 @@ const THROWN_BY_DRIVER = /^[^\n]*\n\s+at [^\n]*[\\/]node_modules[\\/]postgres[\\
  * change was one transaction); anything else that reaches the process unhandled ends it.
  */
 export function isDriverError(error: unknown): boolean {
+  if (isDatabaseUnavailable(error)) return true;
   for (const link of causes(error)) {
     if (link instanceof postgres.PostgresError || link instanceof DrizzleQueryError || link instanceof DatabaseConnectionError) return true;
-    const code = codeOf(link);
-    if (code !== null && DRIVER_CONNECTION_CODES.has(code)) return true;
     if (link instanceof Error && THROWN_BY_DRIVER.test(link.stack ?? '')) return true;
   }
   return false;

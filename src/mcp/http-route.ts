@@ -10,6 +10,7 @@ import {
 } from '@modelcontextprotocol/sdk/types.js';
 import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
 import { isTwokeyError } from '../core/errors.js';
+import { isDatabaseUnavailable } from '../db/driver-errors.js';
 import type { AgentRecord } from '../core/model.js';
 import type { McpStore } from '../db/mcp-store.js';
 import { agentOf, authenticateAgent, perAgentRateLimit } from '../http/agent-auth.js';
@@ -79,6 +80,12 @@ function buildServer(agent: AgentRecord, deps: McpRouteDeps, calls: McpCalls, wa
     } catch (error) {
       if (error instanceof UnknownToolError) throw new McpError(ErrorCode.InvalidParams, error.message);
       if (isTwokeyError(error) && CALLER_ERRORS.has(error.code)) return toolError(error.message);
+      if (isDatabaseUnavailable(error) || (isTwokeyError(error) && error.code === 'database_unavailable')) {
+        log.warn({ tool: request.params.name }, 'mcp tools/call: database unavailable');
+        return toolError(
+          'twokey cannot reach its database right now. Call this tool again with the same arguments in a minute: it finds the same request, never a new one.',
+        );
+      }
       log.error({ err: error, tool: request.params.name }, 'mcp tools/call failed');
       return toolError('twokey could not handle this call (internal error); nothing new was requested. Try again later.');
     } finally {
