@@ -31,6 +31,15 @@ function within<T>(ms: number, query: () => Promise<T>): Promise<T> {
 const QUERY_TIMEOUT_MS = 5_000;
 
 /**
+ * When to try again. A database that is down is tried again at the normal pace, so the singleton
+ * work resumes within one period of its return (backing off to a minute kept it stopped that long
+ * after an outage). Only work that fails to start once elected backs off, up to a minute.
+ */
+export function nextElectionDelayMs(retryMs: number, workFailures: number): number {
+  return workFailures > 0 ? Math.min(retryMs * 2 ** Math.min(workFailures, 6), 60_000) : retryMs;
+}
+
+/**
  * Elects one replica for work that must run once per fleet (the sweeper, the Discord gateway
  * connection): the holder of a PostgreSQL session-level advisory lock. The lock lives on a client of
  * its own with one connection that is never recycled — a pooled connection could be handed to other
@@ -107,10 +116,7 @@ export function createLeaderElection(options: LeaderElectionOptions) {
         })
         .finally(() => {
           ticking = null;
-          // A database that is down is tried again at the normal pace, so that the singleton work
-          // resumes within one period of its return (a backoff to a minute kept it stopped that
-          // long). Only work that fails to start backs off, up to a minute.
-          schedule(workFailures > 0 ? Math.min(retryMs * 2 ** Math.min(workFailures, 6), 60_000) : retryMs);
+          schedule(nextElectionDelayMs(retryMs, workFailures));
         });
     }, delayMs);
     timer.unref();
