@@ -259,7 +259,7 @@ describeOnPostgres('PostgreSQL crashes mid-burst and comes back 5 s later', () =
 
       // Decided after the restart: their callbacks show the outbox working again.
       const decidedAfter = retries.filter(([task, retried]) => task.kind !== 'propose' && acknowledged(retried)).map(([task]) => task.id);
-      await verifyOutcome({ cluster, downstream, receiver, tasks, decidedAfter });
+      await verifyOutcome({ cluster, downstream, receiver, tasks, answers, decidedAfter });
       phase('settle');
       for (const replica of replicas) expect(replica.child.exitCode, replica.output()).toBeNull();
       console.log(
@@ -305,6 +305,7 @@ async function verifyOutcome(run: {
   downstream: FakeDownstream;
   receiver: { deliveries: Set<string> };
   tasks: Task[];
+  answers: Map<Task, Answer>;
   decidedAfter: string[];
 }): Promise<void> {
   const sql = postgres(run.cluster.url, { max: 1, onnotice: () => {} });
@@ -329,6 +330,9 @@ async function verifyOutcome(run: {
       expect(row?.approvals, task.id).toBeLessThanOrEqual(1);
       if (task.kind === 'approve') expect(row?.approvals, task.id).toBe(1);
     }
+    // Every proposal acknowledged with a 201 exists.
+    const created = [...run.answers.entries()].filter(([task, answer]) => task.kind === 'propose' && acknowledged(answer));
+    expect(created.map(([, answer]) => byId.get(String(answer.body?.id))?.status)).toEqual(created.map(() => 'pending'));
     // Nothing ran that is not committed, nothing committed that did not run, and every proposal
     // left is still decidable.
     expect(rows.filter((row) => row.status === 'committed' && !executed.has(row.id)).map((row) => row.id)).toEqual([]);
