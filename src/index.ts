@@ -7,6 +7,7 @@ export { loadEnv, type Env, type LogLevel, type AgenrExecutePolicy } from './con
 export { parseConfig, loadConfigFile, resolveConfigPath, EXAMPLE_CONFIG_PATH, type TwokeyConfig, type OperationDefinition } from './config/config-file.js';
 export { ConfigError } from './config/errors.js';
 export { openDatabase, DataDirLockedError, type Database, type OpenOptions } from './db/database.js';
+export { handleProcessFaults, type ProcessFaultOptions } from './runtime/process-faults.js';
 export type { Executor, ExecutionRequest } from './core/executor.js';
 export type { Clock, ProposalStatus } from './core/model.js';
 export type { Outcome, OutcomeKind } from './core/outcome.js';

@@ -14,7 +14,8 @@ import { drizzle as drizzlePglite } from 'drizzle-orm/pglite';
 import { migrate as migratePglite } from 'drizzle-orm/pglite/migrator';
 import { drizzle as drizzlePostgres } from 'drizzle-orm/postgres-js';
 import postgres from 'postgres';
-import { migratePostgresLocked, migrationsFolder, postgresDatabase, withNamedStatements, type Database } from '../../src/db/database.js';
+import { migratePostgresLocked, migrationsFolder, postgresDatabase, type Database } from '../../src/db/database.js';
+import { pooledClient } from '../../src/db/postgres-client.js';
 import { schema } from '../../src/db/schema.js';
 
 type Row = Record<string, unknown>;
@@ -127,8 +128,8 @@ export async function openRecordedDatabase(url: string | undefined, recorder: Sq
   if (url) {
     await migratePostgresLocked(url);
     const client = postgres(url, { max: 10, onnotice: () => {} });
-    // Named statements as `twokey serve` has them (src/db/database.ts), seen by the recorder.
-    const db = drizzlePostgres({ client: tracePostgres(withNamedStatements(client), recorder, null), schema });
+    // The pool as `twokey serve` has it (named statements, reserved transactions), seen by the recorder.
+    const db = drizzlePostgres({ client: tracePostgres(pooledClient(client), recorder, null), schema });
     return postgresDatabase(url, client, db);
   }
   const client = new PGlite();

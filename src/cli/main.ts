@@ -10,6 +10,7 @@ import { loadConfigFile, resolveConfigPath } from '../config/config-file.js';
 import { loadEnv, type Env } from '../config/env.js';
 import { ConfigError } from '../config/errors.js';
 import { isDataDirLocked, openDatabase } from '../db/database.js';
+import { handleProcessFaults } from '../runtime/process-faults.js';
 import { startTwokey } from '../runtime/server.js';
 import { watchdogFromEnv } from '../runtime/watchdog.js';
 import { createServices } from '../runtime/services.js';
@@ -98,8 +99,8 @@ function addProcessCommands(program: Command, env: () => Env): void {
       const running = await startTwokey({ env: settings, announceConsole: (text) => process.stdout.write(text) });
       // From here on: opening a new embedded database legitimately holds the loop for seconds.
       watchdogFromEnv(settings);
-      // A malformed event from a chat library must not take the approval gateway down with it.
-      process.on('unhandledRejection', (reason) => running.logger.error({ err: reason }, 'unhandled rejection'));
+      // A database driver's error is survived; anything else that nothing caught ends the process.
+      handleProcessFaults({ logger: running.logger });
       // The spans still buffered go out after the last request is answered.
       const stop = () =>
         void running.close().then(async () => {

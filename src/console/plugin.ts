@@ -3,6 +3,8 @@ import formbody from '@fastify/formbody';
 import type { FastifyError, FastifyInstance } from 'fastify';
 import { serializerCompiler, validatorCompiler } from 'fastify-type-provider-zod';
 import { isTwokeyError, type TwokeyError } from '../core/errors.js';
+import { isDatabaseUnavailable } from '../db/driver-errors.js';
+import { DATABASE_RETRY_AFTER_SECONDS } from '../http/errors.js';
 import type { ConsoleContext } from './context.js';
 import { createConsoleGuard } from './guard.js';
 import type { ConsoleQueries, ConsoleServices } from './ports.js';
@@ -68,6 +70,12 @@ export async function registerConsoleRoutes(app: FastifyInstance, deps: ConsoleR
       });
 
       scope.setErrorHandler((error: FastifyError | TwokeyError, request, reply) => {
+        if (isDatabaseUnavailable(error)) {
+          request.log.warn({ code: 'database_unavailable', url: request.url }, 'console request: database unavailable');
+          reply.header('retry-after', String(DATABASE_RETRY_AFTER_SECONDS));
+          const message = 'twokey cannot reach its database right now, so it cannot confirm this. Reload in a minute to see where things stand.';
+          return send(reply, 503, refusal(null, { heading: 'Not done', message, back: '/console' }));
+        }
         const status = isTwokeyError(error) ? error.status : (error.statusCode ?? 500);
         if (status >= 500) request.log.error({ err: error }, 'console request failed');
         const message = status >= 500 ? 'Something went wrong on the server; the log has the details for this request.' : error.message;

@@ -32,6 +32,8 @@ export const errorStatus = {
   internal: 500,
   execution_failed: 502,
   unavailable: 503,
+  /** The database cannot be reached right now; the answer carries Retry-After. */
+  database_unavailable: 503,
   // The embedded database is short of disk space: writes are refused until it is freed.
   insufficient_storage: 507,
 } as const;

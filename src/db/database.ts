@@ -12,6 +12,7 @@ import postgres from 'postgres';
 import lockfile from 'proper-lockfile';
 import { createEmbeddedStorage, explainOpenFailure, type StorageLog } from './embedded-storage.js';
 import { createNotifier, type Notifier } from './notifier.js';
+import { pooledClient } from './postgres-client.js';
 import { schema } from './schema.js';
 
 export type Db = PgDatabase<PgQueryResultHKT, typeof schema>;
@@ -190,40 +191,15 @@ export function reconnectDelaySeconds(failedAttempts: number): number {
 }
 
 /**
- * drizzle asks postgres.js for an unnamed statement on every query but its own `.prepare()`d ones,
- * and postgres.js then describes each parameterised statement before it binds it: two round trips,
- * and two socket writes, per statement (a quarter of a busy server's CPU went to those writes).
- * Named statements, kept per connection, need one round trip from their second use on. The
- * client-level option still wins: `?prepare=false` in DATABASE_URL turns them off for a pooler that
- * cannot hold them. The set of statement texts is bounded (drizzle renders each query shape to one
- * text), and postgres.js recycles connections (`max_lifetime`), which bounds what each one keeps.
+ * How long a connection attempt may take (postgres.js waits 30 s). A database that drops packets
+ * rather than refusing them would otherwise hold every request that long before its 503.
  */
-export function withNamedStatements<T extends postgres.Sql | postgres.TransactionSql>(sql: T): T {
-  return new Proxy(sql, {
-    get(target, property, receiver) {
-      const value: unknown = Reflect.get(target, property, receiver);
-      if (property === 'unsafe') {
-        const unsafe = target.unsafe.bind(target);
-        return (text: string, params?: postgres.ParameterOrJSON<never>[], options?: postgres.UnsafeQueryOptions) =>
-          unsafe(text, params, { ...options, prepare: true });
-      }
-      // The transaction's own client (drizzle runs every statement of a transaction on it) too.
-      if ((property === 'begin' || property === 'savepoint') && typeof value === 'function') {
-        return (...args: unknown[]) => {
-          const work = args.at(-1);
-          if (typeof work === 'function') args[args.length - 1] = (tx: postgres.TransactionSql) => (work as (tx: unknown) => unknown)(withNamedStatements(tx));
-          return (value as (...args: unknown[]) => unknown).apply(target, args);
-        };
-      }
-      return value;
-    },
-  });
-}
+export const CONNECT_TIMEOUT_SECONDS = 10;
 
 async function openPostgres(url: string, poolSize: number): Promise<Database> {
   await migratePostgresLocked(url);
-  const client = postgres(url, { max: poolSize, onnotice: () => {}, backoff: reconnectDelaySeconds });
-  return postgresDatabase(url, client, drizzlePostgres({ client: withNamedStatements(client), schema }));
+  const client = postgres(url, { max: poolSize, onnotice: () => {}, backoff: reconnectDelaySeconds, connect_timeout: CONNECT_TIMEOUT_SECONDS });
+  return postgresDatabase(url, client, drizzlePostgres({ client: pooledClient(client), schema }));
 }
 
 /** A PostgreSQL database over `client`, with the notifier that wakes other replicas; closing closes both. */

@@ -1,5 +1,6 @@
 import postgres from 'postgres';
 import { withDeadline } from '../lib/timeouts.js';
+import { CONNECT_TIMEOUT_SECONDS, reconnectDelaySeconds } from './database.js';
 
 /** What the election logs; pino's and fastify's loggers both fit. */
 export interface ElectionLog {
@@ -30,6 +31,15 @@ function within<T>(ms: number, query: () => Promise<T>): Promise<T> {
 const QUERY_TIMEOUT_MS = 5_000;
 
 /**
+ * When to try again. A database that is down is tried again at the normal pace, so the singleton
+ * work resumes within one period of its return (backing off to a minute kept it stopped that long
+ * after an outage). Only work that fails to start once elected backs off, up to a minute.
+ */
+export function nextElectionDelayMs(retryMs: number, workFailures: number): number {
+  return workFailures > 0 ? Math.min(retryMs * 2 ** Math.min(workFailures, 6), 60_000) : retryMs;
+}
+
+/**
  * Elects one replica for work that must run once per fleet (the sweeper, the Discord gateway
  * connection): the holder of a PostgreSQL session-level advisory lock. The lock lives on a client of
  * its own with one connection that is never recycled — a pooled connection could be handed to other
@@ -45,7 +55,8 @@ export function createLeaderElection(options: LeaderElectionOptions) {
   let timer: NodeJS.Timeout | null = null;
   let ticking: Promise<void> | null = null;
   let stopped = true;
-  let failures = 0;
+  /** The singleton work failed to start this many times in a row (not the database: that is retried at the normal pace). */
+  let workFailures = 0;
 
   async function resign(): Promise<void> {
     const wasLeading = leading;
@@ -62,7 +73,9 @@ export function createLeaderElection(options: LeaderElectionOptions) {
     options.log().info({ singleton: options.name }, 'this replica now runs the singleton');
     try {
       await options.onElected?.();
+      workFailures = 0;
     } catch (error) {
+      workFailures += 1;
       // Let another replica try: the failure may be this one's network.
       await resign();
       throw error;
@@ -96,19 +109,14 @@ export function createLeaderElection(options: LeaderElectionOptions) {
     if (stopped) return;
     timer = setTimeout(() => {
       ticking = tick()
-        .then(() => {
-          failures = 0;
-        })
         .catch(async (error: unknown) => {
-          failures += 1;
           // Cannot prove we still hold the lock: another replica may already lead.
           if (leading) await resign();
           options.log().warn({ err: error, singleton: options.name }, 'leader election failed; will retry');
         })
         .finally(() => {
           ticking = null;
-          // Back off after repeated failures (database down, work that cannot start), up to a minute.
-          schedule(Math.min(retryMs * 2 ** Math.min(failures, 6), 60_000));
+          schedule(nextElectionDelayMs(retryMs, workFailures));
         });
     }, delayMs);
     timer.unref();
@@ -125,7 +133,9 @@ export function createLeaderElection(options: LeaderElectionOptions) {
           // The connection must live as long as the process: recycling it would drop the lock.
           idle_timeout: 0,
           max_lifetime: null,
-          connect_timeout: 10,
+          connect_timeout: CONNECT_TIMEOUT_SECONDS,
+          // After an outage, back within about 2 s like the pool (postgres.js's own delay grows to 20 s).
+          backoff: reconnectDelaySeconds,
         });
       }
       schedule(0);

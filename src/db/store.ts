@@ -141,7 +141,10 @@ function sendBeforeCommit(tx: Executor, statement: SQL): Promise<unknown> | null
   if (typeof client?.client?.unsafe !== 'function') return null;
   const query = dialect.sqlToQuery(statement);
   // `execute()` queues it on the connection at once, ahead of the COMMIT that follows.
-  return client.client.unsafe(query.sql, query.params as postgres.ParameterOrJSON<never>[], { prepare: true }).execute();
+  const sent = client.client.unsafe(query.sql, query.params as postgres.ParameterOrJSON<never>[], { prepare: true }).execute();
+  // Observed from the start: when it fails, the transaction fails first, and its failure is read after.
+  sent.catch(() => undefined);
+  return sent;
 }
 
 /**
@@ -256,18 +259,21 @@ async function inTransaction<T>(
   work: (tx: StoreTransaction) => Promise<T>,
 ): Promise<{ value: T; dueKinds: string[]; notifications: Notification[] }> {
   let beforeCommit: Promise<unknown> | null = null;
-  const done = await db.transaction(async (tx) => {
-    const store = transactionStore(tx, replica);
-    const value = await work(store);
-    const { statement, dueKinds, notifications } = store.buffered();
-    if (statement) {
-      beforeCommit = sendBeforeCommit(tx, statement);
-      if (!beforeCommit) await tx.execute(statement);
-    }
-    return { value, dueKinds, notifications };
-  });
-  if (beforeCommit) await beforeCommit;
-  return done;
+  try {
+    return await db.transaction(async (tx) => {
+      const store = transactionStore(tx, replica);
+      const value = await work(store);
+      const { statement, dueKinds, notifications } = store.buffered();
+      if (statement) {
+        beforeCommit = sendBeforeCommit(tx, statement);
+        if (!beforeCommit) await tx.execute(statement);
+      }
+      return { value, dueKinds, notifications };
+    });
+  } finally {
+    // Its own error says what failed, rather than the COMMIT that PostgreSQL answered with a rollback.
+    if (beforeCommit) await beforeCommit;
+  }
 }
 
 function jobInsertCte(spec: OutboxJobSpec, at: Date, index: number): SQL {

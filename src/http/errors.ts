@@ -1,5 +1,25 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest, FastifySchemaValidationError } from 'fastify';
 import { TwokeyError, type ErrorCode, type ErrorDetail } from '../core/errors.js';
+import { isDatabaseUnavailable } from '../db/driver-errors.js';
+
+/**
+ * What a 503 `database_unavailable` asks the client to wait. The pool reconnects within about 2 s
+ * of the database coming back; a restart takes a few seconds more.
+ */
+export const DATABASE_RETRY_AFTER_SECONDS = 5;
+
+/** Said the same way on every route: what the client can do, nothing of the driver's internals. */
+export function databaseUnavailable(): TwokeyError {
+  return new TwokeyError('database_unavailable', `twokey cannot reach its database right now; try again in ${DATABASE_RETRY_AFTER_SECONDS} seconds`);
+}
+
+/** The innermost error's code or name, for the log: enough to tell a refused connection from a closed one. */
+function rootCause(error: unknown): string {
+  let current: unknown = error;
+  while (typeof current === 'object' && current !== null && (current as { cause?: unknown }).cause) current = (current as { cause?: unknown }).cause;
+  const { code, name } = (current ?? {}) as { code?: unknown; name?: unknown };
+  return String(code ?? name ?? 'unknown');
+}
 
 function send(reply: FastifyReply, request: FastifyRequest, code: ErrorCode, status: number, message: string, details?: ErrorDetail[]) {
   return reply.status(status).send({
@@ -84,6 +104,13 @@ function wrappedTwokeyError(error: unknown): TwokeyError | null {
 
 export function installErrorHandling(app: FastifyInstance): void {
   app.setErrorHandler((error: FastifyError | TwokeyError, request, reply) => {
+    if (isDatabaseUnavailable(error) || (error instanceof TwokeyError && error.code === 'database_unavailable')) {
+      // Expected while PostgreSQL restarts: one line, without the failed query and its parameters.
+      request.log.warn({ code: 'database_unavailable', cause: rootCause(error) }, 'database unavailable');
+      reply.header('retry-after', String(DATABASE_RETRY_AFTER_SECONDS));
+      const answer = databaseUnavailable();
+      return send(reply, request, answer.code, answer.status, answer.message);
+    }
     const known = wrappedTwokeyError(error) ?? fromFastify(error);
     if (known && known.status < 500) {
       return send(reply, request, known.code, known.status, known.message, known.details);

@@ -10,6 +10,7 @@ import {
 } from '@modelcontextprotocol/sdk/types.js';
 import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
 import { isTwokeyError } from '../core/errors.js';
+import { isDatabaseUnavailable } from '../db/driver-errors.js';
 import type { AgentRecord } from '../core/model.js';
 import type { McpStore } from '../db/mcp-store.js';
 import type { TokenSealer } from '../core/request-identity.js';
@@ -109,6 +110,13 @@ function buildServer(
       if (isTwokeyError(error) && CALLER_ERRORS.has(error.code)) {
         outcome = 'refused';
         return toolError(error.message);
+      }
+      if (isDatabaseUnavailable(error) || (isTwokeyError(error) && error.code === 'database_unavailable')) {
+        outcome = 'database_unavailable';
+        log.warn({ tool: request.params.name }, 'mcp tools/call: database unavailable');
+        return toolError(
+          'twokey cannot reach its database right now. Call this tool again with the same arguments in a minute: it finds the same request, never a new one.',
+        );
       }
       log.error({ err: error, tool: request.params.name }, 'mcp tools/call failed');
       return toolError('twokey could not handle this call (internal error); nothing new was requested. Try again later.');

@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
 import { DeliveryError } from '../lib/delivery-error.js';
+import { isDatabaseUnavailable } from '../db/driver-errors.js';
 import type { JobRow, JobStore } from '../db/jobs-store.js';
 import { scrubSecrets } from '../lib/secrets.js';
 import { withDeadline } from '../lib/timeouts.js';
@@ -128,13 +129,41 @@ function createCompletionBatcher(jobs: JobStore, clock: () => Date) {
   };
 }
 
+/** How often an outcome the database could not take is offered again. */
+const RECORD_RETRY_MS = 250;
+
 /** Runs one claimed job and records its outcome, each outcome fenced by the job's claim stamp. */
 function createJobRunner(
   options: OutboxWorkerOptions,
-  settings: { clock: () => Date; handlerDeadlineMs: number; backoff: { baseMs: number; maxMs: number }; random: () => number },
+  settings: {
+    clock: () => Date;
+    handlerDeadlineMs: number;
+    leaseMs: number;
+    backoff: { baseMs: number; maxMs: number };
+    random: () => number;
+    stopping: () => boolean;
+  },
 ) {
   const { clock, handlerDeadlineMs, backoff, random } = settings;
   const completions = createCompletionBatcher(options.jobs, clock);
+
+  /**
+   * Writes an outcome, again and again while the database cannot be reached: a job that was done
+   * when the database went away is recorded once it is back, instead of waiting out its lease and
+   * running a second time. Bounded by the lease (after it the fenced write changes nothing anyway)
+   * and by shutdown.
+   */
+  async function record<T>(write: () => Promise<T>): Promise<T> {
+    const giveUpAt = Date.now() + settings.leaseMs;
+    for (;;) {
+      try {
+        return await write();
+      } catch (error) {
+        if (!isDatabaseUnavailable(error) || settings.stopping() || Date.now() + RECORD_RETRY_MS > giveUpAt) throw error;
+        await new Promise((retry) => setTimeout(retry, RECORD_RETRY_MS));
+      }
+    }
+  }
 
   function runWithDeadline(handler: JobHandler, job: JobRow): Promise<void> {
     return withDeadline(
@@ -154,27 +183,33 @@ function createJobRunner(
 
   return async function runJob(job: JobRow): Promise<void> {
     const handler = options.handlers[job.kind];
+    let failure: { error: unknown } | null = null;
     try {
       if (!handler) throw new DeliveryError(`no handler for job kind "${job.kind}"`, { permanent: true });
       await runWithDeadline(handler, job);
-      if (!(await completions.complete(job))) return superseded(job);
-      options.onSettled?.(job, 'done');
     } catch (error) {
-      const message = scrubSecrets(error instanceof Error ? error.message : String(error)).slice(0, 1000);
-      const delivery = error instanceof DeliveryError ? error.options : {};
-      if (delivery.permanent || job.attempts >= job.maxAttempts) {
-        if (!(await options.jobs.bury(job, message, clock()))) return superseded(job);
-        options.logger.error({ jobId: job.id, kind: job.kind, attempts: job.attempts, error: message }, 'outbox job is dead');
-        options.onSettled?.(job, 'dead');
-        return;
-      }
-      // Retry-After is the least we wait; our own backoff still applies, so "0" cannot make us hammer.
-      const delay = Math.max(delivery.retryAfterMs ?? 0, backoffDelay(job.attempts, backoff.baseMs, backoff.maxMs, random));
-      const now = clock();
-      if (!(await options.jobs.reschedule(job, new Date(now.getTime() + delay), message, now))) return superseded(job);
-      options.logger.warn({ jobId: job.id, kind: job.kind, attempts: job.attempts, retryInMs: delay, error: message }, 'outbox job failed; will retry');
-      options.onSettled?.(job, 'retry');
+      failure = { error };
     }
+    if (!failure) {
+      if (!(await record(() => completions.complete(job)))) return superseded(job);
+      options.onSettled?.(job, 'done');
+      return;
+    }
+    const { error } = failure;
+    const message = scrubSecrets(error instanceof Error ? error.message : String(error)).slice(0, 1000);
+    const delivery = error instanceof DeliveryError ? error.options : {};
+    if (delivery.permanent || job.attempts >= job.maxAttempts) {
+      if (!(await record(() => options.jobs.bury(job, message, clock())))) return superseded(job);
+      options.logger.error({ jobId: job.id, kind: job.kind, attempts: job.attempts, error: message }, 'outbox job is dead');
+      options.onSettled?.(job, 'dead');
+      return;
+    }
+    // Retry-After is the least we wait; our own backoff still applies, so "0" cannot make us hammer.
+    const delay = Math.max(delivery.retryAfterMs ?? 0, backoffDelay(job.attempts, backoff.baseMs, backoff.maxMs, random));
+    const now = clock();
+    if (!(await record(() => options.jobs.reschedule(job, new Date(now.getTime() + delay), message, now)))) return superseded(job);
+    options.logger.warn({ jobId: job.id, kind: job.kind, attempts: job.attempts, retryInMs: delay, error: message }, 'outbox job failed; will retry');
+    options.onSettled?.(job, 'retry');
   };
 }
 
@@ -212,8 +247,10 @@ export function createOutboxWorker(options: OutboxWorkerOptions) {
   }));
   const runsKind = (state: LaneState, kind: string) => (state.lane.kinds ? state.lane.kinds.includes(kind) : !namedKinds.includes(kind));
   let running = false;
+  /** Set by stop(): an outcome waiting for the database is given up (its lease brings the job back). */
+  let stopped = false;
 
-  const runJob = createJobRunner(options, { clock, handlerDeadlineMs, backoff, random });
+  const runJob = createJobRunner(options, { clock, handlerDeadlineMs, leaseMs, backoff, random, stopping: () => stopped });
 
   const payloadKey = (job: JobRow, name: 'destination' | 'agentId'): string | null => (typeof job.payload[name] === 'string' ? job.payload[name] : null);
   const hold = (counts: Map<string, number>, key: string | null) => {
@@ -322,6 +359,7 @@ export function createOutboxWorker(options: OutboxWorkerOptions) {
     /** Stops claiming and waits for the jobs in hand to finish (graceful shutdown). */
     async stop() {
       running = false;
+      stopped = true;
       for (const state of states) {
         if (state.timer) clearTimeout(state.timer);
         state.timer = null;
