@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { openDatabase, reconnectDelaySeconds } from '../../src/db/database.js';
-import { describeOnPostgres, testDatabaseUrl } from '../support/database.js';
+import { reconnectDelaySeconds } from '../../src/db/database.js';
+import { describeOnPostgres, openTestDatabase } from '../support/database.js';
 
 describe('reconnect delay after a database outage', () => {
   it('never exceeds 2 s, however many attempts failed, and starts small', () => {
@@ -14,7 +14,8 @@ describe('reconnect delay after a database outage', () => {
 
 describeOnPostgres('the pool', () => {
   it('reconnects with that delay, not postgres.js’s own (which grows to 20 s)', async () => {
-    const database = await openDatabase({ databaseUrl: testDatabaseUrl(), dataDir: '', poolSize: 1 });
+    // A database of its own: migrating the server's default database would leave tables behind there.
+    const database = await openTestDatabase('postgres', { poolSize: 1 });
     try {
       expect(database.client?.options.backoff).toBe(reconnectDelaySeconds);
     } finally {

@@ -147,23 +147,6 @@ describe.each(drivers)('MCP over Streamable HTTP (%s)', (driver) => {
     expect(audit.filter((event) => event.type === 'proposal.committed')).toHaveLength(1);
   });
 
-  it('answers a repeat of a committed call with its stored result: no second request, no second execution', async () => {
-    const args = { workspace: 'done-once' };
-    const call = client.callTool({ name: 'delete_workspace', arguments: args }, undefined, { timeout: 60_000 });
-    const proposal = await until(async () => (await proposalsOf('delete_workspace')).find((p) => p.params['workspace'] === 'done-once'));
-    await twokey.services.proposals.approve(proposal.id, { identity: 'web:alice', via: 'web' });
-    const first = await call;
-    expect(structured(first)).toMatchObject({ outcome: 'committed', proposalId: proposal.id });
-
-    // The client lost the answer (a dropped connection, a restarted host) and calls again.
-    const again = await client.callTool({ name: 'delete_workspace', arguments: args });
-    expect(again.isError).toBe(false);
-    expect(structured(again)).toEqual(structured(first));
-    expect((await proposalsOf('delete_workspace')).filter((p) => p.params['workspace'] === 'done-once')).toHaveLength(1);
-    const audit = await twokey.services.store.listAudit({ proposalId: proposal.id });
-    expect(audit.filter((event) => event.type === 'proposal.committed')).toHaveLength(1);
-  });
-
   it('stops waiting when the client cancels, and keeps the proposal: the next identical call gets it', async () => {
     const args = { org: 'cancel-co', plan: 'pro' };
     const abort = new AbortController();
