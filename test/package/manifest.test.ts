@@ -9,6 +9,7 @@ import { DEV_ONLY_EXCEPTIONS, engineConflicts } from '../../scripts/check-engine
 const root = fileURLToPath(new URL('../../', import.meta.url));
 const manifest = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8'));
 const lockfile = JSON.parse(readFileSync(join(root, 'package-lock.json'), 'utf8'));
+const clientManifest = JSON.parse(readFileSync(join(root, 'packages/client/package.json'), 'utf8'));
 
 function sourceFiles(folder: string): string[] {
   return readdirSync(join(root, folder), { recursive: true, encoding: 'utf8' })
@@ -58,6 +59,15 @@ describe('package.json', () => {
     expect(byServer.filter((name) => !dependencies.includes(name))).toEqual([]);
     const byTooling = [...importedPackages([...sourceFiles('test'), ...sourceFiles('bench'), ...sourceFiles('scripts'), ...sourceFiles('bin')])];
     expect(byTooling.filter((name) => !all.includes(name))).toEqual([]);
+  });
+
+  it('the client package depends on nothing: its sources import only node builtins and the optional peers its adapters adapt', () => {
+    expect(clientManifest.dependencies).toBeUndefined();
+    const peers = Object.keys(clientManifest.peerDependencies);
+    expect(peers.every((name) => clientManifest.peerDependenciesMeta[name]?.optional === true)).toBe(true);
+    expect([...importedPackages(sourceFiles('packages/client/src'))].sort()).toEqual([...peers].sort());
+    // The server ships the client's version it was built against, from this repository.
+    expect(manifest.dependencies['@twokey/client']).toBe(clientManifest.version);
   });
 
   it('needs no TypeScript loader at run time: tsx is for development only', () => {

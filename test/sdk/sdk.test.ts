@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Twokey, TwokeyApiError } from '../../src/sdk/index.js';
+import { Twokey, TwokeyApiError } from '@twokey/client';
 import { drivers } from '../support/database.js';
 import { startFakePizzeria, type FakePizzeria } from '../agp/fake-business.js';
 import { startAgpTwokey, type AgpTwokey } from '../agp/support.js';
