@@ -82,8 +82,12 @@ describe.each(drivers)('the SDK against a running twokey (%s)', (driver) => {
       );
       expect(committed).toMatchObject({ status: 'committed', result: { echoed: true } });
       expect(await client.get(proposal.id)).toMatchObject({ status: 'committed' });
+      // The same commit again (its answer lost on the way) gets the stored result; any other use of the token is refused.
+      expect(
+        await client.commit(proposal.id, { operation: 'upgrade_plan', params: { org: 'acme', plan: 'pro' } }, { confirmToken: proposal.confirmToken }),
+      ).toMatchObject({ status: 'committed', result: { echoed: true }, replayed: true });
       await expect(
-        client.commit(proposal.id, { operation: 'upgrade_plan', params: { org: 'acme', plan: 'pro' } }, { confirmToken: proposal.confirmToken }),
+        client.commit(proposal.id, { operation: 'upgrade_plan', params: { org: 'acme', plan: 'scale' } }, { confirmToken: proposal.confirmToken }),
       ).rejects.toMatchObject({ status: 403, code: 'consumed' });
     });
 
