@@ -7,7 +7,10 @@ export default defineConfig({
   resolve: {
     alias: [
       { find: /^@twokey\/client$/, replacement: fileURLToPath(new URL('packages/client/src/sdk/index.ts', import.meta.url)) },
-      { find: /^@twokey\/client\/(ai-sdk|openai-agents|langgraph)$/, replacement: fileURLToPath(new URL('packages/client/src/adapters/$1.ts', import.meta.url)) },
+      {
+        find: /^@twokey\/client\/(ai-sdk|openai-agents|langgraph)$/,
+        replacement: fileURLToPath(new URL('packages/client/src/adapters/$1.ts', import.meta.url)),
+      },
     ],
   },
   test: {

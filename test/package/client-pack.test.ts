@@ -80,7 +80,7 @@ const scripts: Record<string, string[]> = {
     "const config = { configurable: { thread_id: 'thread-1' } };",
     'const paused = await graph.invoke({}, config);',
     // The test approves only once the thread is paused, so resumeWhenDecided is what carries the decision.
-    "console.log(JSON.stringify({ paused: paused.__interrupt__?.[0]?.value?.twokey?.operation ?? null }));",
+    'console.log(JSON.stringify({ paused: paused.__interrupt__?.[0]?.value?.twokey?.operation ?? null }));',
     'const resumed = await resumeWhenDecided(client, graph, config, { waitMs: 60_000 });',
     'console.log(JSON.stringify({ outcome: resumed.output.outcome, text: resumed.output.report }));',
   ],
@@ -100,7 +100,10 @@ describe('the client package installed alone', { timeout: 300_000 }, () => {
     await mkdir(app);
     const tree = await copyOfTree(workDir);
     packed = await pack(join(tree, 'packages/client'), app);
-    await writeFile(join(app, 'package.json'), JSON.stringify({ name: 'consumer', private: true, type: 'module', dependencies: { '@twokey/client': `file:${packed.filename}` } }));
+    await writeFile(
+      join(app, 'package.json'),
+      JSON.stringify({ name: 'consumer', private: true, type: 'module', dependencies: { '@twokey/client': `file:${packed.filename}` } }),
+    );
     await succeed(npm, ['install', '--offline', '--no-audit', '--no-fund', '--loglevel=error'], { cwd: app });
     for (const [name, lines] of Object.entries(scripts)) await writeFile(join(app, name), lines.join('\n'));
     harness = await startAdapterHarness('pglite');
@@ -127,7 +130,14 @@ describe('the client package installed alone', { timeout: 300_000 }, () => {
   it('ships the built SDK and adapters with their types, and no tests', () => {
     const paths = packed.files.map((file) => file.path);
     expect(paths).toEqual(
-      expect.arrayContaining(['package.json', 'README.md', 'dist/sdk/index.js', 'dist/sdk/index.d.ts', 'dist/adapters/ai-sdk.js', 'dist/adapters/langgraph.d.ts']),
+      expect.arrayContaining([
+        'package.json',
+        'README.md',
+        'dist/sdk/index.js',
+        'dist/sdk/index.d.ts',
+        'dist/adapters/ai-sdk.js',
+        'dist/adapters/langgraph.d.ts',
+      ]),
     );
     expect(paths.filter((path) => !/^(dist|src)\//.test(path))).toEqual(['README.md', 'package.json']);
   });
@@ -148,7 +158,11 @@ describe('the client package installed alone', { timeout: 300_000 }, () => {
     });
 
     /** Runs a consumer script, approves the refund it proposes in the console, and returns what it printed. */
-    async function approvedRun(script: string, order: string, approveOnceItPrints?: string): Promise<{ outcome?: { outcome: string; userConsent: boolean }; text: string }> {
+    async function approvedRun(
+      script: string,
+      order: string,
+      approveOnceItPrints?: string,
+    ): Promise<{ outcome?: { outcome: string; userConsent: boolean }; text: string }> {
       const before = harness.executions.length;
       const child = spawn(process.execPath, [script], { cwd: app, env, stdio: ['ignore', 'pipe', 'pipe'] });
       let stdout = '';

@@ -109,7 +109,10 @@ describe('the npm package', { timeout: 300_000 }, () => {
     packed = await pack(tree, app);
     const manifest = JSON.parse(await readFile(join(root, 'package.json'), 'utf8'));
     const dependencies = { twokey: `file:${packed.filename}`, '@twokey/client': `file:${packedClient.filename}` };
-    await writeFile(join(app, 'package.json'), JSON.stringify({ name: 'consumer', private: true, type: 'module', dependencies, overrides: manifest.overrides }));
+    await writeFile(
+      join(app, 'package.json'),
+      JSON.stringify({ name: 'consumer', private: true, type: 'module', dependencies, overrides: manifest.overrides }),
+    );
     await writeFile(join(app, 'package-lock.json'), JSON.stringify(await consumerLockfile(packed, packedClient)));
     await succeed(npm, ['ci', '--offline', '--no-audit', '--no-fund', '--loglevel=error'], { cwd: app });
   }, 600_000);
