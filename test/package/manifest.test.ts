@@ -1,6 +1,6 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { builtinModules } from 'node:module';
-import { join } from 'node:path';
+import { dirname, join, resolve, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 // @ts-expect-error a plain-JS script (run by node before any install check), without type declarations
@@ -66,6 +66,14 @@ describe('package.json', () => {
     const peers = Object.keys(clientManifest.peerDependencies);
     expect(peers.every((name) => clientManifest.peerDependenciesMeta[name]?.optional === true)).toBe(true);
     expect([...importedPackages(sourceFiles('packages/client/src'))].sort()).toEqual([...peers].sort());
+    // Nor does it reach into the server by a relative path (the adapters once took outcomeText from src/core).
+    const clientSources = join(root, 'packages/client/src');
+    const escaping = sourceFiles('packages/client/src').flatMap((file) =>
+      [...readFileSync(file, 'utf8').matchAll(/from\s+'(\.[^']*)'/g)]
+        .map((match) => resolve(dirname(file), match[1]!))
+        .filter((target) => !target.startsWith(clientSources + sep)),
+    );
+    expect(escaping).toEqual([]);
     // The server ships the client's version it was built against, from this repository.
     expect(manifest.dependencies['@twokey/client']).toBe(clientManifest.version);
   });
