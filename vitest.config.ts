@@ -1,6 +1,18 @@
+import { fileURLToPath } from 'node:url';
 import { defineConfig } from 'vitest/config';
 
 export default defineConfig({
+  // The client workspace from its sources, as tsconfig.json's `paths` give them to tsc and tsx (the
+  // tests' child processes): the tests never read a built, possibly stale packages/client/dist/.
+  resolve: {
+    alias: [
+      { find: /^@twokey\/client$/, replacement: fileURLToPath(new URL('packages/client/src/sdk/index.ts', import.meta.url)) },
+      {
+        find: /^@twokey\/client\/(ai-sdk|openai-agents|langgraph)$/,
+        replacement: fileURLToPath(new URL('packages/client/src/adapters/$1.ts', import.meta.url)),
+      },
+    ],
+  },
   test: {
     include: ['test/**/*.test.ts'],
     globalSetup: ['test/support/global-setup.ts'],

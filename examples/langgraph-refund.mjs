@@ -1,8 +1,8 @@
 // A graph decides to refund an order, pauses while twokey asks a human (console or Slack), then resumes.
 // Run against `npm start`:  TWOKEY_AGENT_KEY=tk_agent_… node examples/langgraph-refund.mjs
 import { Annotation, END, MemorySaver, START, StateGraph } from '@langchain/langgraph';
-import { Twokey } from 'twokey/sdk';
-import { resumeWhenDecided, twokeyGate } from 'twokey/langgraph';
+import { Twokey } from '@twokey/client';
+import { resumeWhenDecided, twokeyGate } from '@twokey/client/langgraph';
 
 const client = new Twokey({ baseUrl: process.env.TWOKEY_URL ?? 'http://127.0.0.1:8080', apiKey: process.env.TWOKEY_AGENT_KEY });
 const State = Annotation.Root({ order: Annotation(), amount_cents: Annotation(), report: Annotation() });

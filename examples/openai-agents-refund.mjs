@@ -1,8 +1,8 @@
 // A model decides to refund an order; twokey asks a human (console or Slack) and runs the refund.
 // Run against `npm start`:  TWOKEY_AGENT_KEY=tk_agent_… node examples/openai-agents-refund.mjs
 import { Agent, run, setTracingDisabled, Usage } from '@openai/agents';
-import { Twokey } from 'twokey/sdk';
-import { twokeyTool } from 'twokey/openai-agents';
+import { Twokey } from '@twokey/client';
+import { twokeyTool } from '@twokey/client/openai-agents';
 
 setTracingDisabled(true); // the stand-in model below is offline; drop both with a real model
 const client = new Twokey({ baseUrl: process.env.TWOKEY_URL ?? 'http://127.0.0.1:8080', apiKey: process.env.TWOKEY_AGENT_KEY });

@@ -1,6 +1,9 @@
 #!/usr/bin/env node
-// `npm run build`: src/ → dist/ (JavaScript, .d.ts and source maps), plus the console's static
-// assets, which tsc does not copy. dist/ is emptied first so a deleted source leaves no stale module.
+// `npm run build`: the client workspace (packages/client/src → packages/client/dist), then the server
+// (src/ → dist/), each as JavaScript, .d.ts and source maps; the server's build reads the client's
+// declarations, so the client goes first. The server also gets the console's static assets, which tsc
+// does not copy. Each dist/ is emptied first so a deleted source leaves no stale module.
+// `--client` builds the client alone (what the client package's own `prepare` and `npm pack` run).
 //
 // `--if-stale` (what `prepare` runs) builds only when a source is newer than the last build. npm
 // runs `prepare` on more than `npm install`: `npx twokey` inside a clone links the clone into npx's
@@ -13,14 +16,28 @@ import { fileURLToPath } from 'node:url';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 const tsc = createRequire(import.meta.url).resolve('typescript/bin/tsc');
-/** Written last: its time is when the build that produced dist/ finished. */
-const stamp = join(root, 'dist', '.built');
+const shared = ['tsconfig.json', 'scripts/build.js'];
 
-/** The newest modification among what the build reads; directories count too (a deleted file changes its directory). */
-function newestInput() {
-  const inputs = ['src', 'tsconfig.json', 'tsconfig.build.json', 'package.json', 'scripts/build.js'].map((path) => join(root, path));
+const client = {
+  name: 'packages/client/dist/',
+  dir: join(root, 'packages/client'),
+  inputs: [...shared, 'packages/client/src', 'packages/client/tsconfig.build.json', 'packages/client/package.json'],
+  afterCompile() {},
+};
+const server = {
+  name: 'dist/',
+  dir: root,
+  // The client's sources count: the server's declarations and re-exports follow them.
+  inputs: [...shared, 'src', 'tsconfig.build.json', 'package.json', 'packages/client/src'],
+  afterCompile() {
+    cpSync(join(root, 'src/console/assets'), join(root, 'dist/console/assets'), { recursive: true });
+  },
+};
+
+/** The newest modification among what a build reads; directories count too (a deleted file changes its directory). */
+function newestInput(inputs) {
   let newest = 0;
-  for (const input of inputs) {
+  for (const input of inputs.map((path) => join(root, path))) {
     newest = Math.max(newest, statSync(input).mtimeMs);
     if (!statSync(input).isDirectory()) continue;
     for (const entry of readdirSync(input, { recursive: true, withFileTypes: true })) {
@@ -30,19 +47,25 @@ function newestInput() {
   return newest;
 }
 
-function builtAt() {
+/** When the build that produced `dir`/dist finished: its stamp is written last. */
+function builtAt(dir) {
   try {
-    return statSync(stamp).mtimeMs;
+    return statSync(join(dir, 'dist', '.built')).mtimeMs;
   } catch {
     return 0;
   }
 }
 
-if (process.argv.includes('--if-stale') && builtAt() > newestInput()) {
-  console.log('dist/ is up to date with src/; not rebuilt (npm run build rebuilds it)');
-} else {
-  rmSync(join(root, 'dist'), { recursive: true, force: true });
-  execFileSync(process.execPath, [tsc, '-p', 'tsconfig.build.json'], { cwd: root, stdio: 'inherit' });
-  cpSync(join(root, 'src/console/assets'), join(root, 'dist/console/assets'), { recursive: true });
-  writeFileSync(stamp, '');
+function build(target) {
+  if (process.argv.includes('--if-stale') && builtAt(target.dir) > newestInput(target.inputs)) {
+    console.log(`${target.name} is up to date with its sources; not rebuilt (npm run build rebuilds it)`);
+    return;
+  }
+  rmSync(join(target.dir, 'dist'), { recursive: true, force: true });
+  execFileSync(process.execPath, [tsc, '-p', 'tsconfig.build.json'], { cwd: target.dir, stdio: 'inherit' });
+  target.afterCompile();
+  writeFileSync(join(target.dir, 'dist', '.built'), '');
 }
+
+build(client);
+if (!process.argv.includes('--client')) build(server);

@@ -23,7 +23,9 @@ export function engineConflicts(lockfile, ours) {
     const theirs = entry.engines?.node;
     if (typeof theirs !== 'string') continue;
     if (!semver.validRange(theirs) || !semver.subset(ours, theirs)) {
-      conflicts.push({ path, version: entry.version, node: theirs, dev: entry.dev === true });
+      // `devOptional`: a devDependency that is also an optional peer of the client workspace (the
+      // adapters' frameworks and what they bring); npm never installs optional peers for a user.
+      conflicts.push({ path, version: entry.version, node: theirs, dev: entry.dev === true || entry.devOptional === true });
     }
   }
   return conflicts;

@@ -15,7 +15,7 @@ export const documentedChatEnv = {
 };
 
 export const documentPath = new URL('../docs/openapi.json', import.meta.url);
-export const sdkTypesPath = new URL('../src/sdk/api-types.ts', import.meta.url);
+export const sdkTypesPath = new URL('../packages/client/src/sdk/api-types.ts', import.meta.url);
 
 export function documentText(document: unknown): string {
   return `${JSON.stringify(document, null, 2)}\n`;

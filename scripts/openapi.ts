@@ -8,7 +8,7 @@ import { loadEnv } from '../src/config/env.js';
 import { startTwokey } from '../src/runtime/server.js';
 import { documentPath, documentText, documentedChatEnv, sdkTypesPath, sdkTypesText } from './openapi-document.js';
 
-/** `npm run openapi`: boots twokey (embedded database in a temporary directory, no listening) and writes docs/openapi.json and src/sdk/api-types.ts. */
+/** `npm run openapi`: boots twokey (embedded database in a temporary directory, no listening) and writes docs/openapi.json and packages/client/src/sdk/api-types.ts. */
 const dataDir = await mkdtemp(join(tmpdir(), 'twokey-openapi-'));
 try {
   const running = await startTwokey({

@@ -1,6 +1,7 @@
 /**
  * `import … from 'twokey'`: what a program needs to run twokey inside itself. Everything else under
- * src/ is internal and may change between versions; the agent-side client is `twokey/sdk`.
+ * src/ is internal and may change between versions; the agent-side client is `@twokey/client`
+ * (also `twokey/sdk`).
  */
 export { startTwokey, type StartOptions, type RunningTwokey } from './runtime/server.js';
 export { loadEnv, type Env, type LogLevel, type AgenrExecutePolicy } from './config/env.js';

@@ -1,8 +1,8 @@
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import { outcomeText } from '@twokey/client';
 import type { OperationDefinition } from '../config/config-file.js';
 import { TwokeyError } from '../core/errors.js';
 import type { AgentRecord } from '../core/model.js';
-import { outcomeText } from '../core/outcome.js';
 import type { AgentProposalView } from '../core/proposals.js';
 import type { TokenSealer } from '../core/request-identity.js';
 import type { McpStore } from '../db/mcp-store.js';

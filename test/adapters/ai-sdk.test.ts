@@ -1,6 +1,6 @@
 import { generateText, stepCountIs, tool, jsonSchema } from 'ai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ApprovalsPendingError, answerApprovalRequests, twokeyTool, twokeyTools, type TwokeyToolOutput } from '../../src/adapters/ai-sdk.js';
+import { ApprovalsPendingError, answerApprovalRequests, twokeyTool, twokeyTools, type TwokeyToolOutput } from '@twokey/client/ai-sdk';
 import { drivers } from '../support/database.js';
 import { refundingModel } from './scripted-models.js';
 import { startAdapterHarness, type AdapterHarness } from './support.js';

@@ -1,7 +1,7 @@
 import { fileURLToPath } from 'node:url';
 import { MemorySaver } from '@langchain/langgraph';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { resumeWhenDecided } from '../../src/adapters/langgraph.js';
+import { resumeWhenDecided } from '@twokey/client/langgraph';
 import { drivers, openTestDatabase } from '../support/database.js';
 import { refundGraph } from './fixtures/langgraph-graph.js';
 import { runHostProcess, startAdapterHarness, type AdapterHarness } from './support.js';

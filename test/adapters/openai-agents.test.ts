@@ -3,7 +3,7 @@ import { createServer, type Server } from 'node:http';
 import { fileURLToPath } from 'node:url';
 import { Agent, run, setTracingDisabled } from '@openai/agents';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { twokeyTool } from '../../src/adapters/openai-agents.js';
+import { twokeyTool } from '@twokey/client/openai-agents';
 import { drivers } from '../support/database.js';
 import { ScriptedToolModel } from './fixtures/openai-agents-model.js';
 import { runHostProcess, startAdapterHarness, type AdapterHarness } from './support.js';

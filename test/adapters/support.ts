@@ -1,7 +1,7 @@
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import type { ExecutionRequest, Executor } from '../../src/core/executor.js';
-import { Twokey } from '../../src/sdk/index.js';
+import { Twokey } from '@twokey/client';
 import type { Driver } from '../support/database.js';
 import { startConsoleTwokey, type ConsoleTwokey } from '../console/support.js';
 

@@ -1,6 +1,7 @@
+import { outcomeText } from '@twokey/client';
 import { describe, expect, it } from 'vitest';
 import type { ApprovalRecord, ProposalRecord } from '../../src/core/model.js';
-import { outcomeOf, outcomeText } from '../../src/core/outcome.js';
+import { outcomeOf } from '../../src/core/outcome.js';
 import { proposalRecord } from '../support/records.js';
 
 function proposal(overrides: Partial<ProposalRecord>): ProposalRecord {

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { Twokey } from '../../src/sdk/index.js';
+import { Twokey } from '@twokey/client';
 import { drivers } from '../support/database.js';
 import { startTestTwokey, type TestTwokey } from '../support/twokey.js';
 

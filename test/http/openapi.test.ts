@@ -95,7 +95,7 @@ describe('the SDK types', () => {
   });
 
   it('are imported as types only, so the SDK stays dependency-free at run time', async () => {
-    const source = await readFile(new URL('../../src/sdk/index.ts', import.meta.url), 'utf8');
+    const source = await readFile(new URL('../../packages/client/src/sdk/index.ts', import.meta.url), 'utf8');
     const imports = [...source.matchAll(/^import\s.*$/gm)].map((match) => match[0]);
     expect(imports.length).toBeGreaterThan(0);
     for (const line of imports) expect(line).toMatch(/^import type \{[^}]*\} from '\.\/api-types\.js';$/);

@@ -1,6 +1,6 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { builtinModules } from 'node:module';
-import { join } from 'node:path';
+import { dirname, join, resolve, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 // @ts-expect-error a plain-JS script (run by node before any install check), without type declarations
@@ -9,6 +9,7 @@ import { DEV_ONLY_EXCEPTIONS, engineConflicts } from '../../scripts/check-engine
 const root = fileURLToPath(new URL('../../', import.meta.url));
 const manifest = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8'));
 const lockfile = JSON.parse(readFileSync(join(root, 'package-lock.json'), 'utf8'));
+const clientManifest = JSON.parse(readFileSync(join(root, 'packages/client/package.json'), 'utf8'));
 
 function sourceFiles(folder: string): string[] {
   return readdirSync(join(root, folder), { recursive: true, encoding: 'utf8' })
@@ -58,6 +59,23 @@ describe('package.json', () => {
     expect(byServer.filter((name) => !dependencies.includes(name))).toEqual([]);
     const byTooling = [...importedPackages([...sourceFiles('test'), ...sourceFiles('bench'), ...sourceFiles('scripts'), ...sourceFiles('bin')])];
     expect(byTooling.filter((name) => !all.includes(name))).toEqual([]);
+  });
+
+  it('the client package depends on nothing: its sources import only node builtins and the optional peers its adapters adapt', () => {
+    expect(clientManifest.dependencies).toBeUndefined();
+    const peers = Object.keys(clientManifest.peerDependencies);
+    expect(peers.every((name) => clientManifest.peerDependenciesMeta[name]?.optional === true)).toBe(true);
+    expect([...importedPackages(sourceFiles('packages/client/src'))].sort()).toEqual([...peers].sort());
+    // Nor does it reach into the server by a relative path (the adapters once took outcomeText from src/core).
+    const clientSources = join(root, 'packages/client/src');
+    const escaping = sourceFiles('packages/client/src').flatMap((file) =>
+      [...readFileSync(file, 'utf8').matchAll(/from\s+'(\.[^']*)'/g)]
+        .map((match) => resolve(dirname(file), match[1]!))
+        .filter((target) => !target.startsWith(clientSources + sep)),
+    );
+    expect(escaping).toEqual([]);
+    // The server ships the client's version it was built against, from this repository.
+    expect(manifest.dependencies['@twokey/client']).toBe(clientManifest.version);
   });
 
   it('needs no TypeScript loader at run time: tsx is for development only', () => {

@@ -1,6 +1,6 @@
 /**
- * The package as users get it: `npm pack` (which builds dist/ through `prepare`), installed into an
- * empty project with plain npm and no network (`npm ci --offline` from the cache that installing
+ * The package as users get it: `npm pack` of twokey and of the client package it depends on (which
+ * builds each dist/ through `prepare`), installed into an empty project with plain npm and no network (`npm ci --offline` from the cache that installing
  * twokey itself filled), then used as an embedder and an agent would: `import { startTwokey } from
  * 'twokey'` in one process, `import { Twokey } from 'twokey/sdk'` in another, `npx twokey` between them,
  * and an MCP client configured as docs/mcp.md says.
@@ -10,63 +10,27 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
-import { cp, mkdir, mkdtemp, readFile, rm, stat, symlink, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { join, relative, sep } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freePort } from '../support/processes.js';
-
-const root = fileURLToPath(new URL('../../', import.meta.url));
-const npm = process.platform === 'win32' ? 'npm.cmd' : 'npm';
-const npx = process.platform === 'win32' ? 'npx.cmd' : 'npx';
-
-interface Run {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
-
-async function run(command: string, args: string[], options: { cwd: string; env?: NodeJS.ProcessEnv }): Promise<Run> {
-  const child = spawn(command, args, { cwd: options.cwd, env: options.env ?? process.env, stdio: ['ignore', 'pipe', 'pipe'] });
-  let stdout = '';
-  let stderr = '';
-  child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
-  child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
-  const [code] = (await once(child, 'close')) as [number | null];
-  return { code, stdout, stderr };
-}
-
-async function succeed(command: string, args: string[], options: { cwd: string; env?: NodeJS.ProcessEnv }): Promise<string> {
-  const result = await run(command, args, options);
-  if (result.code !== 0) throw new Error(`${command} ${args.join(' ')} exited with ${result.code}:\n${result.stdout}\n${result.stderr}`);
-  return result.stdout;
-}
-
-interface PackedFile {
-  path: string;
-}
-interface Packed {
-  filename: string;
-  size: number;
-  unpackedSize: number;
-  entryCount: number;
-  integrity: string;
-  files: PackedFile[];
-}
+import { copyOfTree, npm, npx, pack, root, succeed, type Packed } from './support.js';
 
 /**
- * The consumer's lockfile: twokey from the tarball, and for its dependencies exactly the versions our
- * own lockfile pins (its non-dev entries, at the same places in node_modules). With it `npm ci
- * --offline` needs nothing but tarballs the cache already holds, and no registry metadata.
+ * The consumer's lockfile: twokey and @twokey/client from their tarballs, and for twokey's other
+ * dependencies exactly the versions our own lockfile pins (its entries that a user installs, at the
+ * same places in node_modules; not the workspace's link). With it `npm ci --offline` needs nothing
+ * but tarballs the cache already holds, and no registry metadata.
  */
-async function consumerLockfile(packed: Packed): Promise<object> {
+async function consumerLockfile(packed: Packed, packedClient: Packed): Promise<object> {
   const ours = JSON.parse(await readFile(join(root, 'package-lock.json'), 'utf8'));
   const manifest = JSON.parse(await readFile(join(root, 'package.json'), 'utf8'));
+  const clientManifest = JSON.parse(await readFile(join(root, 'packages/client/package.json'), 'utf8'));
   const packages: Record<string, unknown> = {
-    '': { name: 'consumer', dependencies: { twokey: `file:${packed.filename}` } },
+    '': { name: 'consumer', dependencies: { twokey: `file:${packed.filename}`, '@twokey/client': `file:${packedClient.filename}` } },
     'node_modules/twokey': {
       version: manifest.version,
       resolved: `file:${packed.filename}`,
@@ -79,24 +43,20 @@ async function consumerLockfile(packed: Packed): Promise<object> {
       engines: manifest.engines,
     },
   };
-  for (const [path, entry] of Object.entries(ours.packages as Record<string, { dev?: boolean }>)) {
-    if (path !== '' && !entry.dev) packages[path] = entry;
+  // Optional peers (devOptional: the adapters' frameworks, which we install for our tests) are never installed for a user.
+  for (const [path, entry] of Object.entries(ours.packages as Record<string, { dev?: boolean; devOptional?: boolean; link?: boolean }>)) {
+    if (path !== '' && !entry.dev && !entry.devOptional && !entry.link && !path.startsWith('packages/')) packages[path] = entry;
   }
+  packages['node_modules/@twokey/client'] = {
+    version: clientManifest.version,
+    resolved: `file:${packedClient.filename}`,
+    integrity: packedClient.integrity,
+    license: clientManifest.license,
+    peerDependencies: clientManifest.peerDependencies,
+    peerDependenciesMeta: clientManifest.peerDependenciesMeta,
+    engines: clientManifest.engines,
+  };
   return { name: 'consumer', lockfileVersion: 3, requires: true, packages };
-}
-
-/** What never goes into the copy: installed and built things, local state, git's own files. */
-const NOT_COPIED = new Set(['node_modules', 'dist', '.git', 'data', 'data.audit-key.pem', 'data.audit-checkpoints', 'coverage', 'test-results']);
-
-/**
- * The working tree as it is (uncommitted changes included) in `into`, with the live node_modules
- * linked in (only read: the build's TypeScript, the types), so `prepare` builds the copy's dist/.
- */
-async function copyOfTree(into: string): Promise<string> {
-  const copy = join(into, 'tree');
-  await cp(root, copy, { recursive: true, filter: (source) => !NOT_COPIED.has(relative(root, source).split(sep)[0] ?? '') });
-  await symlink(join(root, 'node_modules'), join(copy, 'node_modules'), 'dir');
-  return copy;
 }
 
 /** The live dist/ as a running twokey holds it: its inode changes when a build empties and remakes it. */
@@ -130,6 +90,7 @@ describe('the npm package', { timeout: 300_000 }, () => {
   let workDir: string;
   let app: string;
   let packed: Packed;
+  let packedClient: Packed;
   let server: ChildProcess | undefined;
   let serverUrl: string | undefined;
   let agentKey: string | undefined;
@@ -142,16 +103,17 @@ describe('the npm package', { timeout: 300_000 }, () => {
     app = join(workDir, 'app');
     await mkdir(app);
     liveDistBefore = await distIdentity();
-    // `npm pack` runs `prepare`, so the tarball holds a dist/ built from the sources under test.
+    // `npm pack` runs `prepare`, so each tarball holds a dist/ built from the sources under test.
     tree = await copyOfTree(workDir);
-    const output = await succeed(npm, ['pack', '--json', '--pack-destination', app], { cwd: tree });
-    packed = (JSON.parse(output.slice(output.indexOf('['))) as Packed[])[0]!;
+    packedClient = await pack(join(tree, 'packages/client'), app);
+    packed = await pack(tree, app);
     const manifest = JSON.parse(await readFile(join(root, 'package.json'), 'utf8'));
+    const dependencies = { twokey: `file:${packed.filename}`, '@twokey/client': `file:${packedClient.filename}` };
     await writeFile(
       join(app, 'package.json'),
-      JSON.stringify({ name: 'consumer', private: true, type: 'module', dependencies: { twokey: `file:${packed.filename}` }, overrides: manifest.overrides }),
+      JSON.stringify({ name: 'consumer', private: true, type: 'module', dependencies, overrides: manifest.overrides }),
     );
-    await writeFile(join(app, 'package-lock.json'), JSON.stringify(await consumerLockfile(packed)));
+    await writeFile(join(app, 'package-lock.json'), JSON.stringify(await consumerLockfile(packed, packedClient)));
     await succeed(npm, ['ci', '--offline', '--no-audit', '--no-fund', '--loglevel=error'], { cwd: app });
   }, 600_000);
 
@@ -170,7 +132,8 @@ describe('the npm package', { timeout: 300_000 }, () => {
   it('prepares without rebuilding a dist/ that is up to date (npx twokey in a clone prepares it)', async () => {
     const built = await distIdentity(tree);
     const prepared = await succeed(npm, ['run', 'prepare'], { cwd: tree });
-    expect(prepared).toContain('dist/ is up to date with src/; not rebuilt');
+    expect(prepared).toContain('packages/client/dist/ is up to date with its sources; not rebuilt');
+    expect(prepared).toMatch(/^dist\/ is up to date with its sources; not rebuilt/m);
     expect(await distIdentity(tree)).toBe(built);
   });
 
@@ -182,8 +145,8 @@ describe('the npm package', { timeout: 300_000 }, () => {
         'bin/twokey.js',
         'dist/index.js',
         'dist/index.d.ts',
-        'dist/sdk/index.js',
-        'dist/sdk/index.d.ts',
+        'dist/client/sdk.js',
+        'dist/client/sdk.d.ts',
         'dist/cli/main.js.map',
         'dist/console/assets/console.css',
         'twokey.example.yaml',
@@ -233,11 +196,14 @@ describe('the npm package', { timeout: 300_000 }, () => {
       join(app, 'agent.mjs'),
       [
         "import { Twokey, TwokeyApiError } from 'twokey/sdk';",
+        "import * as client from '@twokey/client';",
         'const twokey = new Twokey({ baseUrl: process.env.TWOKEY_URL, apiKey: process.env.TWOKEY_AGENT_KEY });',
         'const operations = (await twokey.operations()).map((operation) => operation.name);',
         "const proposal = await twokey.propose({ operation: 'upgrade_plan', params: { org: 'acme', plan: 'scale' } });",
         "const refused = await twokey.propose({ operation: 'upgrade_plan', params: { org: 'acme' } }).catch((error) => error instanceof TwokeyApiError ? error.code : String(error));",
-        'console.log(JSON.stringify({ operations, proposal, refused }));',
+        // twokey/sdk re-exports the client package: one class, so `instanceof` holds across both names.
+        'const sameClient = Twokey === client.Twokey && TwokeyApiError === client.TwokeyApiError;',
+        'console.log(JSON.stringify({ operations, proposal, refused, sameClient }));',
       ].join('\n'),
     );
     const answer = JSON.parse(
@@ -247,6 +213,7 @@ describe('the npm package', { timeout: 300_000 }, () => {
     expect(answer.proposal).toMatchObject({ status: 'pending', operation: 'upgrade_plan', summary: 'argus is requesting to upgrade acme to the scale plan.' });
     expect(answer.proposal.confirmToken).toMatch(/^tk_conf_/);
     expect(answer.refused).toBe('invalid_params');
+    expect(answer.sameClient).toBe(true);
 
     const listed = await succeed(npx, ['--offline', 'twokey', 'proposals', 'list', '--status', 'pending'], { cwd: app, env });
     expect(listed).toContain(answer.proposal.id);

@@ -1,6 +1,6 @@
 import { createServer, type IncomingHttpHeaders } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Twokey } from '../../src/sdk/index.js';
+import { Twokey } from '@twokey/client';
 
 // The SDK has no dependency, so trace context reaches it through a headers hook the caller fills
 // from its own tracer. A local server stands in for twokey: only what goes over the wire matters here.

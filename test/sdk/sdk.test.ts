@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Twokey, TwokeyApiError } from '../../src/sdk/index.js';
+import { Twokey, TwokeyApiError } from '@twokey/client';
 import { drivers } from '../support/database.js';
 import { startFakePizzeria, type FakePizzeria } from '../agp/fake-business.js';
 import { startAgpTwokey, type AgpTwokey } from '../agp/support.js';
@@ -82,8 +82,12 @@ describe.each(drivers)('the SDK against a running twokey (%s)', (driver) => {
       );
       expect(committed).toMatchObject({ status: 'committed', result: { echoed: true } });
       expect(await client.get(proposal.id)).toMatchObject({ status: 'committed' });
+      // The same commit again (its answer lost on the way) gets the stored result; any other use of the token is refused.
+      expect(
+        await client.commit(proposal.id, { operation: 'upgrade_plan', params: { org: 'acme', plan: 'pro' } }, { confirmToken: proposal.confirmToken }),
+      ).toMatchObject({ status: 'committed', result: { echoed: true }, replayed: true });
       await expect(
-        client.commit(proposal.id, { operation: 'upgrade_plan', params: { org: 'acme', plan: 'pro' } }, { confirmToken: proposal.confirmToken }),
+        client.commit(proposal.id, { operation: 'upgrade_plan', params: { org: 'acme', plan: 'scale' } }, { confirmToken: proposal.confirmToken }),
       ).rejects.toMatchObject({ status: 403, code: 'consumed' });
     });
 

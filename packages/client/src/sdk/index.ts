@@ -73,6 +73,8 @@ export interface ExecuteOptions {
 /** The one answer about a decision: read `outcome`, `userConsent` and `retryable`, not the status. */
 export type Outcome = Schemas['Outcome'];
 
+export { outcomeText } from './outcome.js';
+
 /** A proposal as its agent sees it (never the token), with its `outcome`. */
 export type ProposalView = Schemas['ProposalView'];
 

@@ -1,5 +1,4 @@
-import { outcomeText, type Outcome } from '../core/outcome.js';
-import { TwokeyApiError, type ProposalView, type Twokey } from '../sdk/index.js';
+import { TwokeyApiError, outcomeText, type Outcome, type ProposalView, type Twokey } from '../sdk/index.js';
 
 /**
  * The one flow every framework adapter runs: ask twokey once per logical call, wait for the decision,

@@ -1,0 +1,77 @@
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { cp, readdir, stat, symlink } from 'node:fs/promises';
+import { join, relative, sep } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+export const root = fileURLToPath(new URL('../../', import.meta.url));
+export const npm = process.platform === 'win32' ? 'npm.cmd' : 'npm';
+export const npx = process.platform === 'win32' ? 'npx.cmd' : 'npx';
+
+export interface Run {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+export async function run(command: string, args: string[], options: { cwd: string; env?: NodeJS.ProcessEnv }): Promise<Run> {
+  const child = spawn(command, args, { cwd: options.cwd, env: options.env ?? process.env, stdio: ['ignore', 'pipe', 'pipe'] });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+  child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+  const [code] = (await once(child, 'close')) as [number | null];
+  return { code, stdout, stderr };
+}
+
+export async function succeed(command: string, args: string[], options: { cwd: string; env?: NodeJS.ProcessEnv }): Promise<string> {
+  const result = await run(command, args, options);
+  if (result.code !== 0) throw new Error(`${command} ${args.join(' ')} exited with ${result.code}:\n${result.stdout}\n${result.stderr}`);
+  return result.stdout;
+}
+
+export interface PackedFile {
+  path: string;
+}
+export interface Packed {
+  filename: string;
+  size: number;
+  unpackedSize: number;
+  entryCount: number;
+  integrity: string;
+  files: PackedFile[];
+}
+
+/** `npm pack` of the package in `dir` (which runs its `prepare`, so builds it) into `destination`. */
+export async function pack(dir: string, destination: string): Promise<Packed> {
+  const output = await succeed(npm, ['pack', '--json', '--pack-destination', destination], { cwd: dir });
+  return (JSON.parse(output.slice(output.indexOf('['))) as Packed[])[0]!;
+}
+
+/** What never goes into the copy: installed and built things, local state, git's own files. */
+const NOT_COPIED = new Set(['node_modules', 'dist', '.git', 'data', 'data.audit-key.pem', 'data.audit-checkpoints', 'coverage', 'test-results']);
+
+/**
+ * The working tree as it is (uncommitted changes included) in `into`, with the live node_modules
+ * linked in (only read: the build's TypeScript, the types), so `prepare` builds the copy's dist/
+ * folders, never the live ones a running twokey (or another test run) reads.
+ */
+export async function copyOfTree(into: string): Promise<string> {
+  const copy = join(into, 'tree');
+  const copied = (source: string) => {
+    const [first = '', workspace, inWorkspace = ''] = relative(root, source).split(sep);
+    return !NOT_COPIED.has(first) && !(first === 'packages' && workspace && NOT_COPIED.has(inWorkspace));
+  };
+  await cp(root, copy, { recursive: true, filter: copied });
+  await symlink(join(root, 'node_modules'), join(copy, 'node_modules'), 'dir');
+  return copy;
+}
+
+/** The bytes of every file under `dir` (what an install puts on disk, before block rounding), symbolic links not followed. */
+export async function bytesUnder(dir: string): Promise<number> {
+  let total = 0;
+  for (const entry of await readdir(dir, { recursive: true, withFileTypes: true })) {
+    if (entry.isFile()) total += (await stat(join(entry.parentPath, entry.name))).size;
+  }
+  return total;
+}
