@@ -281,7 +281,6 @@ function addAuditCommands(program: Command, env: () => Env): void {
       const unpinned = options.checkpoints !== undefined && pinned.length === 0;
       const publicKeys = unpinned ? [localAuditPublicKey(current)].filter((key) => key !== null) : pinned;
       if (unpinned) console.error(unpinnedKeyWarning(current));
-      else if (!options.checkpoints) console.error(CHAIN_ONLY_NOTE);
       const checkpoints = options.checkpoints ? resolve(options.checkpoints) : undefined;
       const verdict = (await runOperation(current, 'audit.verify', { checkpoints, publicKeys })) as { ok: boolean };
       printAdminResult('audit.verify', verdict);
@@ -303,10 +302,6 @@ function addAuditCommands(program: Command, env: () => Env): void {
 
 /** `audit verify --checkpoints` passed, but against the key beside the data rather than a pinned one. */
 const UNPINNED_EXIT_CODE = 3;
-
-const CHAIN_ONLY_NOTE =
-  'twokey: note: this checks the chain alone (order, links, hashes). Someone who can rewrite the table can recompute every hash;\n' +
-  '  to check against the signed checkpoints: twokey audit verify --checkpoints DIR --public-key KEY (docs/audit.md)';
 
 function unpinnedKeyWarning(current: Env): string {
   const where = current.TWOKEY_AUDIT_KEY
