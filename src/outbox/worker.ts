@@ -8,6 +8,8 @@ import { withDeadline } from '../lib/timeouts.js';
 export interface JobContext {
   /** Aborted when the job's deadline passes: stop waiting on the outside world. */
   signal: AbortSignal;
+  /** 1 on the first run; more when an earlier run failed, or its worker died before recording it. */
+  attempt: number;
 }
 
 export type JobHandler = (payload: Record<string, unknown>, context: JobContext) => Promise<void>;
@@ -23,6 +25,20 @@ export interface OutboxLane {
   concurrency: number;
   /** At most this many jobs per destination (`payload.destination`) at once on this worker. */
   perDestination?: number;
+  /**
+   * This lane's own lease, renewed every third of it while a job runs: a job whose worker died is
+   * claimable again within this long, however long a live run takes. Without it, the worker's
+   * lease (60 s) is taken once and never renewed.
+   */
+  renewedLeaseMs?: number;
+  /** How long one run may take in this lane (default: the worker's deadline). */
+  handlerDeadlineMs?: number;
+  /**
+   * Asked before each claim: false holds the lane's due jobs back, and it asks again every
+   * `admitRecheckMs` (25 ms). `running` is how many of its jobs run now.
+   */
+  admit?(state: { running: number }): boolean;
+  admitRecheckMs?: number;
 }
 
 /** Chat posts and edits, agents' callbacks, and everything else never wait on each other. */
@@ -63,6 +79,11 @@ const DEFAULT_DEADLINE_MS = 30_000;
 
 interface LaneState {
   lane: OutboxLane;
+  leaseMs: number;
+  handlerDeadlineMs: number;
+  /** The jobs this lane runs now, for renewing their leases. */
+  held: Map<number, JobRow>;
+  renewTimer: NodeJS.Timeout | null;
   claimFilter: { kinds?: readonly string[]; excludeKinds?: readonly string[] };
   running: Set<Promise<void>>;
   perDestination: Map<string, number>;
@@ -109,17 +130,14 @@ function createCompletionBatcher(jobs: JobStore, clock: () => Date) {
 }
 
 /** Runs one claimed job and records its outcome, each outcome fenced by the job's claim stamp. */
-function createJobRunner(
-  options: OutboxWorkerOptions,
-  settings: { clock: () => Date; handlerDeadlineMs: number; backoff: { baseMs: number; maxMs: number }; random: () => number },
-) {
-  const { clock, handlerDeadlineMs, backoff, random } = settings;
+function createJobRunner(options: OutboxWorkerOptions, settings: { clock: () => Date; backoff: { baseMs: number; maxMs: number }; random: () => number }) {
+  const { clock, backoff, random } = settings;
   const completions = createCompletionBatcher(options.jobs, clock);
 
-  function runWithDeadline(handler: JobHandler, job: JobRow): Promise<void> {
+  function runWithDeadline(handler: JobHandler, job: JobRow, handlerDeadlineMs: number): Promise<void> {
     return withDeadline(
       handlerDeadlineMs,
-      (signal) => handler(job.payload, { signal }),
+      (signal) => handler(job.payload, { signal, attempt: job.attempts }),
       () => new DeliveryError(`no answer within ${handlerDeadlineMs} ms`),
     );
   }
@@ -132,11 +150,11 @@ function createJobRunner(
     options.onSettled?.(job, 'superseded');
   }
 
-  return async function runJob(job: JobRow): Promise<void> {
+  return async function runJob(job: JobRow, handlerDeadlineMs: number): Promise<void> {
     const handler = options.handlers[job.kind];
     try {
       if (!handler) throw new DeliveryError(`no handler for job kind "${job.kind}"`, { permanent: true });
-      await runWithDeadline(handler, job);
+      await runWithDeadline(handler, job, handlerDeadlineMs);
       if (!(await completions.complete(job))) return superseded(job);
       options.onSettled?.(job, 'done');
     } catch (error) {
@@ -181,6 +199,10 @@ export function createOutboxWorker(options: OutboxWorkerOptions) {
   const namedKinds = lanes.flatMap((lane) => lane.kinds ?? []);
   const states: LaneState[] = lanes.map((lane) => ({
     lane,
+    leaseMs: lane.renewedLeaseMs ?? leaseMs,
+    handlerDeadlineMs: lane.handlerDeadlineMs ?? handlerDeadlineMs,
+    held: new Map(),
+    renewTimer: null,
     claimFilter: lane.kinds ? { kinds: lane.kinds } : { excludeKinds: namedKinds },
     running: new Set(),
     perDestination: new Map(),
@@ -192,7 +214,12 @@ export function createOutboxWorker(options: OutboxWorkerOptions) {
   const runsKind = (state: LaneState, kind: string) => (state.lane.kinds ? state.lane.kinds.includes(kind) : !namedKinds.includes(kind));
   let running = false;
 
-  const runJob = createJobRunner(options, { clock, handlerDeadlineMs, backoff, random });
+  for (const lane of lanes) {
+    if (!lane.renewedLeaseMs && (lane.handlerDeadlineMs ?? handlerDeadlineMs) >= leaseMs) {
+      throw new Error(`the outbox lease (${leaseMs} ms) must be longer than the handler deadline of lane ${lane.name}`);
+    }
+  }
+  const runJob = createJobRunner(options, { clock, backoff, random });
 
   const destinationOf = (job: JobRow): string | null => (typeof job.payload.destination === 'string' ? job.payload.destination : null);
 
@@ -200,13 +227,16 @@ export function createOutboxWorker(options: OutboxWorkerOptions) {
   function launch(state: LaneState, job: JobRow, refill: boolean): Promise<void> {
     const destination = destinationOf(job);
     if (destination) state.perDestination.set(destination, (state.perDestination.get(destination) ?? 0) + 1);
-    const run = runJob(job)
+    state.held.set(job.id, job);
+    keepRenewing(state);
+    const run = runJob(job, state.handlerDeadlineMs)
       .catch((error: unknown) => {
         // The outcome could not be written (database down): the lease runs out and the job runs again.
         options.logger.warn({ err: error, jobId: job.id, kind: job.kind }, 'outbox job outcome not recorded');
       })
       .finally(() => {
         state.running.delete(run);
+        state.held.delete(job.id);
         if (destination) {
           const left = (state.perDestination.get(destination) ?? 1) - 1;
           if (left > 0) state.perDestination.set(destination, left);
@@ -221,9 +251,31 @@ export function createOutboxWorker(options: OutboxWorkerOptions) {
     return run;
   }
 
+  /**
+   * While a lane with a renewed lease runs jobs, extends their leases every third of it. A renewal
+   * that fails (the database is away) is tried again at the next tick; if the lease runs out
+   * meanwhile another worker may run the job again, and this run's outcome is then dropped.
+   */
+  function keepRenewing(state: LaneState): void {
+    if (!state.lane.renewedLeaseMs || state.renewTimer || state.held.size === 0) return;
+    state.renewTimer = setTimeout(
+      () => {
+        state.renewTimer = null;
+        if (state.held.size === 0) return;
+        const claimed = [...state.held.values()];
+        options.jobs
+          .renew(claimed, new Date(clock().getTime() + state.leaseMs))
+          .catch((error: unknown) => options.logger.warn({ err: error, lane: state.lane.name }, 'outbox lease renewal failed'))
+          .finally(() => keepRenewing(state));
+      },
+      Math.max(10, Math.floor(state.leaseMs / 3)),
+    );
+    state.renewTimer.unref();
+  }
+
   async function claimFor(state: LaneState): Promise<JobRow[]> {
     const free = state.lane.concurrency - state.running.size;
-    return options.jobs.claimDue(clock(), free, leaseMs, {
+    return options.jobs.claimDue(clock(), free, state.leaseMs, {
       workerId,
       ...state.claimFilter,
       perDestination: state.lane.perDestination,
@@ -245,6 +297,10 @@ export function createOutboxWorker(options: OutboxWorkerOptions) {
     if (!running || state.claiming) return;
     const free = state.lane.concurrency - state.running.size;
     if (free <= 0) return; // a settling job calls pump again
+    if (state.lane.admit && !state.lane.admit({ running: state.running.size })) {
+      schedule(state, state.lane.admitRecheckMs ?? 25);
+      return;
+    }
     state.wakeRequested = false;
     state.claiming = claimFor(state)
       .then((claimed) => {
@@ -296,6 +352,10 @@ export function createOutboxWorker(options: OutboxWorkerOptions) {
       }
       await Promise.all(states.map((state) => state.claiming));
       await Promise.all(states.flatMap((state) => [...state.running]));
+      for (const state of states) {
+        if (state.renewTimer) clearTimeout(state.renewTimer);
+        state.renewTimer = null;
+      }
     },
   };
 }

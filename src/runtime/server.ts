@@ -15,7 +15,8 @@ import type { ChatIntegration } from '../chat/types.js';
 import { createChatMessageStore } from '../db/chat-store.js';
 import { JOBS_CHANNEL, parseJobsNotice, PROPOSAL_CHANNEL } from '../db/store.js';
 import { createCallbackDelivery } from '../outbox/callbacks.js';
-import { createOutboxWorker, type OutboxLane, type OutboxWorker } from '../outbox/worker.js';
+import { createOutboxWorker, DEFAULT_LANES, type OutboxLane, type OutboxWorker } from '../outbox/worker.js';
+import { clickLane } from '../outbox/inbox.js';
 import { createCallbackStore } from '../db/callback-store.js';
 import { createGuardedAgent } from '../executors/address-guard.js';
 import type { Sweeper } from './sweeper.js';
@@ -105,7 +106,7 @@ function chatFromEnvironment(env: Env, services: Services, wiring: ChatWiring, l
   }
   if (env.DISCORD_BOT_TOKEN) {
     integrations.push(
-      createDiscordIntegration({ env, services, logger, databaseUrl: wiring.databaseUrl, tuning: { workConcurrency: wiring.concurrency.discordDecisions } }),
+      createDiscordIntegration({ env, services, logger, databaseUrl: wiring.databaseUrl }),
     );
   }
   return integrations;
@@ -175,8 +176,14 @@ function wireChat(options: StartOptions, { env, logger, database, services }: Fo
   return { integrations, chatSync };
 }
 
-/** The outbox worker with a handler for every job kind the core and the chat sync queue. */
-function createOutbox(options: StartOptions, { logger, database, services }: Foundation, chatSync: ChatSync, callbackAgent: Agent): OutboxWorker {
+/** The outbox worker with a handler for every job kind the core, the chat sync and the chat platforms queue. */
+function createOutbox(
+  options: StartOptions,
+  { logger, database, services }: Foundation,
+  chat: { chatSync: ChatSync; integrations: readonly ChatIntegration[] },
+  callbackAgent: Agent,
+): OutboxWorker {
+  const { chatSync, integrations } = chat;
   return createOutboxWorker({
     jobs: services.jobs,
     logger,
@@ -184,7 +191,12 @@ function createOutbox(options: StartOptions, { logger, database, services }: Fou
     pollIntervalMs: options.outboxPollMs,
     leaseMs: options.outboxLeaseMs,
     backoff: options.outboxBackoff,
-    lanes: options.outboxLanes,
+    lanes: options.outboxLanes ?? [
+      // Answers first: while clicks arrive, their writes (which their answers wait for) do not queue
+      // behind decisions, in the embedded database's one queue or on this event loop.
+      clickLane(chatConcurrencyFor(database.kind).clickDecisions, (state) => services.inbox.admitDecisions(state)),
+      ...DEFAULT_LANES,
+    ],
     handlerDeadlineMs: options.outboxHandlerDeadlineMs,
     handlers: {
       'chat.sync': (payload) => chatSync.sync(String(payload.proposalId), payload.platform === 'discord' ? 'discord' : 'slack'),
@@ -198,8 +210,12 @@ function createOutbox(options: StartOptions, { logger, database, services }: Fou
       [REMIND_JOB]: async (payload) => void (await services.followUps.remind(String(payload.proposalId), Number(payload.index ?? 0))),
       [ESCALATE_JOB]: async (payload) => void (await services.followUps.escalate(String(payload.proposalId))),
       [CHAT_FOLLOW_UP_JOB]: (payload) => chatSync.followUp(payload),
+      ...Object.assign({}, ...integrations.map((integration) => integration.jobHandlers ?? {})),
     },
-    onSettled: (job, outcome) => services.metrics.jobOutcomes.inc({ kind: job.kind, outcome }),
+    onSettled: (job, outcome) => {
+      services.metrics.jobOutcomes.inc({ kind: job.kind, outcome });
+      if (outcome === 'done' || outcome === 'dead') services.inbox.settled(job.id);
+    },
   });
 }
 
@@ -331,7 +347,7 @@ export async function startTwokey(options: StartOptions): Promise<RunningTwokey>
   // Agents choose callback URLs: every connection they cause goes through the address guard.
   const callbackAgent = createGuardedAgent(services.callbackPolicy);
   const { integrations, chatSync } = wireChat(options, foundation);
-  const outbox = createOutbox(options, foundation, chatSync, callbackAgent);
+  const outbox = createOutbox(options, foundation, { chatSync, integrations }, callbackAgent);
   const wake = await wakeOnChanges(foundation, outbox);
 
   const limits = agentLimits(options, foundation);
@@ -346,6 +362,12 @@ export async function startTwokey(options: StartOptions): Promise<RunningTwokey>
     if (database.kind === 'pglite' && foundation.ownsDatabase) adminSocket = await startAdminSocket(services, env.TWOKEY_DATA_DIR);
   }
 
+  // The embedded database is this process's alone (it locks the data directory): a job still
+  // claimed belongs to a process that died, such as a click it stored and answered, and runs now.
+  if (database.kind === 'pglite' && foundation.ownsDatabase) {
+    const released = await services.jobs.releaseAllClaims(services.clock());
+    if (released > 0) logger.info({ jobs: released }, 'outbox jobs claimed by a process that died run again now');
+  }
   outbox.start();
   // The first minute: with no Slack or Discord, the console is the way to approve; say how to get in.
   if (url && integrations.length === 0 && options.announceConsole) options.announceConsole(await webConsole.firstRunSignIn(url));
