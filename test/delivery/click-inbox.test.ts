@@ -115,11 +115,23 @@ describe.each(drivers)('the click inbox with Slack (%s)', (driver) => {
     expect((await auditTypes(t, id)).filter((type) => type === 'proposal.rejected')).toHaveLength(1);
     // The same stored rejection on its first run (another person's, say) is told, privately.
     await decide({ ...job?.payload, userId: 'U0BOB' }, { signal, attempt: 1 });
-    await vi.waitFor(() => expect(t.fake.callsTo('chat.postMessage').filter((call) => call.args.channel === 'U0BOB').at(-1)?.args.text).toMatch(/rejected/), WAIT);
+    await vi.waitFor(
+      () =>
+        expect(
+          t.fake
+            .callsTo('chat.postMessage')
+            .filter((call) => call.args.channel === 'U0BOB')
+            .at(-1)?.args.text,
+        ).toMatch(/rejected/),
+      WAIT,
+    );
   });
 
   it('a stored click in a shape twokey never writes is a permanent failure, not a retry', async () => {
-    await expect(decide({ action: 'approve', proposalId: 42 }, { signal, attempt: 1 })).rejects.toMatchObject({ name: 'DeliveryError', options: { permanent: true } });
+    await expect(decide({ action: 'approve', proposalId: 42 }, { signal, attempt: 1 })).rejects.toMatchObject({
+      name: 'DeliveryError',
+      options: { permanent: true },
+    });
   });
 });
 

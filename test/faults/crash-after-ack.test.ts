@@ -61,7 +61,11 @@ describe.each(drivers)('kill -9 mid-burst of clicks and commits (%s)', (driver) 
   }
 
   beforeAll(async () => {
-    [slack, discord, downstream] = await Promise.all([startFakeSlack(), startFakeDiscord({ applicationId: APPLICATION_ID }), startFakeDownstream(EXECUTOR_SECRET)]);
+    [slack, discord, downstream] = await Promise.all([
+      startFakeSlack(),
+      startFakeDiscord({ applicationId: APPLICATION_ID }),
+      startFakeDownstream(EXECUTOR_SECRET),
+    ]);
     dir = await mkdtemp(join(tmpdir(), 'twokey-crash-after-ack-'));
     const executor = (path: string) => `{ type: http, url: "${downstream.url}${path}", secret: "${EXECUTOR_SECRET}", timeout: 2s }`;
     const approvers = ['slack:U0ALICE', `discord:user:${ALICE}`];
@@ -203,17 +207,21 @@ describe.each(drivers)('kill -9 mid-burst of clicks and commits (%s)', (driver) 
           const has = (id: string, type: string, actor?: string) => log.some((e) => e.proposalId === id && e.type === type && (!actor || e.actor === actor));
           return of
             .filter(({ kind, proposalId }) =>
-              kind === 'commit' ? !has(proposalId, 'proposal.committed') : !has(proposalId, 'approval.recorded', approverOf[kind]) || !has(proposalId, 'proposal.approved'),
+              kind === 'commit'
+                ? !has(proposalId, 'proposal.committed')
+                : !has(proposalId, 'approval.recorded', approverOf[kind]) || !has(proposalId, 'proposal.approved'),
             )
             .map((outcome) => outcome.proposalId);
         };
         const acked = outcomes.filter((outcome) => outcome.acked);
         // Recovery: stored clicks run at start (embedded) or once their short lease ends (PostgreSQL);
         // an execution whose process died is resumed once its own lease ends (timeout 2 s + 5 s).
-        const lost = await vi.waitFor(async () => expect(await notApplied(acked)).toEqual([]), { timeout: 45_000, interval: 250 }).then(
-          (): string[] => [],
-          () => notApplied(acked),
-        );
+        const lost = await vi
+          .waitFor(async () => expect(await notApplied(acked)).toEqual([]), { timeout: 45_000, interval: 250 })
+          .then(
+            (): string[] => [],
+            () => notApplied(acked),
+          );
 
         const all = [...forSlack, ...forDiscord, ...payouts];
         /**
@@ -238,7 +246,11 @@ describe.each(drivers)('kill -9 mid-burst of clicks and commits (%s)', (driver) 
         const { invocations, repeated } = await vi.waitFor(
           async () => {
             const seen = await executions();
-            expect({ foreign: seen.foreignKeys, unexplained: seen.repeatedWithoutResume, twice: seen.committedTwice }).toEqual({ foreign: [], unexplained: [], twice: [] });
+            expect({ foreign: seen.foreignKeys, unexplained: seen.repeatedWithoutResume, twice: seen.committedTwice }).toEqual({
+              foreign: [],
+              unexplained: [],
+              twice: [],
+            });
             return seen;
           },
           { timeout: 15_000, interval: 250 },
