@@ -103,7 +103,8 @@ export function createDiscordClickJob(options: DiscordClickJobOptions): JobHandl
 
   async function tell(click: DiscordClick, content: string): Promise<void> {
     const age = services.clock().getTime() - new Date(click.receivedAt).getTime();
-    const token = age < INTERACTION_TOKEN_LIFETIME_MS - TOKEN_MARGIN_MS ? unseal(click.interaction.token, options.botToken, click.interaction.id, TOKEN_PURPOSE) : null;
+    const token =
+      age < INTERACTION_TOKEN_LIFETIME_MS - TOKEN_MARGIN_MS ? unseal(click.interaction.token, options.botToken, click.interaction.id, TOKEN_PURPOSE) : null;
     if (!token) {
       options.logger().info({ interactionId: click.interaction.id, proposalId: click.proposalId }, 'Discord refusal not told: the interaction has expired');
       return;

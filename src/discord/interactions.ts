@@ -62,7 +62,10 @@ export function createInteractionHandler(options: InteractionHandlerOptions) {
     } catch (error) {
       options
         .logger()
-        .warn({ interactionId: meta.id, proposalId: decision.proposalId, error: error instanceof Error ? error.message : 'unknown' }, 'Discord click not stored');
+        .warn(
+          { interactionId: meta.id, proposalId: decision.proposalId, error: error instanceof Error ? error.message : 'unknown' },
+          'Discord click not stored',
+        );
       return ephemeral(INBOX_UNAVAILABLE_WORDS);
     }
   }
@@ -106,7 +109,11 @@ export function createInteractionHandler(options: InteractionHandlerOptions) {
   }
 
   /** A submitted form: checked like its button (a refusal is the answer when the checks are quick), then stored. */
-  async function onForm(meta: InteractionMeta, decision: Extract<DiscordDecision, { action: 'reject' | 'grant' }>, budgetMs: number): Promise<InteractionReply> {
+  async function onForm(
+    meta: InteractionMeta,
+    decision: Extract<DiscordDecision, { action: 'reject' | 'grant' }>,
+    budgetMs: number,
+  ): Promise<InteractionReply> {
     const checked = await settleInBudget(() => checkClick(decision.action, decision.proposalId, decision.decider), budgetMs);
     if (checked.settled && checked.value.refusal) return ephemeral(checked.value.refusal);
     return stored(meta, decision);
@@ -123,7 +130,16 @@ export function createInteractionHandler(options: InteractionHandlerOptions) {
       if ('malformed' in form) throw new TwokeyError('invalid_request', form.malformed);
       if ('refusal' in form) return ephemeral(`${form.refusal} ${NOTHING_CHANGED}`);
       const grant: GrantRequest = form.request;
-      return onForm(meta, { action: 'grant', proposalId: target.proposalId, decider, grant: { durationMs: grant.durationMs, maxUses: grant.maxUses ?? null, bounded: grant.bounded ?? false } }, budgetMs);
+      return onForm(
+        meta,
+        {
+          action: 'grant',
+          proposalId: target.proposalId,
+          decider,
+          grant: { durationMs: grant.durationMs, maxUses: grant.maxUses ?? null, bounded: grant.bounded ?? false },
+        },
+        budgetMs,
+      );
     }
     return ephemeral('twokey does not know this form.');
   }

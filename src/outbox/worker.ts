@@ -177,6 +177,34 @@ function createJobRunner(options: OutboxWorkerOptions, settings: { clock: () => 
 }
 
 /**
+ * While a lane with a renewed lease runs jobs, extends their leases every third of it. A renewal
+ * that fails (the database is away) is tried again at the next tick; if the lease runs out
+ * meanwhile another worker may run the job again, and this run's outcome is then dropped.
+ */
+function createLeaseRenewal(options: OutboxWorkerOptions, clock: () => Date) {
+  function keepRenewing(state: LaneState): void {
+    if (!state.lane.renewedLeaseMs || state.renewTimer || state.held.size === 0) return;
+    state.renewTimer = setTimeout(
+      () => {
+        state.renewTimer = null;
+        if (state.held.size === 0) return;
+        options.jobs
+          .renew([...state.held.values()], new Date(clock().getTime() + state.leaseMs))
+          .catch((error: unknown) => options.logger.warn({ err: error, lane: state.lane.name }, 'outbox lease renewal failed'))
+          .finally(() => keepRenewing(state));
+      },
+      Math.max(10, Math.floor(state.leaseMs / 3)),
+    );
+    state.renewTimer.unref();
+  }
+  function stop(state: LaneState): void {
+    if (state.renewTimer) clearTimeout(state.renewTimer);
+    state.renewTimer = null;
+  }
+  return { keepRenewing, stop };
+}
+
+/**
  * Runs the outbox: claims due jobs, runs their handler, and records the outcome — done, retried
  * later (honouring a platform's Retry-After), or dead after its last attempt (kept for
  * `twokey jobs list|retry`). Every replica runs one; the claim keeps each job to one worker.
@@ -220,6 +248,7 @@ export function createOutboxWorker(options: OutboxWorkerOptions) {
     }
   }
   const runJob = createJobRunner(options, { clock, backoff, random });
+  const renewal = createLeaseRenewal(options, clock);
 
   const destinationOf = (job: JobRow): string | null => (typeof job.payload.destination === 'string' ? job.payload.destination : null);
 
@@ -228,7 +257,7 @@ export function createOutboxWorker(options: OutboxWorkerOptions) {
     const destination = destinationOf(job);
     if (destination) state.perDestination.set(destination, (state.perDestination.get(destination) ?? 0) + 1);
     state.held.set(job.id, job);
-    keepRenewing(state);
+    renewal.keepRenewing(state);
     const run = runJob(job, state.handlerDeadlineMs)
       .catch((error: unknown) => {
         // The outcome could not be written (database down): the lease runs out and the job runs again.
@@ -249,28 +278,6 @@ export function createOutboxWorker(options: OutboxWorkerOptions) {
       });
     state.running.add(run);
     return run;
-  }
-
-  /**
-   * While a lane with a renewed lease runs jobs, extends their leases every third of it. A renewal
-   * that fails (the database is away) is tried again at the next tick; if the lease runs out
-   * meanwhile another worker may run the job again, and this run's outcome is then dropped.
-   */
-  function keepRenewing(state: LaneState): void {
-    if (!state.lane.renewedLeaseMs || state.renewTimer || state.held.size === 0) return;
-    state.renewTimer = setTimeout(
-      () => {
-        state.renewTimer = null;
-        if (state.held.size === 0) return;
-        const claimed = [...state.held.values()];
-        options.jobs
-          .renew(claimed, new Date(clock().getTime() + state.leaseMs))
-          .catch((error: unknown) => options.logger.warn({ err: error, lane: state.lane.name }, 'outbox lease renewal failed'))
-          .finally(() => keepRenewing(state));
-      },
-      Math.max(10, Math.floor(state.leaseMs / 3)),
-    );
-    state.renewTimer.unref();
   }
 
   async function claimFor(state: LaneState): Promise<JobRow[]> {
@@ -352,10 +359,7 @@ export function createOutboxWorker(options: OutboxWorkerOptions) {
       }
       await Promise.all(states.map((state) => state.claiming));
       await Promise.all(states.flatMap((state) => [...state.running]));
-      for (const state of states) {
-        if (state.renewTimer) clearTimeout(state.renewTimer);
-        state.renewTimer = null;
-      }
+      for (const state of states) renewal.stop(state);
     },
   };
 }

@@ -105,9 +105,7 @@ function chatFromEnvironment(env: Env, services: Services, wiring: ChatWiring, l
     integrations.push(createSlackIntegration({ env, services, logger, clickConcurrency: wiring.concurrency.slackClicks }));
   }
   if (env.DISCORD_BOT_TOKEN) {
-    integrations.push(
-      createDiscordIntegration({ env, services, logger, databaseUrl: wiring.databaseUrl }),
-    );
+    integrations.push(createDiscordIntegration({ env, services, logger, databaseUrl: wiring.databaseUrl }));
   }
   return integrations;
 }
@@ -154,6 +152,8 @@ async function openFoundation(options: StartOptions, logger: Logger): Promise<Fo
   return { env, logger, config, database, ownsDatabase, upstreamClients, services };
 }
 
+type WiredChat = ReturnType<typeof wireChat>;
+
 /** The chat platforms, and the sync that keeps their messages in step with the proposals. */
 function wireChat(options: StartOptions, { env, logger, database, services }: Foundation): { integrations: ChatIntegration[]; chatSync: ChatSync } {
   const chatWiring: ChatWiring = { concurrency: chatConcurrencyFor(database.kind), ...(database.kind === 'postgres' ? { databaseUrl: database.url } : {}) };
@@ -180,10 +180,9 @@ function wireChat(options: StartOptions, { env, logger, database, services }: Fo
 function createOutbox(
   options: StartOptions,
   { logger, database, services }: Foundation,
-  chat: { chatSync: ChatSync; integrations: readonly ChatIntegration[] },
+  { chatSync, integrations }: WiredChat,
   callbackAgent: Agent,
 ): OutboxWorker {
-  const { chatSync, integrations } = chat;
   return createOutboxWorker({
     jobs: services.jobs,
     logger,
@@ -191,12 +190,8 @@ function createOutbox(
     pollIntervalMs: options.outboxPollMs,
     leaseMs: options.outboxLeaseMs,
     backoff: options.outboxBackoff,
-    lanes: options.outboxLanes ?? [
-      // Answers first: while clicks arrive, their writes (which their answers wait for) do not queue
-      // behind decisions, in the embedded database's one queue or on this event loop.
-      clickLane(chatConcurrencyFor(database.kind).clickDecisions, (state) => services.inbox.admitDecisions(state)),
-      ...DEFAULT_LANES,
-    ],
+    // Stored clicks wait out a burst of clicks: their answers wait for the clicks' writes (see inbox.ts).
+    lanes: options.outboxLanes ?? [clickLane(chatConcurrencyFor(database.kind).clickDecisions, services.inbox.admitDecisions), ...DEFAULT_LANES],
     handlerDeadlineMs: options.outboxHandlerDeadlineMs,
     handlers: {
       'chat.sync': (payload) => chatSync.sync(String(payload.proposalId), payload.platform === 'discord' ? 'discord' : 'slack'),
@@ -362,11 +357,9 @@ export async function startTwokey(options: StartOptions): Promise<RunningTwokey>
     if (database.kind === 'pglite' && foundation.ownsDatabase) adminSocket = await startAdminSocket(services, env.TWOKEY_DATA_DIR);
   }
 
-  // The embedded database is this process's alone (it locks the data directory): a job still
-  // claimed belongs to a process that died, such as a click it stored and answered, and runs now.
-  if (database.kind === 'pglite' && foundation.ownsDatabase) {
-    const released = await services.jobs.releaseAllClaims(services.clock());
-    if (released > 0) logger.info({ jobs: released }, 'outbox jobs claimed by a process that died run again now');
+  // The embedded database is this process's alone (it locks its directory): a claim left is a dead process's (a stored click).
+  if (database.kind === 'pglite' && foundation.ownsDatabase && (await services.jobs.releaseAllClaims(services.clock())) > 0) {
+    logger.info('outbox jobs claimed by a process that died run again now');
   }
   outbox.start();
   // The first minute: with no Slack or Discord, the console is the way to approve; say how to get in.

@@ -152,7 +152,13 @@ export function decisionButtonOf(body: Record<string, unknown>, receivedAt: Date
   if (typeof only?.value !== 'string' || !only.value) return null;
   const action = only.action_id === APPROVE_ACTION ? 'approve' : only.action_id === RETRY_ACTION ? 'retry' : null;
   if (!action) return null;
-  return { action, proposalId: only.value, userId: user.id, channel: typeof channel?.id === 'string' ? channel.id : null, receivedAt: receivedAt.toISOString() };
+  return {
+    action,
+    proposalId: only.value,
+    userId: user.id,
+    channel: typeof channel?.id === 'string' ? channel.id : null,
+    receivedAt: receivedAt.toISOString(),
+  };
 }
 
 /** Slack's answer that keeps a form open and shows `text` under one of its blocks. */
@@ -167,7 +173,9 @@ function clickReceiver(deps: SlackApproverDeps, people: SlackPeople) {
       await deps.inbox.store({ kind: SLACK_CLICK_JOB, payload: click, proposalId: click.proposalId });
       return true;
     } catch (error) {
-      deps.log().warn({ proposalId: click.proposalId, action: click.action, error: error instanceof Error ? error.message : 'unknown' }, 'Slack click not stored');
+      deps
+        .log()
+        .warn({ proposalId: click.proposalId, action: click.action, error: error instanceof Error ? error.message : 'unknown' }, 'Slack click not stored');
       return false;
     }
   }

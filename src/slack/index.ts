@@ -161,7 +161,9 @@ export function createSlackIntegration(options: SlackIntegrationOptions): ChatIn
       await afterAck.drain(drainTimeoutMs);
       // Clicks stored and acknowledged are safe in the database; deciding them before going saves
       // the approvers a wait for the next process. The outbox still runs until the server closes.
-      await services.inbox.settle(SLACK_CLICK_JOB, drainTimeoutMs).catch((error: unknown) => log.warn({ err: error }, 'could not wait for stored Slack clicks'));
+      await services.inbox
+        .settle(SLACK_CLICK_JOB, drainTimeoutMs)
+        .catch((error: unknown) => log.warn({ err: error }, 'could not wait for stored Slack clicks'));
     },
   };
 }
