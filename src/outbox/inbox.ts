@@ -116,6 +116,15 @@ const MAX_TRACKED = 10_000;
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /**
+ * What went wrong, for the log: the driver's own words (`ECONNREFUSED`, `PGlite is closed`), not
+ * drizzle's wrapper, whose message repeats the statement and its parameters (the clicks).
+ */
+function failureOf(error: unknown): string {
+  const cause = error instanceof Error && error.cause instanceof Error ? error.cause : error;
+  return (cause instanceof Error ? cause.message : String(cause)).slice(0, 200);
+}
+
+/**
  * Stores clicks, several in one statement: clicks that arrive while a write is on its way go
  * together in the next one, so a burst of clicks costs a few commits, not one each, and the
  * answers that wait for them stay fast.
@@ -167,8 +176,7 @@ export function createClickInbox(options: ClickInboxOptions): ClickInbox {
           entry.resolve(id);
         });
       } catch (error) {
-        const reason = error instanceof Error ? error.message : String(error);
-        for (const entry of batch) entry.reject(new InboxUnavailable(reason));
+        for (const entry of batch) entry.reject(new InboxUnavailable(failureOf(error)));
       }
     }
     writing = false;
