@@ -165,7 +165,7 @@ export function createDiscordIntegration(options: DiscordIntegrationOptions): Di
   return {
     publisher,
     gateway,
-    jobHandlers: { [DISCORD_CLICK_JOB]: handler.decideClick },
+    jobHandlers: { [DISCORD_CLICK_JOB]: services.inbox.guard(handler.decideClick) },
 
     async registerRoutes(app) {
       logger ??= app.log.child({ platform: 'discord' });

@@ -19,5 +19,5 @@ export interface DiscordServices {
   /** Who is the same human behind several identities (config `people:`). */
   people?: People;
   /** Where clicks are stored before they are answered. */
-  inbox: Pick<ClickInbox, 'store' | 'wake' | 'withdraw' | 'settle'>;
+  inbox: Pick<ClickInbox, 'store' | 'wake' | 'withdraw' | 'settle' | 'guard'>;
 }

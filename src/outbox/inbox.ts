@@ -1,5 +1,5 @@
 import type { JobStore, NewJob } from '../db/jobs-store.js';
-import type { OutboxLane } from './worker.js';
+import type { JobHandler, OutboxLane } from './worker.js';
 
 /**
  * The inbox: a click from Slack or Discord is stored as an outbox job before it is answered, and
@@ -81,6 +81,11 @@ export interface ClickInbox {
   /** A worker of this process settled a job: one id fewer for `settle` to look up. */
   settled(id: number): void;
   /**
+   * The handler for stored clicks of one kind, guarded: a click this process answered as not stored,
+   * whose write landed later and which a worker here claimed before it could be deleted, is skipped.
+   */
+  guard(handler: JobHandler): JobHandler;
+  /**
    * The burst gate of the `clicks` lane: false while clicks are still arriving (one less than
    * `burstGapMs` ago) or being written, so their writes, which their answers wait for, do not queue
    * behind decisions (in the embedded database's one queue, and on the event loop); true again once
@@ -101,7 +106,8 @@ export interface ClickInboxOptions {
   storeDeadlineMs?: number;
   /** How often `settle` looks at the stored clicks still undecided. */
   settlePollMs?: number;
-  onLateWrite?(id: number, withdrawn: boolean): void;
+  /** A write that landed after its click was answered as not stored; `deleted` false when a worker had claimed it. */
+  onLateWrite?(id: number, deleted: boolean): void;
   /** A click arriving within this long of the previous one is part of a burst (default 50 ms). */
   burstGapMs?: number;
   /** Longest decisions are held back by a burst before they run one at a time (default 1 s). */
@@ -150,12 +156,18 @@ export function createClickInbox(options: ClickInboxOptions): ClickInbox {
     }
   }
 
-  /** A click answered "not stored" whose write landed after all: take it back so it changes nothing. */
-  function withdrawLate(id: number): void {
-    options.jobs.withdraw(id).then(
-      (withdrawn) => options.onLateWrite?.(id, withdrawn),
-      () => options.onLateWrite?.(id, false),
-    );
+  /**
+   * A click answered "not stored" whose write landed after all: taken back so it changes nothing.
+   * Deleted while still queued; should a worker of this process have claimed it meanwhile, `guard`
+   * skips it. (A worker of another replica claiming it in that moment would decide it: the click
+   * then counts, as if stored in time, and the message shows it.)
+   */
+  const withdrawn = new Set<number>();
+  async function withdrawLate(id: number): Promise<void> {
+    withdrawn.add(id);
+    if (withdrawn.size > MAX_TRACKED) withdrawn.delete(withdrawn.values().next().value as number);
+    const deleted = await options.jobs.withdraw(id).catch(() => false);
+    options.onLateWrite?.(id, deleted);
   }
 
   async function write(): Promise<void> {
@@ -168,13 +180,16 @@ export function createClickInbox(options: ClickInboxOptions): ClickInbox {
           batch.map((entry) => entry.job),
           options.clock(),
         );
+        const late: number[] = [];
         batch.forEach((entry, index) => {
           const id = ids[index];
           if (id === undefined) return entry.reject(new InboxUnavailable('the database returned no id'));
-          if (entry.answered) return withdrawLate(id);
+          if (entry.answered) return void late.push(id);
           track(id, entry.kind);
           entry.resolve(id);
         });
+        // Still writing meanwhile: the burst gate lets no decision of this process start before they are gone.
+        await Promise.all(late.map(withdrawLate));
       } catch (error) {
         for (const entry of batch) entry.reject(new InboxUnavailable(failureOf(error)));
       }
@@ -231,6 +246,9 @@ export function createClickInbox(options: ClickInboxOptions): ClickInbox {
     },
     settled(id) {
       tracked.delete(id);
+    },
+    guard(handler) {
+      return (payload, context) => (withdrawn.has(context.jobId) ? Promise.resolve() : handler(payload, context));
     },
     admitDecisions({ running }) {
       const at = now();

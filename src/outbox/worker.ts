@@ -10,6 +10,7 @@ export interface JobContext {
   signal: AbortSignal;
   /** 1 on the first run; more when an earlier run failed, or its worker died before recording it. */
   attempt: number;
+  jobId: number;
 }
 
 export type JobHandler = (payload: Record<string, unknown>, context: JobContext) => Promise<void>;
@@ -137,7 +138,7 @@ function createJobRunner(options: OutboxWorkerOptions, settings: { clock: () => 
   function runWithDeadline(handler: JobHandler, job: JobRow, handlerDeadlineMs: number): Promise<void> {
     return withDeadline(
       handlerDeadlineMs,
-      (signal) => handler(job.payload, { signal, attempt: job.attempts }),
+      (signal) => handler(job.payload, { signal, attempt: job.attempts, jobId: job.id }),
       () => new DeliveryError(`no answer within ${handlerDeadlineMs} ms`),
     );
   }

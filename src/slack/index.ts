@@ -132,7 +132,7 @@ export function createSlackIntegration(options: SlackIntegrationOptions): ChatIn
 
   return {
     publisher: createSlackPublisher(client),
-    jobHandlers: { [SLACK_CLICK_JOB]: approver.decideClick },
+    jobHandlers: { [SLACK_CLICK_JOB]: services.inbox.guard(approver.decideClick) },
 
     async registerRoutes(app: FastifyInstance) {
       if (!options.logger) log = app.log;

@@ -23,5 +23,5 @@ export interface SlackServices {
   /** Standing approvals ("Approve for 1 h…"), when the runtime offers them. */
   grants?: Pick<GrantService, 'approveAndGrant'>;
   /** Where clicks are stored before they are acknowledged. */
-  inbox: Pick<ClickInbox, 'store' | 'wake' | 'settle'>;
+  inbox: Pick<ClickInbox, 'store' | 'wake' | 'settle' | 'guard'>;
 }

@@ -91,14 +91,16 @@ async function startPlatform(platform: Platform, driver: 'pglite' | 'postgres', 
 }
 
 /**
- * Nothing of the click stayed: no stored click, no approval, still pending. Read on `database`: after
- * an outage, a connection of the test's own rather than twokey's pool.
+ * Nothing of the click stayed: no stored click left to run (a late write is deleted, or skipped if a
+ * worker claimed it first), no approval, still pending. Read on `database`: after an outage, a
+ * connection of the test's own rather than twokey's pool.
  */
 async function unchanged(database: Database, id: string): Promise<void> {
   const clicks = createJobStore(database.db);
   const store = createStore(database.db);
   await vi.waitFor(async () => {
-    expect((await clicks.list({ limit: 1_000 })).filter((job) => job.kind.endsWith('.click') && job.payload.proposalId === id)).toEqual([]);
+    const left = (await clicks.list({ limit: 1_000 })).filter((job) => job.kind.endsWith('.click') && job.payload.proposalId === id);
+    expect(left.filter((job) => job.status === 'queued' || job.status === 'running')).toEqual([]);
   }, WAIT);
   expect((await store.getProposal(id))?.status).toBe('pending');
   expect(await store.listApprovals(id)).toEqual([]);
@@ -182,6 +184,35 @@ describeOnPostgres('a click while PostgreSQL cannot be reached (a network partit
     },
     60_000,
   );
+});
+
+describe('the inbox when a write lands after its click was answered as not stored', () => {
+  it('deletes it, and a worker that claimed it first skips it', async () => {
+    const database = await openTestDatabase('pglite');
+    const jobs = createJobStore(database.db);
+    const late: Array<{ id: number; deleted: boolean }> = [];
+    const inbox = createClickInbox({
+      jobs,
+      clock: () => new Date(),
+      wake: () => {},
+      storeDeadlineMs: 50,
+      onLateWrite: (id, deleted) => late.push({ id, deleted }),
+    });
+    const release = await holdJobsTable(database);
+    const refused = await inbox.store({ kind: 'slack.click', payload: { action: 'approve' }, proposalId: 'prp_late' }).catch((error: unknown) => error);
+    expect(refused).toBeInstanceOf(InboxUnavailable);
+    await release();
+    await vi.waitFor(() => expect(late).toHaveLength(1), WAIT);
+    expect(late[0]?.deleted).toBe(true);
+    expect(await jobs.list({})).toEqual([]);
+    const handler = vi.fn(async () => {});
+    const context = { signal: new AbortController().signal, attempt: 1 };
+    await inbox.guard(handler)({}, { ...context, jobId: late[0]?.id ?? 0 });
+    expect(handler).not.toHaveBeenCalled();
+    await inbox.guard(handler)({}, { ...context, jobId: (late[0]?.id ?? 0) + 1 });
+    expect(handler).toHaveBeenCalledTimes(1);
+    await database.close();
+  });
 });
 
 describe('the inbox on a database that refuses the write', () => {

@@ -86,8 +86,8 @@ describe.each(drivers)('the click inbox with Slack (%s)', (driver) => {
     await t.slack.stop?.(); // waits until the stored click is decided
     const [job] = (await storedClicks(t, SLACK_CLICK_JOB)).filter((row) => row.payload.proposalId === id);
     const ephemerals = t.fake.callsTo('chat.postEphemeral').length;
-    await decide(job?.payload ?? {}, { signal, attempt: 2 });
-    await decide(job?.payload ?? {}, { signal, attempt: 3 });
+    await decide(job?.payload ?? {}, { signal, attempt: 2, jobId: job?.id ?? 0 });
+    await decide(job?.payload ?? {}, { signal, attempt: 3, jobId: job?.id ?? 0 });
     expect((await t.services.proposals.get(id)).status).toBe('pending');
     expect(await approversOf(t, id)).toEqual(['slack:U0ALICE']);
     expect(t.fake.callsTo('chat.postEphemeral')).toHaveLength(ephemerals);
@@ -98,7 +98,7 @@ describe.each(drivers)('the click inbox with Slack (%s)', (driver) => {
     await click(id, 'U0ALICE');
     await vi.waitFor(async () => expect((await t.services.proposals.get(id)).status).toBe('committed'), WAIT);
     const [job] = (await storedClicks(t, SLACK_CLICK_JOB)).filter((row) => row.payload.proposalId === id);
-    await decide(job?.payload ?? {}, { signal, attempt: 2 });
+    await decide(job?.payload ?? {}, { signal, attempt: 2, jobId: job?.id ?? 0 });
     expect(runs.filter((run) => run === id)).toHaveLength(1);
     expect((await auditTypes(t, id)).filter((type) => type === 'proposal.committed')).toHaveLength(1);
   });
@@ -110,11 +110,11 @@ describe.each(drivers)('the click inbox with Slack (%s)', (driver) => {
     const [job] = (await storedClicks(t, SLACK_CLICK_JOB)).filter((row) => row.payload.proposalId === id);
     expect(job?.payload).toMatchObject({ action: 'reject', reason: 'no', userId: 'U0ALICE' });
     const messages = t.fake.callsTo('chat.postMessage').filter((call) => call.args.channel === 'U0ALICE').length;
-    await decide(job?.payload ?? {}, { signal, attempt: 2 });
+    await decide(job?.payload ?? {}, { signal, attempt: 2, jobId: job?.id ?? 0 });
     expect(t.fake.callsTo('chat.postMessage').filter((call) => call.args.channel === 'U0ALICE')).toHaveLength(messages);
     expect((await auditTypes(t, id)).filter((type) => type === 'proposal.rejected')).toHaveLength(1);
     // The same stored rejection on its first run (another person's, say) is told, privately.
-    await decide({ ...job?.payload, userId: 'U0BOB' }, { signal, attempt: 1 });
+    await decide({ ...job?.payload, userId: 'U0BOB' }, { signal, attempt: 1, jobId: job?.id ?? 0 });
     await vi.waitFor(
       () =>
         expect(
@@ -128,7 +128,7 @@ describe.each(drivers)('the click inbox with Slack (%s)', (driver) => {
   });
 
   it('a stored click in a shape twokey never writes is a permanent failure, not a retry', async () => {
-    await expect(decide({ action: 'approve', proposalId: 42 }, { signal, attempt: 1 })).rejects.toMatchObject({
+    await expect(decide({ action: 'approve', proposalId: 42 }, { signal, attempt: 1, jobId: 0 })).rejects.toMatchObject({
       name: 'DeliveryError',
       options: { permanent: true },
     });
@@ -177,7 +177,7 @@ describe.each(drivers)('the click inbox with Discord (%s)', (driver) => {
     await t.discord.settle();
     const [job] = (await storedClicks(t.twokey, DISCORD_CLICK_JOB)).filter((row) => row.payload.proposalId === id);
     const followUps = t.fake.callsTo('POST', /^\/webhooks\//).length;
-    await decide(job?.payload ?? {}, { signal, attempt: 2 });
+    await decide(job?.payload ?? {}, { signal, attempt: 2, jobId: job?.id ?? 0 });
     expect((await t.twokey.services.proposals.get(id)).status).toBe('pending');
     expect(await approversOf(t.twokey, id)).toEqual([`discord:user:${ALICE}`]);
     expect(t.fake.callsTo('POST', /^\/webhooks\//)).toHaveLength(followUps);

@@ -50,6 +50,7 @@ function memoryInbox() {
     wake: noop,
     withdraw: async () => false,
     settle: async () => {},
+    guard: (handler) => handler,
   };
   return { inbox, stored };
 }
@@ -105,7 +106,7 @@ describe('Discord interactions when the database is slow', () => {
 
   /** Runs the stored clicks as the outbox would, first attempt each. */
   async function decideStored(handler: ReturnType<typeof handlerFor>, stored: StoredClick[]): Promise<void> {
-    for (const click of stored.splice(0)) await handler.decideClick(click.payload, { signal: new AbortController().signal, attempt: 1 });
+    for (const click of stored.splice(0)) await handler.decideClick(click.payload, { signal: new AbortController().signal, attempt: 1, jobId: 0 });
   }
 
   const deferredAndStored = (reply: InteractionReply | null) => expect(reply).toMatchObject({ response: { type: 6 }, stored: expect.any(Number) });
