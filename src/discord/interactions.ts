@@ -5,6 +5,7 @@ import { isTwokeyError, TwokeyError } from '../core/errors.js';
 import type { GrantRequest } from '../core/grant-service.js';
 import type { Decider } from '../core/model.js';
 import { DISCORD_CLICK_JOB, INBOX_UNAVAILABLE_WORDS } from '../outbox/inbox.js';
+import type { Settled } from '../lib/timeouts.js';
 import { createBurstScheduler, DEFAULT_BURST_GAP_MS, RecentIds, settleInBudget, startedOnce } from './burst-scheduler.js';
 import { createClickChecks } from './click-checks.js';
 import { createDiscordClickJob, storedClick, type DiscordDecision } from './clicks.js';
@@ -77,8 +78,23 @@ export function createInteractionHandler(options: InteractionHandlerOptions) {
       if (!proposal) throw new TwokeyError('not_found', `no proposal ${proposalId}`);
       return { response: grantModal(proposalId, proposal.operation, grantDurations(proposal.operation)) };
     } catch (error) {
-      if (!isTwokeyError(error)) options.logger().error({ err: error, proposalId }, 'Discord grant form failed');
-      return ephemeral(explainRefusal(error, 'approve'));
+      if (isTwokeyError(error)) return ephemeral(explainRefusal(error, 'approve'));
+      // Reading the proposal failed: the database is away.
+      options.logger().warn({ err: error, proposalId }, 'Discord grant form failed');
+      return ephemeral(INBOX_UNAVAILABLE_WORDS);
+    }
+  }
+
+  /**
+   * The checks within the budget. Checks that failed (the database is away) count as not done in
+   * time: the click is then stored unchecked, and storing it says whether the database answers.
+   */
+  async function checksWithin<T>(checking: () => Promise<T>, budgetMs: number, proposalId: string): Promise<Settled<T>> {
+    try {
+      return await settleInBudget(checking, budgetMs);
+    } catch (error) {
+      options.logger().warn({ err: error, proposalId }, 'Discord click checks failed');
+      return { settled: false };
     }
   }
 
@@ -89,7 +105,7 @@ export function createInteractionHandler(options: InteractionHandlerOptions) {
     // Started only when awaited: in a burst the checks are left to the decision (on PGlite a query
     // holds this thread, so a check started now would delay the answers behind it).
     const checking = startedOnce(() => checkClick(action, proposalId, decider));
-    const checked = await settleInBudget(checking, budgetMs);
+    const checked = await checksWithin(checking, budgetMs, proposalId);
     if (!checked.settled) {
       // A burst of clicks, or the database is slow right now: acknowledge in time, and let the outcome follow.
       if (budgetMs > 0) options.logger().warn({ proposalId, action, budgetMs }, 'Discord click checks exceeded the answer budget; acknowledging first');
@@ -114,7 +130,7 @@ export function createInteractionHandler(options: InteractionHandlerOptions) {
     decision: Extract<DiscordDecision, { action: 'reject' | 'grant' }>,
     budgetMs: number,
   ): Promise<InteractionReply> {
-    const checked = await settleInBudget(() => checkClick(decision.action, decision.proposalId, decision.decider), budgetMs);
+    const checked = await checksWithin(() => checkClick(decision.action, decision.proposalId, decision.decider), budgetMs, decision.proposalId);
     if (checked.settled && checked.value.refusal) return ephemeral(checked.value.refusal);
     return stored(meta, decision);
   }

@@ -124,13 +124,15 @@ function slackPeople(deps: SlackApproverDeps) {
     }
   }
 
+  /** A form opener (Reject, Approve for…) that cannot open its form: why, privately. */
   async function refuse(error: unknown, verb: Verb, userId: string, channel: string | undefined, proposalId: string) {
     if (error instanceof TwokeyError) {
       deps.log().info({ proposalId, user: `slack:${userId}`, code: error.code, verb }, 'Slack click changed nothing');
-    } else {
-      deps.log().error({ proposalId, err: error }, `Slack ${verb} failed`);
+      return tell(userId, channel, explainRefusal(error, verb, proposalId));
     }
-    await tell(userId, channel, explainRefusal(error, verb, proposalId));
+    // Its only reads are the proposal's (Slack's own failures are told apart): the database is away.
+    deps.log().warn({ proposalId, err: error }, `Slack ${verb} form not opened`);
+    await tell(userId, channel, INBOX_UNAVAILABLE_WORDS);
   }
 
   return { deciderFor, tell, refuse };

@@ -5,7 +5,7 @@ import { TwokeyError } from '../../src/core/errors.js';
 import type { AgentRecord, ProposalRecord } from '../../src/core/model.js';
 import { createInteractionHandler, type InteractionReply } from '../../src/discord/interactions.js';
 import type { DiscordServices } from '../../src/discord/ports.js';
-import type { StoredClick } from '../../src/outbox/inbox.js';
+import { INBOX_UNAVAILABLE_WORDS, InboxUnavailable, type StoredClick } from '../../src/outbox/inbox.js';
 import { proposalRecord } from '../support/records.js';
 import { startFakeDiscord, type FakeDiscord } from './fake-discord.js';
 import { ALICE, APPLICATION_ID, GUILD, MALLORY, buttonPress, modalSubmit } from './helpers.js';
@@ -186,5 +186,24 @@ describe('Discord interactions when the database is slow', () => {
     await decideStored(handler, stored);
     const [followUp] = fake.callsTo('POST', /^\/webhooks\//).filter((c) => c.path.endsWith(submit.token));
     expect(followUp?.body).toMatchObject({ flags: 64, content: expect.stringMatching(/already been decided/) });
+  });
+
+  it('a lone click whose checks fail (the database is away) is answered privately that twokey cannot reach it, not with an error', async () => {
+    const { services } = slowServices();
+    const away = new Error('connect ECONNREFUSED 127.0.0.1:5432');
+    const unreachable: DiscordServices = {
+      ...services,
+      store: { getProposal: () => Promise.reject(away), getAgent: () => Promise.reject(away), listApprovals: () => Promise.reject(away) },
+      inbox: { ...services.inbox, store: () => Promise.reject(new InboxUnavailable(away.message)) },
+      operation: () => ({ name: 'delete_workspace', approval: { approvers: [`discord:user:${ALICE}`] }, grants: { allow: true, durationsMs: [3_600_000] } }),
+      grants: { approveAndGrant: vi.fn() },
+    };
+    const handler = handlerFor(unreachable, { ackBudgetMs: 1_000 });
+    const words = { type: 4, data: { content: INBOX_UNAVAILABLE_WORDS, flags: 64 } };
+    expect(await handler.handle(buttonPress(`twokey:approve:${proposal.id}`, { userId: ALICE }))).toMatchObject({ response: words });
+    expect(await handler.handle(buttonPress(`twokey:grant:${proposal.id}`, { userId: ALICE }))).toMatchObject({ response: words });
+    expect(await handler.handle(modalSubmit(`twokey:reject:${proposal.id}`, { userId: ALICE }, 'no'))).toMatchObject({ response: words });
+    // Opening the reject form needs no database: it opens, and its submission is what is refused.
+    expect(await handler.handle(buttonPress(`twokey:reject:${proposal.id}`, { userId: ALICE }))).toMatchObject({ response: { type: 9 } });
   });
 });
