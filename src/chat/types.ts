@@ -1,5 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import type { ConfirmationType, ProposalStatus } from '../core/model.js';
+import type { JobHandler } from '../outbox/worker.js';
 
 /** Everything a chat message about one proposal shows. Never holds the token. */
 export interface ProposalMessageView {
@@ -59,6 +60,8 @@ export interface ChatIntegration {
   /** Opens long-lived connections (Slack Socket Mode, the Discord gateway). */
   start?(): Promise<void>;
   stop?(): Promise<void>;
+  /** Outbox handlers for the jobs this platform queues (its stored clicks), by job kind. */
+  jobHandlers?: Record<string, JobHandler>;
 }
 
 export interface ChatFollowUp {

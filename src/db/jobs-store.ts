@@ -112,8 +112,99 @@ function cappedCandidates(due: SQL, lane: ClaimLane, window: number): SQL {
 
 export type ClaimedJob = Pick<JobRow, 'id' | 'lockedBy'>;
 
+/**
+ * A job stored on its own, outside any state change: a click from chat, written before it is
+ * answered (src/outbox/inbox.ts). Due at once.
+ */
+export interface NewJob {
+  kind: string;
+  payload: Record<string, unknown>;
+  orderingKey?: string | null;
+  maxAttempts: number;
+}
+
+/** `id` and claim stamp of held jobs, as one JSON parameter (a statement for many jobs). */
+const claimsJson = (claimed: readonly ClaimedJob[]) => JSON.stringify(claimed.map((job) => ({ id: job.id, stamp: job.lockedBy })));
+
 /** The row is still ours: running, under the claim stamp we were handed. */
 const heldBy = (job: ClaimedJob) => and(eq(jobs.id, job.id), eq(jobs.status, 'running'), job.lockedBy === null ? sql`false` : eq(jobs.lockedBy, job.lockedBy));
+
+/** Jobs stored on their own, outside any state change: the inbox's clicks (src/outbox/inbox.ts). */
+function standaloneJobs(db: Db) {
+  return {
+    /**
+     * Stores jobs in one statement (one commit for a burst of clicks); their ids in the order given.
+     * A sequence hands out values in the order the rows of one INSERT are produced, which is the
+     * order of its VALUES list.
+     */
+    async insertMany(newJobs: readonly NewJob[], now: Date): Promise<number[]> {
+      if (newJobs.length === 0) return [];
+      const rows = await db
+        .insert(jobs)
+        .values(
+          newJobs.map((job) => ({
+            kind: job.kind,
+            payload: job.payload,
+            orderingKey: job.orderingKey ?? null,
+            status: 'queued',
+            maxAttempts: job.maxAttempts,
+            runAt: now,
+            createdAt: now,
+            updatedAt: now,
+          })),
+        )
+        .returning({ id: jobs.id });
+      return rows.map((row) => row.id).sort((a, b) => a - b);
+    },
+    /** Deletes a job nobody has started; false once a worker claimed it (or it is gone). */
+    async withdraw(id: number): Promise<boolean> {
+      const rows = await db
+        .delete(jobs)
+        .where(and(eq(jobs.id, id), eq(jobs.status, 'queued')))
+        .returning({ id: jobs.id });
+      return rows.length === 1;
+    },
+    /** Of these jobs, the ids still queued or running. */
+    async unfinished(ids: readonly number[]): Promise<Set<number>> {
+      if (ids.length === 0) return new Set();
+      const rows = await db
+        .select({ id: jobs.id })
+        .from(jobs)
+        .where(and(inArray(jobs.id, [...ids]), inArray(jobs.status, ['queued', 'running'])));
+      return new Set(rows.map((row) => row.id));
+    },
+  };
+}
+
+/** Leases beyond a claim's own: renewed while a job runs, or all ended at once. */
+function leaseUpdates(db: Db) {
+  return {
+    /**
+     * Extends the lease of jobs this worker still holds (fenced by their claim stamps, like every
+     * outcome); the ids whose claim still held. A lane with a short lease renews it while its jobs
+     * run, so a dead worker's jobs are free again within that short lease while a live one keeps its own.
+     */
+    async renew(claimed: readonly ClaimedJob[], lockedUntil: Date): Promise<Set<number>> {
+      const held = claimed.filter((job) => job.lockedBy !== null);
+      if (held.length === 0) return new Set();
+      const result = await db.execute(sql`
+        update jobs set locked_until = ${lockedUntil.toISOString()}::timestamptz
+        from jsonb_to_recordset(${claimsJson(held)}::jsonb) as claim(id bigint, stamp text)
+        where jobs.id = claim.id and jobs.status = 'running' and jobs.locked_by = claim.stamp
+        returning jobs.id`);
+      return new Set(rowsOf<{ id: string | number }>(result).map((row) => Number(row.id)));
+    },
+    /**
+     * Ends every claim at once, so the jobs they hold are claimable now. Only for a process that
+     * alone has the database open (the embedded one, whose data directory it locks): a claim it
+     * finds at start belongs to a process that died, and need not wait for its lease.
+     */
+    async releaseAllClaims(now: Date): Promise<number> {
+      const rows = await db.update(jobs).set({ lockedUntil: now, updatedAt: now }).where(eq(jobs.status, 'running')).returning({ id: jobs.id });
+      return rows.length;
+    },
+  };
+}
 
 /** Data access for the outbox's jobs table. */
 export function createJobStore(db: Db) {
@@ -125,6 +216,8 @@ export function createJobStore(db: Db) {
     .returning({ id: jobs.id })
     .prepare('twokey_job_complete');
   return {
+    ...standaloneJobs(db),
+    ...leaseUpdates(db),
     /**
      * Claims due jobs for this worker. SKIP LOCKED lets every replica claim at once without two
      * claiming one job; a job runs only when no older unfinished job shares its ordering key, so the
@@ -186,7 +279,7 @@ export function createJobStore(db: Db) {
       if (held.length === 1) return new Set((await this.complete(held[0] as ClaimedJob, now)) ? [(held[0] as ClaimedJob).id] : []);
       const result = await db.execute(sql`
         update jobs set status = 'done', locked_until = null, locked_by = null, last_error = null, updated_at = ${now.toISOString()}::timestamptz
-        from jsonb_to_recordset(${JSON.stringify(held.map((job) => ({ id: job.id, stamp: job.lockedBy })))}::jsonb) as claim(id bigint, stamp text)
+        from jsonb_to_recordset(${claimsJson(held)}::jsonb) as claim(id bigint, stamp text)
         where jobs.id = claim.id and jobs.status = 'running' and jobs.locked_by = claim.stamp
         returning jobs.id`);
       return new Set(rowsOf<{ id: string | number }>(result).map((row) => Number(row.id)));

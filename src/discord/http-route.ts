@@ -54,8 +54,8 @@ export async function registerInteractionRoute(app: FastifyInstance, options: In
       const answer = await options.handler.handle(payload);
       if (!answer) throw new TwokeyError('invalid_request', 'not a Discord interaction');
       await reply.header('content-type', 'application/json').send(answer.response);
-      // Only now: the click is acknowledged within Discord's 3 seconds whatever the decision costs.
-      options.handler.runAfter(answer);
+      // Only now: the click, stored already, is acknowledged within Discord's 3 seconds whatever the decision costs.
+      options.handler.afterAnswer(answer);
       return reply;
     });
   });

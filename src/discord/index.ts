@@ -7,6 +7,7 @@ import { createDiscordGateway, type DiscordGateway } from './gateway.js';
 import { registerInteractionRoute } from './http-route.js';
 import { createInteractionHandler, type InteractionReply } from './interactions.js';
 import type { DiscordServices } from './ports.js';
+import { DISCORD_CLICK_JOB } from '../outbox/inbox.js';
 import { createDiscordPublisher } from './publisher.js';
 import { createDiscordRest, describeRestFailure, withDeadline } from './rest.js';
 import { discordPublicKey } from './signature.js';
@@ -48,8 +49,8 @@ export interface DiscordTuning {
   ackBudgetMs: number;
   /** A click arriving within this long of the previous one is part of a burst and is answered at once. */
   burstGapMs: number;
-  /** Decisions running at once after their responses (default 1; the runtime sets it from the database). */
-  workConcurrency: number;
+  /** How long `stop()` waits for the clicks this process stored to be decided. */
+  drainTimeoutMs: number;
 }
 
 const defaultTuning: DiscordTuning = {
@@ -59,7 +60,7 @@ const defaultTuning: DiscordTuning = {
   gatewayRetryMs: 5_000,
   ackBudgetMs: 50,
   burstGapMs: 250,
-  workConcurrency: 1,
+  drainTimeoutMs: 15_000,
 };
 
 export interface DiscordIntegration extends ChatIntegration {
@@ -67,7 +68,7 @@ export interface DiscordIntegration extends ChatIntegration {
   registerRoutes(app: FastifyInstance): Promise<void>;
   start(): Promise<void>;
   stop(): Promise<void>;
-  /** Resolves once the decisions already acknowledged to Discord have finished. */
+  /** Resolves once the clicks this process stored (and acknowledged to Discord) have been decided. */
   settle(): Promise<void>;
   /** Null unless DISCORD_GATEWAY is true. */
   gateway: DiscordGateway | null;
@@ -117,9 +118,9 @@ export function createDiscordIntegration(options: DiscordIntegrationOptions): Di
     services,
     rest,
     logger: log,
+    botToken,
     ackBudgetMs: tuning.ackBudgetMs,
     burstGapMs: tuning.burstGapMs,
-    workConcurrency: tuning.workConcurrency,
   });
 
   /** Gateway interactions are answered through the REST callback; the work after it is the same as over HTTP. */
@@ -138,11 +139,13 @@ export function createDiscordIntegration(options: DiscordIntegrationOptions): Di
     try {
       await withDeadline(5_000, (signal) => rest.post(Routes.interactionCallback(target.id, target.token), { body: answer.response, auth: false, signal }));
     } catch (error) {
-      // Unanswered, Discord shows the clicker "interaction failed"; deciding anyway would surprise them.
-      log().warn({ interactionId: target.id, ...describeRestFailure(error) }, 'Discord interaction callback failed');
+      // Unanswered, Discord shows the clicker "interaction failed"; deciding anyway would surprise
+      // them, so the stored click is taken back (unless another replica's outbox started it already).
+      const withdrawn = await handler.withdraw(answer).catch(() => false);
+      log().warn({ interactionId: target.id, withdrawn, ...describeRestFailure(error) }, 'Discord interaction callback failed');
       return;
     }
-    handler.runAfter(answer);
+    handler.afterAnswer(answer);
   }
 
   const lockDatabaseUrl = env.DISCORD_GATEWAY ? options.databaseUrl : undefined;
@@ -162,6 +165,7 @@ export function createDiscordIntegration(options: DiscordIntegrationOptions): Di
   return {
     publisher,
     gateway,
+    jobHandlers: { [DISCORD_CLICK_JOB]: services.inbox.guard(handler.decideClick) },
 
     async registerRoutes(app) {
       logger ??= app.log.child({ platform: 'discord' });
@@ -178,12 +182,15 @@ export function createDiscordIntegration(options: DiscordIntegrationOptions): Di
       gateway?.start();
     },
 
-    settle: () => handler.drain(),
+    settle: () => services.inbox.settle(DISCORD_CLICK_JOB),
 
     async stop() {
       await gateway?.stop();
-      // Decisions already acknowledged to Discord finish before the database closes.
-      await handler.drain();
+      // Clicks stored and acknowledged are safe in the database; deciding them before going saves
+      // the approvers a wait for the next process. The outbox still runs until the server closes.
+      await services.inbox
+        .settle(DISCORD_CLICK_JOB, tuning.drainTimeoutMs)
+        .catch((error: unknown) => log().warn({ err: error }, 'could not wait for stored Discord clicks'));
     },
   };
 }

@@ -4,13 +4,16 @@ import { NOTHING_CHANGED } from '../core/decision-preview.js';
 import { isTwokeyError, TwokeyError } from '../core/errors.js';
 import type { GrantRequest } from '../core/grant-service.js';
 import type { Decider } from '../core/model.js';
+import { DISCORD_CLICK_JOB, INBOX_UNAVAILABLE_WORDS } from '../outbox/inbox.js';
+import type { Settled } from '../lib/timeouts.js';
 import { createBurstScheduler, DEFAULT_BURST_GAP_MS, RecentIds, settleInBudget, startedOnce } from './burst-scheduler.js';
 import { createClickChecks } from './click-checks.js';
+import { createDiscordClickJob, storedClick, type DiscordDecision } from './clicks.js';
 import { parseInteraction, type InteractionMeta, type ModalFields, type ParsedInteraction } from './interaction-payload.js';
 import { parseCustomId } from './message.js';
 import type { DiscordServices } from './ports.js';
 import { grantModal, readGrantForm, REASON_INPUT, rejectModal } from './modals.js';
-import { createPrivateReplies, DEFERRED_UPDATE, ephemeral, explainRefusal, type InteractionReply } from './private-replies.js';
+import { createFollowUp, DEFERRED_UPDATE, ephemeral, explainRefusal, type InteractionReply } from './private-replies.js';
 
 export { parseInteraction } from './interaction-payload.js';
 export { explainRefusal, type InteractionReply } from './private-replies.js';
@@ -19,28 +22,23 @@ export interface InteractionHandlerOptions {
   services: DiscordServices;
   rest: REST;
   logger: () => FastifyBaseLogger;
+  /** Seals the interaction tokens of stored clicks; the bot token, which the database never holds. */
+  botToken: string;
   /** Interaction ids remembered for de-duplication (per process). */
   recentIdsCapacity?: number;
   /** Deadline of a follow-up message. */
   followUpDeadlineMs?: number;
   /**
    * How long the checks before a response may take. Discord drops an interaction not answered within
-   * 3 s (transit included); past this budget the click is acknowledged anyway and the outcome follows.
+   * 3 s (transit included); past this budget the click is stored and acknowledged anyway, and the
+   * core's checks come when it is decided.
    */
   ackBudgetMs?: number;
   /**
-   * Clicks closer together than this (or arriving while another is being answered) form a burst.
-   * During one, every click is answered at once with its checks after the answer, and decisions wait
-   * for the lull. Default 250 ms.
+   * Clicks closer together than this (or arriving while another is being answered) form a burst:
+   * every click of it is stored and answered at once, unchecked. Default 250 ms.
    */
   burstGapMs?: number;
-  /**
-   * Decisions running at once after their responses. Bounded so a burst of clicks cannot queue so much
-   * database work that the next clicks' checks miss Discord's 3 seconds; the rest wait their turn.
-   */
-  workConcurrency?: number;
-  /** Longest a decision waits for a lull in clicks before it runs anyway. */
-  maxDecisionDelayMs?: number;
 }
 
 /** One interaction handler shared by the HTTP endpoint and the gateway. */
@@ -48,18 +46,30 @@ export function createInteractionHandler(options: InteractionHandlerOptions) {
   const { services } = options;
   const recent = new RecentIds(options.recentIdsCapacity ?? 10_000);
   const { checkClick, grantDurations } = createClickChecks(services);
-  const { followUp, decideLater, checkThenDecide } = createPrivateReplies({
-    rest: options.rest,
-    logger: options.logger,
-    followUpDeadlineMs: options.followUpDeadlineMs ?? 10_000,
-  });
+  const followUp = createFollowUp({ rest: options.rest, logger: options.logger, followUpDeadlineMs: options.followUpDeadlineMs ?? 10_000 });
   const ackBudgetMs = options.ackBudgetMs ?? 50;
-  const scheduler = createBurstScheduler({
-    burstGapMs: options.burstGapMs ?? DEFAULT_BURST_GAP_MS,
-    workConcurrency: options.workConcurrency ?? 4,
-    maxDecisionDelayMs: options.maxDecisionDelayMs ?? 1_000,
-    onWorkError: (error) => options.logger().error({ err: error }, 'Discord interaction work failed'),
-  });
+  const scheduler = createBurstScheduler({ burstGapMs: options.burstGapMs ?? DEFAULT_BURST_GAP_MS });
+
+  /**
+   * Stores the decision, then acknowledges it (a deferred update: the message is edited once it is
+   * decided). A click that cannot be stored is answered privately that twokey cannot reach its
+   * database, and changes nothing.
+   */
+  async function stored(meta: InteractionMeta, decision: DiscordDecision): Promise<InteractionReply> {
+    try {
+      const click = storedClick(decision, meta, options.botToken, services.clock());
+      const id = await services.inbox.store({ kind: DISCORD_CLICK_JOB, payload: click, proposalId: decision.proposalId });
+      return { response: DEFERRED_UPDATE, stored: id };
+    } catch (error) {
+      options
+        .logger()
+        .warn(
+          { interactionId: meta.id, proposalId: decision.proposalId, error: error instanceof Error ? error.message : 'unknown' },
+          'Discord click not stored',
+        );
+      return ephemeral(INBOX_UNAVAILABLE_WORDS);
+    }
+  }
 
   /** "Approve for…" whose checks ran late: the form opens unchecked (its submission is checked in full). */
   async function grantModalUnchecked(proposalId: string): Promise<InteractionReply> {
@@ -68,8 +78,23 @@ export function createInteractionHandler(options: InteractionHandlerOptions) {
       if (!proposal) throw new TwokeyError('not_found', `no proposal ${proposalId}`);
       return { response: grantModal(proposalId, proposal.operation, grantDurations(proposal.operation)) };
     } catch (error) {
-      if (!isTwokeyError(error)) options.logger().error({ err: error, proposalId }, 'Discord grant form failed');
-      return ephemeral(explainRefusal(error, 'approve'));
+      if (isTwokeyError(error)) return ephemeral(explainRefusal(error, 'approve'));
+      // Reading the proposal failed: the database is away.
+      options.logger().warn({ err: error, proposalId }, 'Discord grant form failed');
+      return ephemeral(INBOX_UNAVAILABLE_WORDS);
+    }
+  }
+
+  /**
+   * The checks within the budget. Checks that failed (the database is away) count as not done in
+   * time: the click is then stored unchecked, and storing it says whether the database answers.
+   */
+  async function checksWithin<T>(checking: () => Promise<T>, budgetMs: number, proposalId: string): Promise<Settled<T>> {
+    try {
+      return await settleInBudget(checking, budgetMs);
+    } catch (error) {
+      options.logger().warn({ err: error, proposalId }, 'Discord click checks failed');
+      return { settled: false };
     }
   }
 
@@ -77,18 +102,17 @@ export function createInteractionHandler(options: InteractionHandlerOptions) {
     const target = parseCustomId(customId);
     if (!target) return ephemeral('twokey does not know this button.');
     const { action, proposalId } = target;
-    const decide = action === 'approve' ? () => services.proposals.approve(proposalId, decider) : () => services.proposals.retry(proposalId, decider);
-    // Started only when awaited: in a burst the checks wait until every answer is out (on PGlite a
-    // query holds this thread, so a check started now would delay the answers behind it).
+    // Started only when awaited: in a burst the checks are left to the decision (on PGlite a query
+    // holds this thread, so a check started now would delay the answers behind it).
     const checking = startedOnce(() => checkClick(action, proposalId, decider));
-    const checked = await settleInBudget(checking, budgetMs);
+    const checked = await checksWithin(checking, budgetMs, proposalId);
     if (!checked.settled) {
       // A burst of clicks, or the database is slow right now: acknowledge in time, and let the outcome follow.
       if (budgetMs > 0) options.logger().warn({ proposalId, action, budgetMs }, 'Discord click checks exceeded the answer budget; acknowledging first');
       // The modals' submits run the full checks, so opening one unchecked lets nobody through.
       if (action === 'reject') return { response: rejectModal(proposalId, undefined) };
       if (action === 'grant') return grantModalUnchecked(proposalId);
-      return checkThenDecide(meta, proposalId, action, checking, decide);
+      return stored(meta, { action, proposalId, decider });
     }
     const { refusal, proposal } = checked.value;
     if (refusal) return ephemeral(refusal);
@@ -97,65 +121,49 @@ export function createInteractionHandler(options: InteractionHandlerOptions) {
       return proposal
         ? { response: grantModal(proposalId, proposal.operation, grantDurations(proposal.operation)) }
         : ephemeral(`twokey has no such proposal. ${NOTHING_CHANGED}`);
-    return { response: DEFERRED_UPDATE, after: decideLater(meta, proposalId, action, decide) };
+    return stored(meta, { action, proposalId, decider });
   }
 
-  async function onRejectForm(meta: InteractionMeta, decider: Decider, proposalId: string, reason: string | null, budgetMs: number): Promise<InteractionReply> {
-    // One short transaction and no execution, so usually done before answering: a refusal is then the answer itself.
-    const rejecting = startedOnce(() =>
-      services.proposals.reject(proposalId, decider, reason).then(
-        () => null,
-        (error: unknown) => {
-          if (!isTwokeyError(error)) options.logger().error({ err: error, proposalId }, 'Discord rejection failed');
-          return explainRefusal(error, 'reject');
-        },
-      ),
-    );
-    const rejected = await settleInBudget(rejecting, budgetMs);
-    if (!rejected.settled) {
-      return {
-        response: DEFERRED_UPDATE,
-        after: async () => {
-          const refusal = await rejecting();
-          if (refusal) await followUp(meta, refusal);
-        },
-      };
-    }
-    return rejected.value ? ephemeral(rejected.value) : { response: DEFERRED_UPDATE };
-  }
-
-  /** The grant form's submission: checked like an Approve click, then approved and granted after the answer. */
-  async function onGrantForm(meta: InteractionMeta, decider: Decider, proposalId: string, fields: ModalFields, budgetMs: number): Promise<InteractionReply> {
-    const form = readGrantForm(fields);
-    if ('malformed' in form) throw new TwokeyError('invalid_request', form.malformed);
-    if ('refusal' in form) return ephemeral(`${form.refusal} ${NOTHING_CHANGED}`);
-    const request: GrantRequest = form.request;
-    const decide = async () => {
-      if (!services.grants) throw new TwokeyError('invalid_request', 'This operation does not allow approving for a while');
-      const { grant } = await services.grants.approveAndGrant(proposalId, decider, request);
-      options.logger().info({ proposalId, approver: decider.identity, grantId: grant.id }, 'Discord approval with a grant');
-    };
-    const checking = startedOnce(() => checkClick('grant', proposalId, decider));
-    const checked = await settleInBudget(checking, budgetMs);
-    if (!checked.settled) return checkThenDecide(meta, proposalId, 'approve', checking, decide);
-    if (checked.value.refusal) return ephemeral(checked.value.refusal);
-    return { response: DEFERRED_UPDATE, after: decideLater(meta, proposalId, 'approve', decide) };
+  /** A submitted form: checked like its button (a refusal is the answer when the checks are quick), then stored. */
+  async function onForm(
+    meta: InteractionMeta,
+    decision: Extract<DiscordDecision, { action: 'reject' | 'grant' }>,
+    budgetMs: number,
+  ): Promise<InteractionReply> {
+    const checked = await checksWithin(() => checkClick(decision.action, decision.proposalId, decision.decider), budgetMs, decision.proposalId);
+    if (checked.settled && checked.value.refusal) return ephemeral(checked.value.refusal);
+    return stored(meta, decision);
   }
 
   async function onModal(meta: InteractionMeta, decider: Decider, customId: string, fields: ModalFields, budgetMs: number): Promise<InteractionReply> {
     const target = parseCustomId(customId);
     if (target?.action === 'reject') {
       const reason = fields.get(REASON_INPUT);
-      return onRejectForm(meta, decider, target.proposalId, typeof reason === 'string' ? reason : null, budgetMs);
+      return onForm(meta, { action: 'reject', proposalId: target.proposalId, decider, reason: typeof reason === 'string' ? reason : null }, budgetMs);
     }
-    if (target?.action === 'grant') return onGrantForm(meta, decider, target.proposalId, fields, budgetMs);
+    if (target?.action === 'grant') {
+      const form = readGrantForm(fields);
+      if ('malformed' in form) throw new TwokeyError('invalid_request', form.malformed);
+      if ('refusal' in form) return ephemeral(`${form.refusal} ${NOTHING_CHANGED}`);
+      const grant: GrantRequest = form.request;
+      return onForm(
+        meta,
+        {
+          action: 'grant',
+          proposalId: target.proposalId,
+          decider,
+          grant: { durationMs: grant.durationMs, maxUses: grant.maxUses ?? null, bounded: grant.bounded ?? false },
+        },
+        budgetMs,
+      );
+    }
     return ephemeral('twokey does not know this form.');
   }
 
   /**
    * `budgetMs`: how long the checks may hold the answer. A lone click waits for them, so a refusal
    * can be the answer itself; in a burst each would wait behind the others' checks, so every click
-   * is acknowledged at once and its outcome follows.
+   * is stored and acknowledged at once and its outcome follows.
    */
   async function answer(interaction: Exclude<ParsedInteraction, { kind: 'malformed' }>, budgetMs: number): Promise<InteractionReply> {
     if (interaction.kind === 'ping') return { response: { type: InteractionResponseType.Pong } };
@@ -171,6 +179,7 @@ export function createInteractionHandler(options: InteractionHandlerOptions) {
   /**
    * Returns the response for one interaction; null when the payload is not an interaction at all.
    * Throws an `invalid_request` TwokeyError (a 400 over HTTP) for one no Discord client would send.
+   * A decision is stored before this resolves: the response may go out.
    */
   async function handle(payload: unknown): Promise<InteractionReply | null> {
     const interaction = parseInteraction(payload);
@@ -179,12 +188,22 @@ export function createInteractionHandler(options: InteractionHandlerOptions) {
     return scheduler.whileAnswering((quiet) => answer(interaction, quiet ? ackBudgetMs : 0));
   }
 
-  /** Queues a reply's deferred work, tracked so that stop() can wait for it before the database closes. */
-  function runAfter(reply: InteractionReply): void {
-    if (reply.after) scheduler.runAfter(reply.after);
-  }
-
-  return { handle, runAfter, drain: scheduler.drain };
+  return {
+    handle,
+    /** The response is on its way: the click it stored is decided now. */
+    afterAnswer(reply: InteractionReply): void {
+      if (reply.stored !== undefined) services.inbox.wake(DISCORD_CLICK_JOB);
+    },
+    /**
+     * The response never reached Discord (the gateway's callback failed): the clicker was shown
+     * "interaction failed", so the stored click is taken back unless a worker already started it.
+     */
+    async withdraw(reply: InteractionReply): Promise<boolean> {
+      return reply.stored === undefined ? false : services.inbox.withdraw(reply.stored);
+    },
+    /** The outbox handler for stored clicks. */
+    decideClick: createDiscordClickJob({ services, botToken: options.botToken, logger: options.logger, followUp }),
+  };
 }
 
 export type InteractionHandler = ReturnType<typeof createInteractionHandler>;

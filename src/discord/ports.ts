@@ -3,6 +3,7 @@ import type { Clock } from '../core/model.js';
 import type { People } from '../core/people.js';
 import type { Store } from '../core/ports.js';
 import type { ProposalService } from '../core/proposals.js';
+import type { ClickInbox } from '../outbox/inbox.js';
 
 /**
  * The slice of twokey Discord needs to answer a click, declared here so the runtime (or a unit test,
@@ -17,4 +18,6 @@ export interface DiscordServices {
   clock: Clock;
   /** Who is the same human behind several identities (config `people:`). */
   people?: People;
+  /** Where clicks are stored before they are answered. */
+  inbox: Pick<ClickInbox, 'store' | 'wake' | 'withdraw' | 'settle' | 'guard'>;
 }

@@ -1,7 +1,6 @@
 import { InteractionResponseType, MessageFlags, Routes, type APIInteractionResponse, type REST } from 'discord.js';
 import type { FastifyBaseLogger } from 'fastify';
 import { explainDecisionError, type DecisionAction } from '../core/decision-preview.js';
-import { isTwokeyError } from '../core/errors.js';
 import type { InteractionMeta } from './interaction-payload.js';
 import { describeRestFailure, withDeadline } from './rest.js';
 
@@ -11,10 +10,10 @@ import { describeRestFailure, withDeadline } from './rest.js';
 export interface InteractionReply {
   response: APIInteractionResponse;
   /**
-   * The decision itself. It runs after the response is sent: Discord drops an interaction that is not
-   * answered within 3 seconds, and an approval can run the operation, which may take longer.
+   * The job id of the click stored before this answer: the outbox decides it, woken once the answer
+   * is on its way (an approval can run the operation, which may take longer than Discord's 3 seconds).
    */
-  after?: () => Promise<void>;
+  stored?: number;
 }
 
 export const ephemeral = (content: string): InteractionReply => ({
@@ -32,18 +31,17 @@ export function explainRefusal(error: unknown, action: DecisionAction = 'approve
   return explainDecisionError(error, action);
 }
 
-export interface PrivateRepliesOptions {
+export interface FollowUpOptions {
   rest: REST;
   logger: () => FastifyBaseLogger;
   /** Deadline of a follow-up message. */
   followUpDeadlineMs: number;
 }
 
-export function createPrivateReplies(options: PrivateRepliesOptions) {
+/** A private message after the response was already sent (the outcome of work done after it). */
+export function createFollowUp(options: FollowUpOptions) {
   const { rest, followUpDeadlineMs } = options;
-
-  /** A private message after the response was already sent (the outcome of work done after it). */
-  async function followUp(meta: InteractionMeta, content: string): Promise<void> {
+  return async function followUp(meta: InteractionMeta, content: string): Promise<void> {
     try {
       await withDeadline(followUpDeadlineMs, (signal) =>
         rest.post(Routes.webhook(meta.applicationId, meta.token), {
@@ -55,48 +53,5 @@ export function createPrivateReplies(options: PrivateRepliesOptions) {
     } catch (error) {
       options.logger().warn({ interactionId: meta.id, ...describeRestFailure(error) }, 'Discord follow-up message failed');
     }
-  }
-
-  /** Runs a decision after the response; a refusal found only then (a race) becomes a follow-up. */
-  function decideLater(meta: InteractionMeta, proposalId: string, action: DecisionAction, decide: () => Promise<unknown>): () => Promise<void> {
-    return async () => {
-      try {
-        await decide();
-      } catch (error) {
-        if (!isTwokeyError(error)) {
-          options.logger().error({ err: error, proposalId, interactionId: meta.id }, 'Discord decision failed');
-        }
-        await followUp(meta, explainRefusal(error, action));
-      }
-    };
-  }
-
-  /**
-   * Answers now (deferred) and decides after the checks, which did not finish within the budget;
-   * a refusal they find follows privately.
-   */
-  function checkThenDecide(
-    meta: InteractionMeta,
-    proposalId: string,
-    action: DecisionAction,
-    checking: () => Promise<{ refusal: string | null }>,
-    decide: () => Promise<unknown>,
-  ): InteractionReply {
-    return {
-      response: DEFERRED_UPDATE,
-      after: async () => {
-        let refusal: string | null;
-        try {
-          ({ refusal } = await checking());
-        } catch (error) {
-          options.logger().error({ err: error, proposalId, interactionId: meta.id }, 'Discord click checks failed');
-          return followUp(meta, explainRefusal(error, action));
-        }
-        if (refusal) return followUp(meta, refusal);
-        return decideLater(meta, proposalId, action, decide)();
-      },
-    };
-  }
-
-  return { followUp, decideLater, checkThenDecide };
+  };
 }

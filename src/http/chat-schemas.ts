@@ -16,7 +16,7 @@ export const slackEventsSchema = {
   tags: ['chat'],
   summary: "Slack's interactivity and events callback",
   description:
-    'Answered by Bolt: `200` with its acknowledgement (a `url_verification` challenge is echoed), `401` with no body when the signature or its timestamp (±5 minutes) does not match, `400` with no body for a payload Slack never sends. Only with SLACK_BOT_TOKEN and SLACK_SIGNING_SECRET (HTTP mode).',
+    'Answered by Bolt: `200` with its acknowledgement (a `url_verification` challenge is echoed), `401` with no body when the signature or its timestamp (±5 minutes) does not match, `400` with no body for a payload Slack never sends. A click that decides (Approve, Retry, a submitted form) is stored before the `200`; when it cannot be, the clicker is told privately that twokey cannot reach its database. Only with SLACK_BOT_TOKEN and SLACK_SIGNING_SECRET (HTTP mode).',
   consumes: ['application/x-www-form-urlencoded', 'application/json'],
   headers: z.looseObject({
     'x-slack-signature': z.string().optional().register(apiSchemas, { description: 'v0=HMAC-SHA256 of v0:timestamp:body with the signing secret' }),
@@ -32,7 +32,7 @@ export const discordInteractionsSchema = {
   tags: ['chat'],
   summary: "Discord's interactions endpoint",
   description:
-    'Button clicks and pings from Discord, verified with Ed25519 against DISCORD_PUBLIC_KEY before they are read; a bad signature is `401 unauthorized` (Discord probes with bad ones on purpose). Only with DISCORD_PUBLIC_KEY.',
+    'Button clicks and pings from Discord, verified with Ed25519 against DISCORD_PUBLIC_KEY before they are read; a bad signature is `401 unauthorized` (Discord probes with bad ones on purpose). A click that decides is stored before its response; when it cannot be, the response is an ephemeral message saying twokey cannot reach its database. Only with DISCORD_PUBLIC_KEY.',
   consumes: ['application/json'],
   headers: z.looseObject({
     'x-signature-ed25519': z.string().optional().register(apiSchemas, { description: 'Hex Ed25519 signature of timestamp + body' }),

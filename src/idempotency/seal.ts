@@ -17,14 +17,18 @@ export interface SealedResponse {
 
 const INFO = 'twokey idempotency response v1';
 
-function keyFor(secret: string, scope: string): Buffer {
-  return Buffer.from(hkdfSync('sha256', secret, scope, INFO, 32));
+function keyFor(secret: string, scope: string, purpose: string): Buffer {
+  return Buffer.from(hkdfSync('sha256', secret, scope, purpose, 32));
 }
 
-/** `scope` (agent and key) is also authenticated data: a sealed body cannot be moved to another key. */
-export function seal(plaintext: string, secret: string, scope: string): SealedResponse {
+/**
+ * `scope` (agent and key) is also authenticated data: a sealed body cannot be moved to another key.
+ * `purpose` keeps keys for different uses of one secret apart (Discord interaction tokens, sealed
+ * under the bot token, use their own).
+ */
+export function seal(plaintext: string, secret: string, scope: string, purpose = INFO): SealedResponse {
   const iv = randomBytes(12);
-  const cipher = createCipheriv('aes-256-gcm', keyFor(secret, scope), iv);
+  const cipher = createCipheriv('aes-256-gcm', keyFor(secret, scope, purpose), iv);
   cipher.setAAD(Buffer.from(scope, 'utf8'));
   const data = Buffer.concat([cipher.update(plaintext, 'utf8'), cipher.final()]);
   return { v: 1, iv: iv.toString('base64'), tag: cipher.getAuthTag().toString('base64'), data: data.toString('base64') };
@@ -37,10 +41,10 @@ function isSealed(value: unknown): value is SealedResponse {
 }
 
 /** The plaintext, or null when it cannot be opened with this secret (another key, tampering). */
-export function unseal(sealed: unknown, secret: string, scope: string): string | null {
+export function unseal(sealed: unknown, secret: string, scope: string, purpose = INFO): string | null {
   if (!isSealed(sealed)) return null;
   try {
-    const decipher = createDecipheriv('aes-256-gcm', keyFor(secret, scope), Buffer.from(sealed.iv, 'base64'));
+    const decipher = createDecipheriv('aes-256-gcm', keyFor(secret, scope, purpose), Buffer.from(sealed.iv, 'base64'));
     decipher.setAAD(Buffer.from(scope, 'utf8'));
     decipher.setAuthTag(Buffer.from(sealed.tag, 'base64'));
     return Buffer.concat([decipher.update(Buffer.from(sealed.data, 'base64')), decipher.final()]).toString('utf8');

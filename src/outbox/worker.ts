@@ -9,6 +9,9 @@ import { withDeadline } from '../lib/timeouts.js';
 export interface JobContext {
   /** Aborted when the job's deadline passes: stop waiting on the outside world. */
   signal: AbortSignal;
+  /** 1 on the first run; more when an earlier run failed, or its worker died before recording it. */
+  attempt: number;
+  jobId: number;
 }
 
 export type JobHandler = (payload: Record<string, unknown>, context: JobContext) => Promise<void>;
@@ -26,6 +29,20 @@ export interface OutboxLane {
   perDestination?: number;
   /** At most this many jobs per agent (`payload.agentId`) at once on this worker, whatever their destinations. */
   perAgent?: number;
+  /**
+   * This lane's own lease, renewed every third of it while a job runs: a job whose worker died is
+   * claimable again within this long, however long a live run takes. Without it, the worker's
+   * lease (60 s) is taken once and never renewed.
+   */
+  renewedLeaseMs?: number;
+  /** How long one run may take in this lane (default: the worker's deadline). */
+  handlerDeadlineMs?: number;
+  /**
+   * Asked before each claim: false holds the lane's due jobs back, and it asks again every
+   * `admitRecheckMs` (25 ms). `running` is how many of its jobs run now.
+   */
+  admit?(state: { running: number }): boolean;
+  admitRecheckMs?: number;
 }
 
 /**
@@ -83,6 +100,11 @@ const DEFAULT_DEADLINE_MS = 30_000;
 
 interface LaneState {
   lane: OutboxLane;
+  leaseMs: number;
+  handlerDeadlineMs: number;
+  /** The jobs this lane runs now, for renewing their leases. */
+  held: Map<number, JobRow>;
+  renewTimer: NodeJS.Timeout | null;
   claimFilter: { kinds?: readonly string[]; excludeKinds?: readonly string[] };
   running: Set<Promise<void>>;
   perDestination: Map<string, number>;
@@ -137,14 +159,13 @@ function createJobRunner(
   options: OutboxWorkerOptions,
   settings: {
     clock: () => Date;
-    handlerDeadlineMs: number;
     leaseMs: number;
     backoff: { baseMs: number; maxMs: number };
     random: () => number;
     stopping: () => boolean;
   },
 ) {
-  const { clock, handlerDeadlineMs, backoff, random } = settings;
+  const { clock, backoff, random } = settings;
   const completions = createCompletionBatcher(options.jobs, clock);
 
   /**
@@ -165,10 +186,10 @@ function createJobRunner(
     }
   }
 
-  function runWithDeadline(handler: JobHandler, job: JobRow): Promise<void> {
+  function runWithDeadline(handler: JobHandler, job: JobRow, handlerDeadlineMs: number): Promise<void> {
     return withDeadline(
       handlerDeadlineMs,
-      (signal) => handler(job.payload, { signal }),
+      (signal) => handler(job.payload, { signal, attempt: job.attempts, jobId: job.id }),
       () => new DeliveryError(`no answer within ${handlerDeadlineMs} ms`),
     );
   }
@@ -181,12 +202,12 @@ function createJobRunner(
     options.onSettled?.(job, 'superseded');
   }
 
-  return async function runJob(job: JobRow): Promise<void> {
+  return async function runJob(job: JobRow, handlerDeadlineMs: number): Promise<void> {
     const handler = options.handlers[job.kind];
     let failure: { error: unknown } | null = null;
     try {
       if (!handler) throw new DeliveryError(`no handler for job kind "${job.kind}"`, { permanent: true });
-      await runWithDeadline(handler, job);
+      await runWithDeadline(handler, job, handlerDeadlineMs);
     } catch (error) {
       failure = { error };
     }
@@ -214,6 +235,34 @@ function createJobRunner(
 }
 
 /**
+ * While a lane with a renewed lease runs jobs, extends their leases every third of it. A renewal
+ * that fails (the database is away) is tried again at the next tick; if the lease runs out
+ * meanwhile another worker may run the job again, and this run's outcome is then dropped.
+ */
+function createLeaseRenewal(options: OutboxWorkerOptions, clock: () => Date) {
+  function keepRenewing(state: LaneState): void {
+    if (!state.lane.renewedLeaseMs || state.renewTimer || state.held.size === 0) return;
+    state.renewTimer = setTimeout(
+      () => {
+        state.renewTimer = null;
+        if (state.held.size === 0) return;
+        options.jobs
+          .renew([...state.held.values()], new Date(clock().getTime() + state.leaseMs))
+          .catch((error: unknown) => options.logger.warn({ err: error, lane: state.lane.name }, 'outbox lease renewal failed'))
+          .finally(() => keepRenewing(state));
+      },
+      Math.max(10, Math.floor(state.leaseMs / 3)),
+    );
+    state.renewTimer.unref();
+  }
+  function stop(state: LaneState): void {
+    if (state.renewTimer) clearTimeout(state.renewTimer);
+    state.renewTimer = null;
+  }
+  return { keepRenewing, stop };
+}
+
+/**
  * Runs the outbox: claims due jobs, runs their handler, and records the outcome — done, retried
  * later (honouring a platform's Retry-After), or dead after its last attempt (kept for
  * `twokey jobs list|retry`). Every replica runs one; the claim keeps each job to one worker.
@@ -236,6 +285,10 @@ export function createOutboxWorker(options: OutboxWorkerOptions) {
   const namedKinds = lanes.flatMap((lane) => lane.kinds ?? []);
   const states: LaneState[] = lanes.map((lane) => ({
     lane,
+    leaseMs: lane.renewedLeaseMs ?? leaseMs,
+    handlerDeadlineMs: lane.handlerDeadlineMs ?? handlerDeadlineMs,
+    held: new Map(),
+    renewTimer: null,
     claimFilter: lane.kinds ? { kinds: lane.kinds } : { excludeKinds: namedKinds },
     running: new Set(),
     perDestination: new Map(),
@@ -250,7 +303,13 @@ export function createOutboxWorker(options: OutboxWorkerOptions) {
   /** Set by stop(): an outcome waiting for the database is given up (its lease brings the job back). */
   let stopped = false;
 
-  const runJob = createJobRunner(options, { clock, handlerDeadlineMs, leaseMs, backoff, random, stopping: () => stopped });
+  for (const lane of lanes) {
+    if (!lane.renewedLeaseMs && (lane.handlerDeadlineMs ?? handlerDeadlineMs) >= leaseMs) {
+      throw new Error(`the outbox lease (${leaseMs} ms) must be longer than the handler deadline of lane ${lane.name}`);
+    }
+  }
+  const runJob = createJobRunner(options, { clock, leaseMs, backoff, random, stopping: () => stopped });
+  const renewal = createLeaseRenewal(options, clock);
 
   const payloadKey = (job: JobRow, name: 'destination' | 'agentId'): string | null => (typeof job.payload[name] === 'string' ? job.payload[name] : null);
   const hold = (counts: Map<string, number>, key: string | null) => {
@@ -270,13 +329,16 @@ export function createOutboxWorker(options: OutboxWorkerOptions) {
     hold(state.perDestination, destination);
     hold(state.perAgent, agent);
     const capped = Boolean((destination && state.lane.perDestination) || (agent && state.lane.perAgent));
-    const run = runJob(job)
+    state.held.set(job.id, job);
+    renewal.keepRenewing(state);
+    const run = runJob(job, state.handlerDeadlineMs)
       .catch((error: unknown) => {
         // The outcome could not be written (database down): the lease runs out and the job runs again.
         options.logger.warn({ err: error, jobId: job.id, kind: job.kind }, 'outbox job outcome not recorded');
       })
       .finally(() => {
         state.running.delete(run);
+        state.held.delete(job.id);
         release(state.perDestination, destination);
         release(state.perAgent, agent);
         // A settled job frees a slot, but claiming for it is worth a statement only when jobs may be
@@ -290,7 +352,7 @@ export function createOutboxWorker(options: OutboxWorkerOptions) {
 
   async function claimFor(state: LaneState): Promise<JobRow[]> {
     const free = state.lane.concurrency - state.running.size;
-    return options.jobs.claimDue(clock(), free, leaseMs, {
+    return options.jobs.claimDue(clock(), free, state.leaseMs, {
       workerId,
       ...state.claimFilter,
       perDestination: state.lane.perDestination,
@@ -314,6 +376,10 @@ export function createOutboxWorker(options: OutboxWorkerOptions) {
     if (!running || state.claiming) return;
     const free = state.lane.concurrency - state.running.size;
     if (free <= 0) return; // a settling job calls pump again
+    if (state.lane.admit && !state.lane.admit({ running: state.running.size })) {
+      schedule(state, state.lane.admitRecheckMs ?? 25);
+      return;
+    }
     state.wakeRequested = false;
     state.claiming = claimFor(state)
       .then((claimed) => {
@@ -366,6 +432,7 @@ export function createOutboxWorker(options: OutboxWorkerOptions) {
       }
       await Promise.all(states.map((state) => state.claiming));
       await Promise.all(states.flatMap((state) => [...state.running]));
+      for (const state of states) renewal.stop(state);
     },
   };
 }

@@ -1,19 +1,18 @@
 import type { Database } from '../db/database.js';
 
-/** How much work each chat platform runs at once after acknowledging clicks; set per database. */
+/** How much chat work runs at once; set per database. */
 export interface ChatConcurrency {
-  /** Slack clicks decided at once after their acks. */
+  /** Slack form openers (Reject, Approve for…) handled at once after their acks. */
   slackClicks: number;
-  /** Discord decisions run at once after their responses. */
-  discordDecisions: number;
+  /** Stored clicks (both platforms) decided at once per replica: the slots of the outbox's `clicks` lane. */
+  clickDecisions: number;
 }
 
 /**
  * The embedded database runs every query on this event loop, one at a time: decisions at once only
- * queue their queries in front of the next click's checks, so few run (for Discord, whose answer is
- * held for its checks, one). PostgreSQL works in its own process and takes more (measured with
- * `npm run bench`).
+ * queue their queries in front of the next clicks' writes, so few run. PostgreSQL works in its own
+ * process and takes more (measured with `npm run bench`).
  */
 export function chatConcurrencyFor(kind: Database['kind']): ChatConcurrency {
-  return kind === 'postgres' ? { slackClicks: 16, discordDecisions: 4 } : { slackClicks: 4, discordDecisions: 1 };
+  return kind === 'postgres' ? { slackClicks: 16, clickDecisions: 16 } : { slackClicks: 4, clickDecisions: 2 };
 }

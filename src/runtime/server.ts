@@ -16,6 +16,7 @@ import { createChatMessageStore } from '../db/chat-store.js';
 import { JOBS_CHANNEL, parseJobsNotice, PROPOSAL_CHANNEL } from '../db/store.js';
 import { createCallbackDelivery } from '../outbox/callbacks.js';
 import { createOutboxWorker, defaultLanes, type OutboxLane, type OutboxWorker } from '../outbox/worker.js';
+import { clickLane } from '../outbox/inbox.js';
 import { createCallbackStore } from '../db/callback-store.js';
 import { createGuardedAgent } from '../executors/address-guard.js';
 import type { Sweeper } from './sweeper.js';
@@ -104,9 +105,7 @@ function chatFromEnvironment(env: Env, services: Services, wiring: ChatWiring, l
     integrations.push(createSlackIntegration({ env, services, logger, clickConcurrency: wiring.concurrency.slackClicks }));
   }
   if (env.DISCORD_BOT_TOKEN) {
-    integrations.push(
-      createDiscordIntegration({ env, services, logger, databaseUrl: wiring.databaseUrl, tuning: { workConcurrency: wiring.concurrency.discordDecisions } }),
-    );
+    integrations.push(createDiscordIntegration({ env, services, logger, databaseUrl: wiring.databaseUrl }));
   }
   return integrations;
 }
@@ -173,6 +172,8 @@ async function openFoundation(options: StartOptions, logger: Logger): Promise<Fo
   return { env, logger, config, database, ownsDatabase, upstreamClients, services, auditTrust };
 }
 
+type WiredChat = ReturnType<typeof wireChat>;
+
 /** The chat platforms, and the sync that keeps their messages in step with the proposals. */
 function wireChat(options: StartOptions, { env, logger, database, services }: Foundation): { integrations: ChatIntegration[]; chatSync: ChatSync } {
   const chatWiring: ChatWiring = { concurrency: chatConcurrencyFor(database.kind), ...(database.kind === 'postgres' ? { databaseUrl: database.url } : {}) };
@@ -198,8 +199,13 @@ function wireChat(options: StartOptions, { env, logger, database, services }: Fo
   return { integrations, chatSync };
 }
 
-/** The outbox worker with a handler for every job kind the core and the chat sync queue. */
-function createOutbox(options: StartOptions, { logger, database, services }: Foundation, chatSync: ChatSync, callbackAgent: Agent): OutboxWorker {
+/** The outbox worker with a handler for every job kind the core, the chat sync and the chat platforms queue. */
+function createOutbox(
+  options: StartOptions,
+  { logger, database, services }: Foundation,
+  { chatSync, integrations }: WiredChat,
+  callbackAgent: Agent,
+): OutboxWorker {
   return createOutboxWorker({
     jobs: services.jobs,
     logger,
@@ -207,7 +213,11 @@ function createOutbox(options: StartOptions, { logger, database, services }: Fou
     pollIntervalMs: options.outboxPollMs,
     leaseMs: options.outboxLeaseMs,
     backoff: options.outboxBackoff,
-    lanes: options.outboxLanes ?? defaultLanes(options.env.TWOKEY_CALLBACK_CONCURRENCY_PER_AGENT),
+    // Stored clicks wait out a burst of clicks: their answers wait for the clicks' writes (see inbox.ts).
+    lanes: options.outboxLanes ?? [
+      clickLane(chatConcurrencyFor(database.kind).clickDecisions, services.inbox.admitDecisions),
+      ...defaultLanes(options.env.TWOKEY_CALLBACK_CONCURRENCY_PER_AGENT),
+    ],
     handlerDeadlineMs: options.outboxHandlerDeadlineMs,
     handlers: {
       'chat.sync': (payload) => chatSync.sync(String(payload.proposalId), payload.platform === 'discord' ? 'discord' : 'slack'),
@@ -221,8 +231,12 @@ function createOutbox(options: StartOptions, { logger, database, services }: Fou
       [REMIND_JOB]: async (payload) => void (await services.followUps.remind(String(payload.proposalId), Number(payload.index ?? 0))),
       [ESCALATE_JOB]: async (payload) => void (await services.followUps.escalate(String(payload.proposalId))),
       [CHAT_FOLLOW_UP_JOB]: (payload) => chatSync.followUp(payload),
+      ...Object.assign({}, ...integrations.map((integration) => integration.jobHandlers ?? {})),
     },
-    onSettled: (job, outcome) => services.metrics.jobOutcomes.inc({ kind: job.kind, outcome }),
+    onSettled: (job, outcome) => {
+      services.metrics.jobOutcomes.inc({ kind: job.kind, outcome });
+      if (outcome === 'done' || outcome === 'dead') services.inbox.settled(job.id);
+    },
   });
 }
 
@@ -367,7 +381,7 @@ export async function startTwokey(options: StartOptions): Promise<RunningTwokey>
   // Agents choose callback URLs: every connection they cause goes through the address guard.
   const callbackAgent = createGuardedAgent(services.callbackPolicy);
   const { integrations, chatSync } = wireChat(options, foundation);
-  const outbox = createOutbox(options, foundation, chatSync, callbackAgent);
+  const outbox = createOutbox(options, foundation, { chatSync, integrations }, callbackAgent);
   const wake = await wakeOnChanges(foundation, outbox);
 
   const limits = agentLimits(options, foundation);
@@ -382,6 +396,10 @@ export async function startTwokey(options: StartOptions): Promise<RunningTwokey>
     if (database.kind === 'pglite' && foundation.ownsDatabase) adminSocket = await startAdminSocket(services, env.TWOKEY_DATA_DIR);
   }
 
+  // The embedded database is this process's alone (it locks its directory): a claim left is a dead process's (a stored click).
+  if (database.kind === 'pglite' && foundation.ownsDatabase && (await services.jobs.releaseAllClaims(services.clock())) > 0) {
+    logger.info('outbox jobs claimed by a process that died run again now');
+  }
   outbox.start();
   // The first minute: with no Slack or Discord, the console is the way to approve; say how to get in.
   if (url && integrations.length === 0 && options.announceConsole) options.announceConsole(await webConsole.firstRunSignIn(url));

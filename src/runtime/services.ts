@@ -24,6 +24,7 @@ import { echoExecutor } from '../executors/echo.js';
 import { createAddressPolicy, staticUrlRefusal, type AddressPolicy } from '../executors/address-guard.js';
 import { createHttpExecutor } from '../executors/http.js';
 import { callbackDestination } from '../outbox/callbacks.js';
+import { createClickInbox } from '../outbox/inbox.js';
 import { openTelemetryTracer } from '../tracing/index.js';
 import { createMetrics, type Metrics } from './metrics.js';
 import { laneOf, type OutboxLane } from '../outbox/worker.js';
@@ -96,6 +97,14 @@ export function createServices(options: ServicesOptions) {
     },
   });
   const jobs = createJobStore(options.database.db);
+  // Clicks are stored outside any state change, so their wake-up comes from here, not the store.
+  const inbox = createClickInbox({
+    jobs,
+    clock,
+    wake: (kinds) => {
+      for (const listener of jobsQueued) listener(kinds);
+    },
+  });
   const callbackPolicy: AddressPolicy = createAddressPolicy(options.callbackAllow);
   const operations = new Map(options.config.operations.map((operation) => [operation.name, operation]));
   const people = createPeople(options.config.people);
@@ -208,6 +217,8 @@ export function createServices(options: ServicesOptions) {
     agp,
     store,
     jobs,
+    /** Clicks from chat, stored before they are answered and decided by the outbox. */
+    inbox,
     clock,
     changes,
     metrics,

@@ -1,10 +1,10 @@
 import { webApi, type AckFn, type App, type BlockAction, type ButtonAction, type ViewResponseAction, type ViewSubmitAction } from '@slack/bolt';
-import { explainDecisionError, failedExecutionWords, NOTHING_CHANGED, type DecisionAction, type DecisionPreview } from '../core/decision-preview.js';
+import { explainDecisionError, NOTHING_CHANGED, type DecisionAction, type DecisionPreview } from '../core/decision-preview.js';
 import { TwokeyError } from '../core/errors.js';
 import { SLACK_USER_ID, slackGroupIdentity, slackUserIdentity } from '../core/identity.js';
 import type { Decider, ProposalRecord } from '../core/model.js';
-import { isFailedExecution } from '../core/outcome.js';
 import { approversOf } from '../core/model.js';
+import { INBOX_UNAVAILABLE_WORDS, SLACK_CLICK_JOB, type ClickInbox } from '../outbox/inbox.js';
 import {
   APPROVE_ACTION,
   GRANT_ACTION,
@@ -21,6 +21,7 @@ import {
   grantModal,
   rejectModal,
 } from './blocks.js';
+import { createSlackClickJob, type SlackClick } from './clicks.js';
 import type { SlackLog } from './log.js';
 import type { SlackServices } from './ports.js';
 import { settleWithin } from '../lib/timeouts.js';
@@ -35,10 +36,16 @@ export interface SlackApproverDeps extends Pick<SlackServices, 'proposals' | 'st
   client: WebClient;
   usergroups: UsergroupDirectory;
   log: () => SlackLog;
-  /** Runs the work a click starts after its ack (queued, so a burst of clicks cannot delay the acks). */
+  /** Where a click is stored before it is acknowledged; the outbox decides it from there. */
+  inbox: Pick<ClickInbox, 'store' | 'wake'>;
+  /** Opens a form after its button's ack (queued, so a burst of clicks cannot delay the acks). */
   afterAck<T>(task: () => Promise<T>): Promise<T>;
-  /** How long a modal submission may take before the modal is closed and the answer comes later. */
-  modalBudgetMs?: number;
+  /**
+   * How long a form's submission waits for the core's preview, so that a refusal shows inside the
+   * form; past it the submission is stored unchecked (the core checks it when it decides).
+   */
+  modalCheckBudgetMs?: number;
+  clock: () => Date;
 }
 
 const GROUP_PREFIX = 'slack:group:';
@@ -55,19 +62,34 @@ export function explainRefusal(error: unknown, verb: Verb, proposalId: string): 
 }
 
 /**
- * The human side of the handshake in Slack: Approve, Reject (through a modal) and Retry. Every
- * listener acknowledges first (Slack allows 3 s) and decides after; the core enforces every rule
- * again under the proposal's row lock, so the checks here only shape what the person is told.
+ * The human side of the handshake in Slack: Approve, Reject (through a modal), Approve for… (through
+ * a modal) and Retry. A decision (a button or a submitted form) is stored before it is acknowledged
+ * (Slack allows 3 s) and decided by the outbox after; the core enforces every rule again under the
+ * proposal's row lock, so the checks here only shape what the person is told. Returns the outbox
+ * handler that decides stored clicks.
  */
-export function registerSlackApprover(bolt: App, deps: SlackApproverDeps): void {
+export function registerSlackApprover(bolt: App, deps: SlackApproverDeps) {
   const people = slackPeople(deps);
-  const closeModal = modalCloser(deps, people.tell);
-  registerDecisionButtons(bolt, deps, people, closeModal);
-  registerGrantFlow(bolt, deps, people, closeModal);
+  const receive = clickReceiver(deps, people);
+  registerDecisionButtons(bolt, deps, people, receive);
+  registerGrantFlow(bolt, deps, people, receive);
+  return {
+    /** The outbox handler that decides stored clicks. */
+    decideClick: createSlackClickJob({ ...deps, deciderFor: people.deciderFor, tell: people.tell, explain: explainRefusal }),
+    /**
+     * Takes an Approve or Retry press straight from the HTTP receiver, without Bolt's routing (which
+     * in a burst of clicks would hold each answer behind the others): resolves once it may be
+     * answered 200 (stored, or its failure to be told); null when the body is no such press.
+     */
+    takeDecisionButton(body: Record<string, unknown>): Promise<void> | null {
+      const click = decisionButtonOf(body, deps.clock());
+      return click ? receive.button(click, async () => {}) : null;
+    },
+  };
 }
 
 type SlackPeople = ReturnType<typeof slackPeople>;
-type CloseModal = ReturnType<typeof modalCloser>;
+type ClickReceiver = ReturnType<typeof clickReceiver>;
 
 /** Who clicked, and how twokey speaks to them privately. */
 function slackPeople(deps: SlackApproverDeps) {
@@ -102,66 +124,110 @@ function slackPeople(deps: SlackApproverDeps) {
     }
   }
 
+  /** A form opener (Reject, Approve for…) that cannot open its form: why, privately. */
   async function refuse(error: unknown, verb: Verb, userId: string, channel: string | undefined, proposalId: string) {
     if (error instanceof TwokeyError) {
       deps.log().info({ proposalId, user: `slack:${userId}`, code: error.code, verb }, 'Slack click changed nothing');
-    } else {
-      deps.log().error({ proposalId, err: error }, `Slack ${verb} failed`);
+      return tell(userId, channel, explainRefusal(error, verb, proposalId));
     }
-    await tell(userId, channel, explainRefusal(error, verb, proposalId));
+    // Its only reads are the proposal's (Slack's own failures are told apart): the database is away.
+    deps.log().warn({ proposalId, err: error }, `Slack ${verb} form not opened`);
+    await tell(userId, channel, INBOX_UNAVAILABLE_WORDS);
   }
 
   return { deciderFor, tell, refuse };
 }
 
-function modalCloser(deps: SlackApproverDeps, tell: SlackPeople['tell']) {
-  /**
-   * Answers a modal's submission with its outcome (null, or the refusal to show under `block`). A
-   * grant or a rejection is one short transaction: waiting for it lets a refusal show inside the
-   * modal. If it is slow, the modal closes within Slack's 3 s and the outcome is said afterwards.
-   */
-  async function closeModal(ack: AckFn<ViewResponseAction>, userId: string, outcome: Promise<string | null>, block: string): Promise<void> {
-    const early = await settleWithin(outcome, deps.modalBudgetMs ?? 2000);
-    if (!early.settled) {
-      await ack();
-      const refusal = await outcome;
-      if (refusal) await tell(userId, undefined, refusal);
-      return;
+type FormAck = AckFn<ViewResponseAction>;
+type ButtonClick = Extract<SlackClick, { channel: string | null }>;
+
+/**
+ * A press of Approve or Retry as Slack sends it (one action, the proposal id as its value), read
+ * from the raw interaction body; null for anything else.
+ */
+export function decisionButtonOf(body: Record<string, unknown>, receivedAt: Date): ButtonClick | null {
+  const user = body.user as { id?: unknown } | null | undefined;
+  const channel = body.channel as { id?: unknown } | null | undefined;
+  const actions = body.actions;
+  if (body.type !== 'block_actions' || typeof user?.id !== 'string' || !Array.isArray(actions) || actions.length !== 1) return null;
+  const [only] = actions as Array<{ action_id?: unknown; value?: unknown } | null>;
+  if (typeof only?.value !== 'string' || !only.value) return null;
+  const action = only.action_id === APPROVE_ACTION ? 'approve' : only.action_id === RETRY_ACTION ? 'retry' : null;
+  if (!action) return null;
+  return {
+    action,
+    proposalId: only.value,
+    userId: user.id,
+    channel: typeof channel?.id === 'string' ? channel.id : null,
+    receivedAt: receivedAt.toISOString(),
+  };
+}
+
+/** Slack's answer that keeps a form open and shows `text` under one of its blocks. */
+const formError = (block: string, text: string) => ({ response_action: 'errors' as const, errors: { [block]: text.replace(/[*`]/g, '') } });
+
+function clickReceiver(deps: SlackApproverDeps, people: SlackPeople) {
+  const { deciderFor, tell } = people;
+
+  /** Stores the click; false (logged) when it could not be, and then nothing may be acknowledged as done. */
+  async function stored(click: SlackClick): Promise<boolean> {
+    try {
+      await deps.inbox.store({ kind: SLACK_CLICK_JOB, payload: click, proposalId: click.proposalId });
+      return true;
+    } catch (error) {
+      deps
+        .log()
+        .warn({ proposalId: click.proposalId, action: click.action, error: error instanceof Error ? error.message : 'unknown' }, 'Slack click not stored');
+      return false;
     }
-    if (early.value === null) await ack();
-    else await ack({ response_action: 'errors', errors: { [block]: early.value.replace(/[*`]/g, '') } });
   }
-  return closeModal;
+
+  /** A decision button: stored, then acknowledged; if it cannot be stored the clicker is told so, privately. */
+  async function button(click: ButtonClick, ack: () => Promise<void>): Promise<void> {
+    const ok = await stored(click);
+    await ack();
+    if (ok) deps.inbox.wake(SLACK_CLICK_JOB);
+    // After the answer, not before it: an ephemeral message in the channel, to this person only.
+    else void tell(click.userId, click.channel ?? undefined, INBOX_UNAVAILABLE_WORDS);
+  }
+
+  /**
+   * The core's preview for a submitted form, so a refusal can show inside it; null when it allows,
+   * or did not answer within the budget (the core decides again either way).
+   */
+  async function previewRefusal(click: SlackClick, verb: DecisionAction, extraCheck?: (proposal: ProposalRecord) => void): Promise<string | null> {
+    const check = (async () => {
+      try {
+        const proposal = await deps.store.getProposal(click.proposalId);
+        const preview = await deps.proposals.preview(click.proposalId, verb, await deciderFor(click.userId, proposal));
+        if (!preview.allowed) return `${preview.message} ${NOTHING_CHANGED}`;
+        if (proposal) extraCheck?.(proposal);
+        return null;
+      } catch (error) {
+        // The database may be away: storing the click will say so.
+        return error instanceof TwokeyError ? explainRefusal(error, verb, click.proposalId) : null;
+      }
+    })();
+    const early = await settleWithin(check, deps.modalCheckBudgetMs ?? 500);
+    return early.settled ? early.value : null;
+  }
+
+  /** A submitted form: refused inside the form, or stored and closed; the decision comes after. */
+  async function form(click: SlackClick, ack: FormAck, block: string, verb: DecisionAction, extraCheck?: (proposal: ProposalRecord) => void) {
+    const refusal = await previewRefusal(click, verb, extraCheck);
+    if (refusal) return ack(formError(block, refusal));
+    if (!(await stored(click))) return ack(formError(block, INBOX_UNAVAILABLE_WORDS));
+    await ack();
+    deps.inbox.wake(SLACK_CLICK_JOB);
+  }
+
+  return { button, form, receivedAt: () => deps.clock().toISOString() };
 }
 
 /** Approve, Retry and Reject (through its modal). */
-function registerDecisionButtons(bolt: App, deps: SlackApproverDeps, people: SlackPeople, closeModal: CloseModal): void {
+function registerDecisionButtons(bolt: App, deps: SlackApproverDeps, people: SlackPeople, receive: ClickReceiver): void {
   const { client } = deps;
   const { deciderFor, tell, refuse } = people;
-
-  async function approveClick(userId: string, channel: string | undefined, proposalId: string): Promise<void> {
-    try {
-      const decider = await deciderFor(userId, await deps.store.getProposal(proposalId));
-      const { outcome, proposal } = await deps.proposals.approve(proposalId, decider);
-      deps.log().info({ proposalId, approver: decider.identity, outcome, status: proposal.status }, 'Slack approval');
-      // The message shows every other outcome; a failed execution deserves a word to the one who caused it.
-      if (outcome === 'quorum_reached' && isFailedExecution(proposal)) {
-        await tell(userId, channel, failedExecutionWords('approve', proposal.error ?? ''));
-      }
-    } catch (error) {
-      await refuse(error, 'approve', userId, channel, proposalId);
-    }
-  }
-
-  async function retryClick(userId: string, channel: string | undefined, proposalId: string): Promise<void> {
-    try {
-      const decider = await deciderFor(userId, await deps.store.getProposal(proposalId));
-      const proposal = await deps.proposals.retry(proposalId, decider);
-      deps.log().info({ proposalId, approver: decider.identity, status: proposal.status }, 'Slack retry');
-    } catch (error) {
-      await refuse(error, 'retry', userId, channel, proposalId);
-    }
-  }
 
   async function rejectClick(userId: string, channel: string | undefined, proposalId: string, triggerId: string): Promise<void> {
     // The core's preview, read without a lock, so that someone who may not decide is told at once
@@ -193,54 +259,36 @@ function registerDecisionButtons(bolt: App, deps: SlackApproverDeps, people: Sla
     }
   }
 
-  /** Resolves to null when rejected, or to what the person must be told. */
-  async function rejectSubmission(userId: string, proposalId: string, reason: string | null): Promise<string | null> {
-    try {
-      const decider = await deciderFor(userId, await deps.store.getProposal(proposalId));
-      await deps.proposals.reject(proposalId, decider, reason);
-      deps.log().info({ proposalId, approver: decider.identity, withReason: Boolean(reason) }, 'Slack rejection');
-      return null;
-    } catch (error) {
-      if (error instanceof TwokeyError) {
-        deps.log().info({ proposalId, user: `slack:${userId}`, code: error.code, verb: 'reject' }, 'Slack click changed nothing');
-      } else {
-        deps.log().error({ proposalId, err: error }, 'Slack reject failed');
-      }
-      return explainRefusal(error, 'reject', proposalId);
-    }
+  // Slack retries (X-Slack-Retry-Num) and double clicks are stored as well: the core counts one
+  // approval per person and runs the operation once. Over HTTP the receiver takes these presses
+  // itself (takeDecisionButton); these listeners serve Socket Mode.
+  for (const actionId of [APPROVE_ACTION, RETRY_ACTION]) {
+    bolt.action<BlockAction<ButtonAction>>(actionId, async ({ ack, body, action }) => {
+      // Slack always sends the proposal id twokey put there; anything else names no proposal.
+      if (typeof action.value !== 'string' || !action.value) return ack();
+      const verb = actionId === APPROVE_ACTION ? 'approve' : 'retry';
+      await receive.button(
+        { action: verb, proposalId: action.value, userId: body.user.id, channel: body.channel?.id ?? null, receivedAt: receive.receivedAt() },
+        () => ack(),
+      );
+    });
   }
 
-  bolt.action<BlockAction<ButtonAction>>(APPROVE_ACTION, async ({ ack, body, action }) => {
-    await ack();
-    // Slack retries (X-Slack-Retry-Num) and double clicks go through as well: the core counts one
-    // approval per person and runs the operation once.
-    if (action.value) await deps.afterAck(() => approveClick(body.user.id, body.channel?.id, action.value ?? ''));
-  });
-
-  bolt.action<BlockAction<ButtonAction>>(RETRY_ACTION, async ({ ack, body, action }) => {
-    await ack();
-    if (action.value) await deps.afterAck(() => retryClick(body.user.id, body.channel?.id, action.value ?? ''));
-  });
-
+  // Opening the form decides nothing, so it is not stored: its trigger_id is good for 3 seconds only.
   bolt.action<BlockAction<ButtonAction>>(REJECT_ACTION, async ({ ack, body, action }) => {
     await ack();
     if (action.value) await deps.afterAck(() => rejectClick(body.user.id, body.channel?.id, action.value ?? '', body.trigger_id));
   });
 
   bolt.view<ViewSubmitAction>(REJECT_MODAL, async ({ ack, body, view }) => {
-    const proposalId = view.private_metadata;
     const reason = view.state.values[REASON_BLOCK]?.[REASON_INPUT]?.value ?? null;
-    await closeModal(
-      ack,
-      body.user.id,
-      deps.afterAck(() => rejectSubmission(body.user.id, proposalId, reason)),
-      REASON_BLOCK,
-    );
+    const click: SlackClick = { action: 'reject', proposalId: view.private_metadata, userId: body.user.id, reason, receivedAt: receive.receivedAt() };
+    await receive.form(click, ack, REASON_BLOCK, 'reject');
   });
 }
 
 /** "Approve for…": the modal that approves and grants a standing approval. */
-function registerGrantFlow(bolt: App, deps: SlackApproverDeps, people: SlackPeople, closeModal: CloseModal): void {
+function registerGrantFlow(bolt: App, deps: SlackApproverDeps, people: SlackPeople, receive: ClickReceiver): void {
   const { client } = deps;
   const { deciderFor, tell, refuse } = people;
 
@@ -256,9 +304,7 @@ function registerGrantFlow(bolt: App, deps: SlackApproverDeps, people: SlackPeop
         return;
       }
       proposal = current;
-      const settings = deps.operation(proposal.operation)?.grants;
-      if (!deps.grants || !settings?.allow) throw new TwokeyError('invalid_request', 'this operation does not allow approving for a while');
-      durations = settings.durationsMs;
+      durations = grantDurations(current);
     } catch (error) {
       await refuse(error, 'approve', userId, channel, proposalId);
       return;
@@ -273,21 +319,11 @@ function registerGrantFlow(bolt: App, deps: SlackApproverDeps, people: SlackPeop
     }
   }
 
-  async function grantSubmission(
-    userId: string,
-    proposalId: string,
-    request: { durationMs: number; maxUses: number | null; bounded: boolean },
-  ): Promise<string | null> {
-    try {
-      if (!deps.grants) throw new TwokeyError('invalid_request', 'grants are not available');
-      const decider = await deciderFor(userId, await deps.store.getProposal(proposalId));
-      const { grant } = await deps.grants.approveAndGrant(proposalId, decider, request);
-      deps.log().info({ proposalId, approver: decider.identity, grantId: grant.id }, 'Slack approval with a grant');
-      return null;
-    } catch (error) {
-      if (!(error instanceof TwokeyError)) deps.log().error({ proposalId, err: error }, 'Slack grant failed');
-      return explainRefusal(error, 'approve', proposalId);
-    }
+  /** The durations this operation offers; throws the refusal when it offers none. */
+  function grantDurations(proposal: ProposalRecord): number[] {
+    const settings = deps.operation(proposal.operation)?.grants;
+    if (!deps.grants || !settings?.allow) throw new TwokeyError('invalid_request', 'this operation does not allow approving for a while');
+    return settings.durationsMs;
   }
 
   bolt.action<BlockAction<ButtonAction>>(GRANT_ACTION, async ({ ack, body, action }) => {
@@ -301,7 +337,11 @@ function registerGrantFlow(bolt: App, deps: SlackApproverDeps, people: SlackPeop
     const usesText = values[GRANT_USES_BLOCK]?.[GRANT_INPUT]?.value;
     const maxUses = usesText ? Number(usesText) : null;
     const bounded = (values[GRANT_BOUNDED_BLOCK]?.[GRANT_INPUT]?.selected_options ?? []).some((option) => option.value === 'bounded');
-    const outcome = deps.afterAck(() => grantSubmission(body.user.id, view.private_metadata, { durationMs, maxUses, bounded }));
-    await closeModal(ack, body.user.id, outcome, GRANT_DURATION_BLOCK);
+    const proposalId = view.private_metadata;
+    if (!Number.isSafeInteger(durationMs) || durationMs <= 0 || (maxUses !== null && (!Number.isSafeInteger(maxUses) || maxUses <= 0))) {
+      return ack(formError(GRANT_DURATION_BLOCK, `Choose a duration, and a whole number of uses (or none). ${NOTHING_CHANGED}`));
+    }
+    const click: SlackClick = { action: 'grant', proposalId, userId: body.user.id, grant: { durationMs, maxUses, bounded }, receivedAt: receive.receivedAt() };
+    await receive.form(click, ack, GRANT_DURATION_BLOCK, 'approve', (proposal) => void grantDurations(proposal));
   });
 }

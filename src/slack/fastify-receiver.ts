@@ -2,7 +2,6 @@ import { ReceiverMultipleAckError, type App, type Receiver, type ReceiverEvent }
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { serializerCompiler, validatorCompiler } from 'fastify-type-provider-zod';
 import { slackEventsSchema } from '../http/chat-schemas.js';
-import { APPROVE_ACTION, GRANT_ACTION, REJECT_ACTION, RETRY_ACTION } from './blocks.js';
 import type { SlackLog } from './log.js';
 import { verifySlackSignature } from './signature.js';
 
@@ -14,6 +13,11 @@ export interface FastifyReceiverOptions {
   path?: string;
   /** Slack gives up after 3 s; past this an unanswered request gets a 404 like Bolt's own receiver. */
   ackTimeoutMs?: number;
+  /**
+   * Takes a press of a decision button itself, without Bolt: resolves once it may be answered (the
+   * click is stored); null when the body is not one.
+   */
+  decisionButton?(body: Record<string, unknown>): Promise<void> | null;
 }
 
 type Answer = { status: number; body?: unknown };
@@ -41,24 +45,6 @@ export function parseSlackBody(raw: Buffer, contentType: string): Record<string,
     return parsed as Record<string, unknown>;
   }
   return Object.fromEntries(form);
-}
-
-const BUTTONS = new Set([APPROVE_ACTION, GRANT_ACTION, REJECT_ACTION, RETRY_ACTION]);
-
-/**
- * A press of one of twokey's own buttons, well formed. Its listener acknowledges with an empty
- * body before doing anything, so the answer is known before Bolt even looks at it.
- */
-function isTwokeyButtonPress(body: Record<string, unknown>): boolean {
-  const user = body.user as { id?: unknown } | null | undefined;
-  const actions = body.actions;
-  return (
-    body.type === 'block_actions' &&
-    typeof user?.id === 'string' &&
-    Array.isArray(actions) &&
-    actions.length > 0 &&
-    actions.every((action: { action_id?: unknown; value?: unknown } | null) => BUTTONS.has(String(action?.action_id)) && typeof action?.value === 'string')
-  );
 }
 
 /**
@@ -142,10 +128,12 @@ export class FastifySlackReceiver implements Receiver {
 
     const retryNum = Number(header(request, 'x-slack-retry-num'));
     const event = { body, retryNum: Number.isInteger(retryNum) ? retryNum : undefined, retryReason: header(request, 'x-slack-retry-reason') };
-    if (isTwokeyButtonPress(body)) {
-      // Answer first, then let Bolt route it: in a burst of clicks every answer then goes out before
-      // any click's work starts, instead of each waiting for Bolt's middleware on the ones before.
-      setImmediate(() => void this.dispatch(event));
+    // A decision is answered once it is stored (src/slack/approver.ts), here without Bolt's routing:
+    // in a burst of clicks every answer then waits only for its own write, not for Bolt's middleware
+    // on the clicks before it.
+    const decision = this.options.decisionButton?.(body);
+    if (decision) {
+      await decision;
       return reply.code(200).send();
     }
     const answer = await this.dispatch(event);

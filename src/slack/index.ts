@@ -10,6 +10,7 @@ import { createUsergroupDirectory } from './usergroups.js';
 import { createWorkQueue } from '../lib/work-queue.js';
 import { settleWithin } from '../lib/timeouts.js';
 import type { SlackServices } from './ports.js';
+import { SLACK_CLICK_JOB } from '../outbox/inbox.js';
 
 export { renderProposalMessage } from './blocks.js';
 export { verifySlackSignature } from './signature.js';
@@ -27,11 +28,11 @@ export interface SlackIntegrationOptions {
   socketMode?: { clientPingTimeoutMs?: number; serverPingTimeoutMs?: number };
   /** How long `start()` waits for the first Socket Mode connection before going on without it. */
   connectTimeoutMs?: number;
-  /** How long `stop()` waits for clicks still being processed. */
+  /** How long `stop()` waits for the clicks this process stored to be decided. */
   drainTimeoutMs?: number;
   /**
-   * How many acknowledged clicks are decided at once (default 4). The runtime sets it from the
-   * database: decisions on the embedded one are CPU work on this event loop.
+   * How many form openers (Reject, Approve for…) run at once after their acks (default 4). The
+   * runtime sets it from the database: their checks on the embedded one are CPU work on this event loop.
    */
   clickConcurrency?: number;
 }
@@ -72,7 +73,7 @@ export function createSlackIntegration(options: SlackIntegrationOptions): ChatIn
   });
   const client = new webApi.WebClient(botToken, clientOptions());
 
-  // Acks go out before the decisions they start: see createWorkQueue.
+  // Acks go out before the forms they open: see createWorkQueue. Decisions are stored, and the outbox runs them.
   const afterAck = createWorkQueue({ concurrency: options.clickConcurrency ?? 4 });
 
   let httpReceiver: FastifySlackReceiver | null = null;
@@ -92,7 +93,12 @@ export function createSlackIntegration(options: SlackIntegrationOptions): ChatIn
       },
     });
   } else {
-    httpReceiver = new FastifySlackReceiver({ signingSecret: env.SLACK_SIGNING_SECRET ?? '', clock: services.clock, log: currentLog });
+    httpReceiver = new FastifySlackReceiver({
+      signingSecret: env.SLACK_SIGNING_SECRET ?? '',
+      clock: services.clock,
+      log: currentLog,
+      decisionButton: (body) => approver.takeDecisionButton(body),
+    });
     receiver = httpReceiver;
   }
 
@@ -109,7 +115,7 @@ export function createSlackIntegration(options: SlackIntegrationOptions): ChatIn
     log.error({ code: error.code, message: error.message }, 'Slack event failed in Bolt');
   });
 
-  registerSlackApprover(bolt, {
+  const approver = registerSlackApprover(bolt, {
     proposals: services.proposals,
     ...(services.grants ? { grants: services.grants } : {}),
     store: services.store,
@@ -117,13 +123,16 @@ export function createSlackIntegration(options: SlackIntegrationOptions): ChatIn
     client,
     usergroups: createUsergroupDirectory({ client }),
     log: currentLog,
+    inbox: services.inbox,
     afterAck: (task) => afterAck.run(task),
+    clock: services.clock,
   });
 
   let started: Promise<unknown> | null = null;
 
   return {
     publisher: createSlackPublisher(client),
+    jobHandlers: { [SLACK_CLICK_JOB]: services.inbox.guard(approver.decideClick) },
 
     async registerRoutes(app: FastifyInstance) {
       if (!options.logger) log = app.log;
@@ -148,8 +157,13 @@ export function createSlackIntegration(options: SlackIntegrationOptions): ChatIn
 
     async stop() {
       if (socketMode && started) await bolt.stop().catch(() => undefined);
-      // Clicks acknowledged but still being decided: let them finish before the database closes.
-      await afterAck.drain(options.drainTimeoutMs ?? 15_000);
+      const drainTimeoutMs = options.drainTimeoutMs ?? 15_000;
+      await afterAck.drain(drainTimeoutMs);
+      // Clicks stored and acknowledged are safe in the database; deciding them before going saves
+      // the approvers a wait for the next process. The outbox still runs until the server closes.
+      await services.inbox
+        .settle(SLACK_CLICK_JOB, drainTimeoutMs)
+        .catch((error: unknown) => log.warn({ err: error }, 'could not wait for stored Slack clicks'));
     },
   };
 }

@@ -2,6 +2,7 @@ import type { GrantService } from '../core/grant-service.js';
 import type { Clock } from '../core/model.js';
 import type { Store } from '../core/ports.js';
 import type { ProposalService } from '../core/proposals.js';
+import type { ClickInbox } from '../outbox/inbox.js';
 
 /** How Slack sees an operation: who approves it, and which standing approvals it offers. */
 export interface SlackOperationView {
@@ -21,4 +22,6 @@ export interface SlackServices {
   clock: Clock;
   /** Standing approvals ("Approve for 1 h…"), when the runtime offers them. */
   grants?: Pick<GrantService, 'approveAndGrant'>;
+  /** Where clicks are stored before they are acknowledged. */
+  inbox: Pick<ClickInbox, 'store' | 'wake' | 'settle' | 'guard'>;
 }

@@ -59,7 +59,8 @@ describe.each(drivers)('Slack events under fuzzing (%s)', (driver) => {
         select (select count(*) from proposals)::int as proposals,
                (select count(*) from approvals)::int as approvals,
                (select count(*) from audit_events)::int as audit,
-               (select count(*) from jobs)::int as jobs,
+               -- A click is stored before it is answered (the inbox): its own job is not a change it made.
+               (select count(*) from jobs where kind <> 'slack.click')::int as jobs,
                (select count(*) from chat_messages)::int as messages,
                (select string_agg(status || coalesce(consumed_at::text, ''), ',' order by id) from proposals) as states`),
     );

@@ -93,7 +93,7 @@ describe.each(drivers)('an AGP order approved in chat commits (%s)', (driver) =>
       },
       integrations: (services, env, wiring) => [
         createSlackIntegration({ env, services, clickConcurrency: wiring.concurrency.slackClicks }),
-        createDiscordIntegration({ env, services, tuning: { workConcurrency: wiring.concurrency.discordDecisions } }),
+        createDiscordIntegration({ env, services }),
       ],
     });
     ({ apiKey } = await twokey.createAgent('argus'));

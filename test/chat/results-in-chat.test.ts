@@ -101,7 +101,7 @@ describe.each(drivers)('results reach chat as a status, not a dump (%s)', (drive
       },
       integrations: (services, env, wiring) => [
         createSlackIntegration({ env, services, clickConcurrency: wiring.concurrency.slackClicks }),
-        createDiscordIntegration({ env, services, tuning: { workConcurrency: wiring.concurrency.discordDecisions } }),
+        createDiscordIntegration({ env, services }),
       ],
     });
     ({ apiKey } = await twokey.createAgent('argus'));

@@ -102,7 +102,7 @@ describeOnPostgres('Discord gateway leader election', () => {
           env,
           services,
           databaseUrl: wiring.databaseUrl,
-          tuning: { gatewayRetryMs: 200, workConcurrency: wiring.concurrency.discordDecisions },
+          tuning: { gatewayRetryMs: 200 },
         });
         return [discord];
       },

@@ -2,6 +2,7 @@ import { generateKeyPairSync, randomBytes, sign } from 'node:crypto';
 import { vi } from 'vitest';
 import type { Executor } from '../../src/core/executor.js';
 import { createDiscordIntegration, type DiscordIntegration, type DiscordTuning } from '../../src/discord/index.js';
+import type { Database } from '../../src/db/database.js';
 import type { Driver } from '../support/database.js';
 import { configYaml, deleteWorkspaceOperation } from '../support/operations.js';
 import { startTestTwokey, type TestTwokey } from '../support/twokey.js';
@@ -169,6 +170,8 @@ export async function startDiscordTwokey(options: {
   /** Defaults to `discordConfigYaml`. */
   configYaml?: string;
   outboxPollMs?: number;
+  /** A database the caller opened (and closes), e.g. through a proxy it can cut. */
+  database?: Database;
 }): Promise<DiscordTwokey> {
   const fake = await startFakeDiscord({ applicationId: APPLICATION_ID });
   const signer = makeSigner();
@@ -180,6 +183,7 @@ export async function startDiscordTwokey(options: {
     clock: options.clock,
     outboxPollMs: options.outboxPollMs,
     executorFor: options.executorFor,
+    ...(options.database ? { database: options.database } : {}),
     env: {
       DISCORD_BOT_TOKEN: BOT_TOKEN,
       DISCORD_APPLICATION_ID: APPLICATION_ID,
@@ -190,7 +194,7 @@ export async function startDiscordTwokey(options: {
     integrations: (services, env, wiring) => {
       // A generous answer budget and no burst gap: these tests click in quick succession, read
       // refusals from the response itself even on a busy CI machine, and need no lull before decisions.
-      const tuning = { workConcurrency: wiring.concurrency.discordDecisions, ackBudgetMs: 2_000, burstGapMs: 0, ...options.tuning };
+      const tuning = { ackBudgetMs: 2_000, burstGapMs: 0, ...options.tuning };
       discord = createDiscordIntegration({ env, services, databaseUrl: wiring.databaseUrl, tuning });
       return [discord];
     },

@@ -196,6 +196,8 @@ describe.each(drivers)('Discord over HTTP interactions (%s)', (driver) => {
     tokensUsed.push(submit.token);
     expect((await t.interact(submit)).body).toEqual({ type: 6 });
 
+    // Stored before the answer, decided right after it.
+    await t.discord.settle();
     const seen = await t.twokey.request('GET', `/v1/proposals/${id}`, { apiKey: t.apiKey });
     expect(seen.body).toMatchObject({ status: 'rejected', decision: { by: `discord:user:${ALICE}`, reason: 'Not during the freeze.' } });
     await eventually(() => expect(statusOf(t, id)).toBe(`❌ **Rejected** by <@${ALICE}>: Not during the freeze.`));

@@ -3,8 +3,9 @@ import type { FastifyBaseLogger } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { TwokeyError } from '../../src/core/errors.js';
 import type { AgentRecord, ProposalRecord } from '../../src/core/model.js';
-import { createInteractionHandler } from '../../src/discord/interactions.js';
+import { createInteractionHandler, type InteractionReply } from '../../src/discord/interactions.js';
 import type { DiscordServices } from '../../src/discord/ports.js';
+import { INBOX_UNAVAILABLE_WORDS, InboxUnavailable, type StoredClick } from '../../src/outbox/inbox.js';
 import { proposalRecord } from '../support/records.js';
 import { startFakeDiscord, type FakeDiscord } from './fake-discord.js';
 import { ALICE, APPLICATION_ID, GUILD, MALLORY, buttonPress, modalSubmit } from './helpers.js';
@@ -36,22 +37,42 @@ const agent: AgentRecord = {
   revokedAt: null,
 };
 
-/** Plain fakes whose database reads hang until `release()`: a database too slow for Discord's 3 seconds. */
+const BOT_TOKEN = 'unit-test-bot-token';
+
 /**
- * Services whose checks (the proposal read, a reject) wait until `release()`. Every test answers
- * the click before it releases them, so an answer that arrives at all was given before the checks
- * ran: no wall-clock budget is needed to prove it.
+ * The inbox as the handler sees it: clicks it stores, in order. `decideStored` then runs them as the
+ * outbox would (tests with a database use the real one: test/discord/inbox.test.ts).
+ */
+function memoryInbox() {
+  const stored: StoredClick[] = [];
+  const inbox: DiscordServices['inbox'] = {
+    store: async (click) => stored.push(click),
+    wake: noop,
+    withdraw: async () => false,
+    settle: async () => {},
+    guard: (handler) => handler,
+  };
+  return { inbox, stored };
+}
+
+/**
+ * Services whose checks (the proposal read) wait until `release()`. Every test answers the click
+ * before it releases them, so an answer that arrives at all was given before the checks ran: no
+ * wall-clock budget is needed to prove it. Like the core, `approve` refuses someone not on the list.
  */
 function slowServices() {
   let release = noop;
   const gate = new Promise<void>((resolve) => (release = resolve));
-  const approve = vi.fn(async () => ({ outcome: 'quorum_reached' as const, proposal }));
+  const approve = vi.fn(async (_id: string, decider: { identity: string }) => {
+    if (decider.identity !== `discord:user:${ALICE}`) throw new TwokeyError('not_an_approver', 'not on the list');
+    return { outcome: 'quorum_reached' as const, proposal };
+  });
+  const { inbox, stored } = memoryInbox();
   const services: DiscordServices = {
     proposals: {
       approve,
       retry: vi.fn(async () => proposal),
       reject: vi.fn(async () => {
-        await gate;
         throw new TwokeyError('not_pending', 'already decided');
       }),
     },
@@ -65,8 +86,9 @@ function slowServices() {
     },
     operation: () => ({ name: 'delete_workspace', approval: { approvers: [`discord:user:${ALICE}`] } }),
     clock: () => new Date(),
+    inbox,
   };
-  return { services, approve, release };
+  return { services, approve, release, stored };
 }
 
 describe('Discord interactions when the database is slow', () => {
@@ -79,106 +101,109 @@ describe('Discord interactions when the database is slow', () => {
   });
   afterAll(() => fake.close());
 
-  it('acknowledges a click within the budget, then sends the refusal privately once the checks finish', async () => {
-    const { services, approve, release } = slowServices();
-    const handler = createInteractionHandler({ services, rest, logger: () => silent, ackBudgetMs: 100 });
+  const handlerFor = (services: DiscordServices, options: { ackBudgetMs: number; burstGapMs?: number }) =>
+    createInteractionHandler({ services, rest, logger: () => silent, botToken: BOT_TOKEN, ...options });
+
+  /** Runs the stored clicks as the outbox would, first attempt each. */
+  async function decideStored(handler: ReturnType<typeof handlerFor>, stored: StoredClick[]): Promise<void> {
+    for (const click of stored.splice(0)) await handler.decideClick(click.payload, { signal: new AbortController().signal, attempt: 1, jobId: 0 });
+  }
+
+  const deferredAndStored = (reply: InteractionReply | null) => expect(reply).toMatchObject({ response: { type: 6 }, stored: expect.any(Number) });
+
+  it('stores and acknowledges a click within the budget, then sends the refusal privately once it is decided', async () => {
+    const { services, approve, release, stored } = slowServices();
+    const handler = handlerFor(services, { ackBudgetMs: 100 });
     const press = buttonPress(`twokey:approve:${proposal.id}`, { userId: MALLORY });
-    const reply = await handler.handle(press);
-    expect(reply).toMatchObject({ response: { type: 6 } });
-    if (reply) handler.runAfter(reply);
+    deferredAndStored(await handler.handle(press));
+    expect(stored).toHaveLength(1);
+    // What is stored: the decision, and the interaction token only sealed.
+    expect(JSON.stringify(stored[0]?.payload)).not.toContain(press.token);
     release();
-    await handler.drain();
-    expect(approve).not.toHaveBeenCalled();
+    await decideStored(handler, stored);
+    expect(approve).toHaveBeenCalledTimes(1);
     const [followUp] = fake.callsTo('POST', /^\/webhooks\//).filter((c) => c.path.endsWith(press.token));
     expect(followUp?.body).toMatchObject({ flags: 64, content: expect.stringMatching(/not on the approvers list/) });
   });
 
-  it("runs an approver's decision after the late checks pass", async () => {
-    const { services, approve, release } = slowServices();
-    const handler = createInteractionHandler({ services, rest, logger: () => silent, ackBudgetMs: 100 });
-    const reply = await handler.handle(buttonPress(`twokey:approve:${proposal.id}`, { userId: ALICE }));
-    expect(reply).toMatchObject({ response: { type: 6 } });
-    if (reply) handler.runAfter(reply);
+  it("decides an approver's stored click with the decider the signed interaction named", async () => {
+    const { services, approve, release, stored } = slowServices();
+    const handler = handlerFor(services, { ackBudgetMs: 100 });
+    deferredAndStored(await handler.handle(buttonPress(`twokey:approve:${proposal.id}`, { userId: ALICE })));
     release();
-    await handler.drain();
+    await decideStored(handler, stored);
     expect(approve).toHaveBeenCalledTimes(1);
     expect(approve).toHaveBeenCalledWith(proposal.id, { identity: `discord:user:${ALICE}`, memberOf: [`discord:role:${GUILD}`], via: 'discord' });
   });
 
-  it('answers a click at once while another is still being checked, whatever the budget, and decides it afterwards', async () => {
-    const { services, approve, release } = slowServices();
-    const handler = createInteractionHandler({ services, rest, logger: () => silent, ackBudgetMs: 60_000 });
+  it('answers a click at once while another is still being checked, whatever the budget', async () => {
+    const { services, approve, release, stored } = slowServices();
+    const handler = handlerFor(services, { ackBudgetMs: 60_000 });
     const lone = handler.handle(buttonPress(`twokey:approve:${proposal.id}`, { userId: ALICE }));
     const reads = vi.spyOn(services.store, 'getProposal');
-    const second = await handler.handle(buttonPress(`twokey:approve:${proposal.id}`, { userId: ALICE }));
-    expect(second).toMatchObject({ response: { type: 6 } });
-    // Its checks wait until after its answer: none of them ran to produce it.
+    deferredAndStored(await handler.handle(buttonPress(`twokey:approve:${proposal.id}`, { userId: ALICE })));
+    // Its checks are left to the core: none of them ran to produce it.
     expect(reads).not.toHaveBeenCalled();
-    if (second) handler.runAfter(second);
     expect(approve).not.toHaveBeenCalled();
     release();
-    const first = await lone;
-    expect(first).toMatchObject({ response: { type: 6 } });
-    if (first) handler.runAfter(first);
-    await handler.drain();
+    deferredAndStored(await lone);
+    await decideStored(handler, stored);
     expect(approve).toHaveBeenCalledTimes(2);
   });
 
-  it('answers a click that follows another within the burst gap at once, its checks after the answer', async () => {
-    const { services, approve, release } = slowServices();
-    const handler = createInteractionHandler({ services, rest, logger: () => silent, ackBudgetMs: 20, burstGapMs: 60_000 });
-    const first = await handler.handle(buttonPress(`twokey:approve:${proposal.id}`, { userId: ALICE }));
+  it('answers a click that follows another within the burst gap at once, unchecked', async () => {
+    const { services, approve, release, stored } = slowServices();
+    const handler = handlerFor(services, { ackBudgetMs: 20, burstGapMs: 60_000 });
+    deferredAndStored(await handler.handle(buttonPress(`twokey:approve:${proposal.id}`, { userId: ALICE })));
     const reads = vi.spyOn(services.store, 'getProposal');
-    const next = await handler.handle(buttonPress(`twokey:approve:${proposal.id}`, { userId: ALICE }));
-    expect(next).toMatchObject({ response: { type: 6 } });
+    deferredAndStored(await handler.handle(buttonPress(`twokey:approve:${proposal.id}`, { userId: ALICE })));
     expect(reads).not.toHaveBeenCalled();
-    for (const reply of [first, next]) if (reply) handler.runAfter(reply);
     release();
-    await handler.drain();
-    expect(reads).toHaveBeenCalled();
+    await decideStored(handler, stored);
     expect(approve).toHaveBeenCalledTimes(2);
   });
 
-  it('holds a decision within the burst gap of the last click until it has waited maxDecisionDelayMs, and runs it at once when quiet', async () => {
-    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'Date'] });
-    try {
-      const decided = async (burstGapMs: number) => {
-        const { services, approve, release } = slowServices();
-        release();
-        const handler = createInteractionHandler({ services, rest, logger: () => silent, ackBudgetMs: 1_000, burstGapMs, maxDecisionDelayMs: 1_500 });
-        const reply = await handler.handle(buttonPress(`twokey:approve:${proposal.id}`, { userId: ALICE }));
-        if (reply) handler.runAfter(reply);
-        return { approve, drain: () => handler.drain() };
-      };
-      const busy = await decided(60_000);
-      await vi.advanceTimersByTimeAsync(1_499);
-      expect(busy.approve).not.toHaveBeenCalled();
-      await vi.advanceTimersByTimeAsync(1);
-      await busy.drain();
-      expect(busy.approve).toHaveBeenCalledTimes(1);
-
-      const quiet = await decided(0);
-      await vi.advanceTimersByTimeAsync(0);
-      await quiet.drain();
-      expect(quiet.approve).toHaveBeenCalledTimes(1);
-    } finally {
-      vi.useRealTimers();
-    }
+  it('stores nothing for the same interaction id twice', async () => {
+    const { services, release, stored } = slowServices();
+    release();
+    const handler = handlerFor(services, { ackBudgetMs: 100 });
+    const press = buttonPress(`twokey:approve:${proposal.id}`, { userId: ALICE });
+    deferredAndStored(await handler.handle(press));
+    expect(await handler.handle(press)).toEqual({ response: { type: 6 } });
+    expect(stored).toHaveLength(1);
   });
 
-  it('still opens the reject modal, and a slow modal submit is acknowledged with its refusal following', async () => {
-    const { services, release } = slowServices();
-    const handler = createInteractionHandler({ services, rest, logger: () => silent, ackBudgetMs: 100 });
+  it('still opens the reject modal, and a slow modal submit is stored and acknowledged with its refusal following', async () => {
+    const { services, release, stored } = slowServices();
+    const handler = handlerFor(services, { ackBudgetMs: 100 });
     const opened = await handler.handle(buttonPress(`twokey:reject:${proposal.id}`, { userId: ALICE }));
     expect(opened).toMatchObject({ response: { type: 9, data: { custom_id: `twokey:reject:${proposal.id}` } } });
 
     const submit = modalSubmit(`twokey:reject:${proposal.id}`, { userId: ALICE }, 'no');
-    const reply = await handler.handle(submit);
-    expect(reply).toMatchObject({ response: { type: 6 } });
-    if (reply) handler.runAfter(reply);
+    deferredAndStored(await handler.handle(submit));
+    expect(stored[0]?.payload).toMatchObject({ action: 'reject', reason: 'no', proposalId: proposal.id });
     release();
-    await handler.drain();
+    await decideStored(handler, stored);
     const [followUp] = fake.callsTo('POST', /^\/webhooks\//).filter((c) => c.path.endsWith(submit.token));
     expect(followUp?.body).toMatchObject({ flags: 64, content: expect.stringMatching(/already been decided/) });
+  });
+
+  it('a lone click whose checks fail (the database is away) is answered privately that twokey cannot reach it, not with an error', async () => {
+    const { services } = slowServices();
+    const away = new Error('connect ECONNREFUSED 127.0.0.1:5432');
+    const unreachable: DiscordServices = {
+      ...services,
+      store: { getProposal: () => Promise.reject(away), getAgent: () => Promise.reject(away), listApprovals: () => Promise.reject(away) },
+      inbox: { ...services.inbox, store: () => Promise.reject(new InboxUnavailable(away.message)) },
+      operation: () => ({ name: 'delete_workspace', approval: { approvers: [`discord:user:${ALICE}`] }, grants: { allow: true, durationsMs: [3_600_000] } }),
+      grants: { approveAndGrant: vi.fn() },
+    };
+    const handler = handlerFor(unreachable, { ackBudgetMs: 1_000 });
+    const words = { type: 4, data: { content: INBOX_UNAVAILABLE_WORDS, flags: 64 } };
+    expect(await handler.handle(buttonPress(`twokey:approve:${proposal.id}`, { userId: ALICE }))).toMatchObject({ response: words });
+    expect(await handler.handle(buttonPress(`twokey:grant:${proposal.id}`, { userId: ALICE }))).toMatchObject({ response: words });
+    expect(await handler.handle(modalSubmit(`twokey:reject:${proposal.id}`, { userId: ALICE }, 'no'))).toMatchObject({ response: words });
+    // Opening the reject form needs no database: it opens, and its submission is what is refused.
+    expect(await handler.handle(buttonPress(`twokey:reject:${proposal.id}`, { userId: ALICE }))).toMatchObject({ response: { type: 9 } });
   });
 });

@@ -46,7 +46,12 @@ describe.each(drivers)('"Approve for 1 h" from Slack (%s)', (driver) => {
 
     expect((await post(interactionBody(grantSubmission(first.id, 'U0ALICE', HOUR, '2')))).status).toBe(200);
     await vi.waitFor(async () => expect((await twokey.services.proposals.get(first.id)).status).toBe('committed'), WAIT);
-    const [entry] = await twokey.services.grants.list({});
+    // The submission is stored, then decided: the approval first, the grant right after it.
+    const [entry] = await vi.waitFor(async () => {
+      const listed = await twokey.services.grants.list({});
+      expect(listed).toHaveLength(1);
+      return listed;
+    }, WAIT);
     expect(entry?.grant).toMatchObject({ maxUses: 2, durationMs: HOUR });
     expect(entry?.approvals.map((a) => a.approver)).toEqual(['slack:U0ALICE']);
 

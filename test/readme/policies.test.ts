@@ -70,7 +70,12 @@ describe.each(drivers)("the README's policies config (%s)", (driver) => {
     expect(JSON.stringify(postsOf(first.id)[0]?.args.blocks)).toContain('"action_id":"twokey_grant"');
     expect((await post(interactionBody(grantSubmission(first.id, 'U0ALICE', HOUR, null)))).status).toBe(200);
     await vi.waitFor(async () => expect((await twokey.services.proposals.get(first.id)).status).toBe('committed'), WAIT);
-    const [entry] = (await twokey.services.grants.list({})).filter((e) => e.grant.sourceProposalId === first.id);
+    // The submission is stored, then decided: the approval first, the grant right after it.
+    const [entry] = await vi.waitFor(async () => {
+      const made = (await twokey.services.grants.list({})).filter((e) => e.grant.sourceProposalId === first.id);
+      expect(made).toHaveLength(1);
+      return made;
+    }, WAIT);
     expect(entry?.grant).toMatchObject({ durationMs: HOUR });
 
     expect(await refund('c3', 6_000)).toMatchObject({ status: 'committed', outcome: { decidedBy: [`grant:${entry?.grant.id}`] } });

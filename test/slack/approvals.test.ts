@@ -234,8 +234,11 @@ describe.each(drivers)('Slack approver (%s)', (driver) => {
     const submitted = await post(interactionBody(rejectSubmission({ proposalId: id, userId: 'U0ALICE', reason: 'Budget freeze until Q3' })));
     expect(submitted).toMatchObject({ status: 200, body: '' });
 
-    const seen = await twokey.request('GET', `/v1/proposals/${id}`, { apiKey });
-    expect(seen.body).toMatchObject({ status: 'rejected', decision: { by: 'slack:U0ALICE', reason: 'Budget freeze until Q3' } });
+    // Stored before the answer, decided right after it.
+    await vi.waitFor(async () => {
+      const seen = await twokey.request('GET', `/v1/proposals/${id}`, { apiKey });
+      expect(seen.body).toMatchObject({ status: 'rejected', decision: { by: 'slack:U0ALICE', reason: 'Budget freeze until Q3' } });
+    }, WAIT);
     const final = await edited(id, (text) => text.includes('Rejected'));
     expect(blocksText(final)).toContain('Budget freeze until Q3');
     expect(actionIds(final)).toEqual([]);

@@ -6,6 +6,16 @@ export async function startTcpProxy(targetPort: number, targetHost = '127.0.0.1'
   const sockets = new Set<Socket>();
   let server: Server | null = null;
   let port = 0;
+  /** Bytes in either direction wait here while the link is held (a partition: nothing is closed). */
+  let held: Array<() => void> | null = null;
+
+  function forward(from: Socket, to: Socket) {
+    from.on('data', (chunk: Buffer) => {
+      if (held) held.push(() => to.write(chunk));
+      else to.write(chunk);
+    });
+    from.on('end', () => to.end());
+  }
 
   async function listen() {
     server = createServer((client) => {
@@ -15,7 +25,8 @@ export async function startTcpProxy(targetPort: number, targetHost = '127.0.0.1'
         socket.on('close', () => sockets.delete(socket));
         socket.on('error', () => socket.destroy());
       }
-      client.pipe(upstream).pipe(client);
+      forward(client, upstream);
+      forward(upstream, client);
     });
     server.listen(port, '127.0.0.1');
     await once(server, 'listening');
@@ -36,6 +47,16 @@ export async function startTcpProxy(targetPort: number, targetHost = '127.0.0.1'
       await new Promise<void>((done) => (closing ? closing.close(() => done()) : done()));
     },
     restore: listen,
+    /** Stops passing bytes on, in both directions, without closing anything: the database does not answer. */
+    hold() {
+      held ??= [];
+    },
+    /** Passes on what was held, in order, and everything after it. */
+    release() {
+      const waiting = held ?? [];
+      held = null;
+      for (const send of waiting) send();
+    },
     close() {
       return this.cut();
     },

@@ -279,7 +279,7 @@ export type paths = {
         put?: never;
         /**
          * Discord's interactions endpoint
-         * @description Button clicks and pings from Discord, verified with Ed25519 against DISCORD_PUBLIC_KEY before they are read; a bad signature is `401 unauthorized` (Discord probes with bad ones on purpose). Only with DISCORD_PUBLIC_KEY.
+         * @description Button clicks and pings from Discord, verified with Ed25519 against DISCORD_PUBLIC_KEY before they are read; a bad signature is `401 unauthorized` (Discord probes with bad ones on purpose). A click that decides is stored before its response; when it cannot be, the response is an ephemeral message saying twokey cannot reach its database. Only with DISCORD_PUBLIC_KEY.
          */
         post: {
             parameters: {
@@ -463,7 +463,7 @@ export type paths = {
         put?: never;
         /**
          * Slack's interactivity and events callback
-         * @description Answered by Bolt: `200` with its acknowledgement (a `url_verification` challenge is echoed), `401` with no body when the signature or its timestamp (±5 minutes) does not match, `400` with no body for a payload Slack never sends. Only with SLACK_BOT_TOKEN and SLACK_SIGNING_SECRET (HTTP mode).
+         * @description Answered by Bolt: `200` with its acknowledgement (a `url_verification` challenge is echoed), `401` with no body when the signature or its timestamp (±5 minutes) does not match, `400` with no body for a payload Slack never sends. A click that decides (Approve, Retry, a submitted form) is stored before the `200`; when it cannot be, the clicker is told privately that twokey cannot reach its database. Only with SLACK_BOT_TOKEN and SLACK_SIGNING_SECRET (HTTP mode).
          */
         post: {
             parameters: {

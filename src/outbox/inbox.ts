@@ -1,0 +1,263 @@
+import type { JobStore, NewJob } from '../db/jobs-store.js';
+import type { JobHandler, OutboxLane } from './worker.js';
+
+/**
+ * The inbox: a click from Slack or Discord is stored as an outbox job before it is answered, and
+ * decided from there. Slack and Discord do not send a click again, so a click answered and then
+ * lost with its process would be lost for good; stored first, it is decided by whichever process
+ * runs next (see README.md, "The inbox").
+ */
+
+/** The job kinds of stored clicks; both run in the `clicks` lane. */
+export const SLACK_CLICK_JOB = 'slack.click';
+export const DISCORD_CLICK_JOB = 'discord.click';
+export type ClickJobKind = typeof SLACK_CLICK_JOB | typeof DISCORD_CLICK_JOB;
+
+/**
+ * How long a stored click's run holds its claim before another process may take it over: renewed
+ * while the run lasts, so only a dead process's click waits this long after a restart.
+ */
+export const CLICK_LEASE_MS = 6_000;
+
+/**
+ * Longest one run of a click may take. An approval that completes the quorum runs the operation,
+ * whose executor allows itself up to 5 minutes; the claim is renewed meanwhile.
+ */
+export const CLICK_HANDLER_DEADLINE_MS = 6 * 60_000;
+
+/**
+ * A click whose run keeps failing (the database away, Slack's user groups unreadable) is tried
+ * this often, backing off from 1 s to 5 minutes: about 20 minutes in all, after which it is
+ * `dead` and listed by `twokey jobs list`.
+ */
+export const CLICK_MAX_ATTEMPTS = 12;
+
+/**
+ * The `clicks` lane: its own slots, so a backlog of chat edits or callbacks never delays a decision.
+ * With `admit` (the inbox's burst gate) decisions wait while clicks arrive.
+ */
+export function clickLane(concurrency: number, admit?: OutboxLane['admit']): OutboxLane {
+  return {
+    name: 'clicks',
+    kinds: [SLACK_CLICK_JOB, DISCORD_CLICK_JOB],
+    concurrency,
+    renewedLeaseMs: CLICK_LEASE_MS,
+    handlerDeadlineMs: CLICK_HANDLER_DEADLINE_MS,
+    ...(admit ? { admit } : {}),
+  };
+}
+
+/** The words a clicker sees (privately) when their click could not be stored: nothing was decided. */
+export const INBOX_UNAVAILABLE_WORDS = 'twokey cannot reach its database, try again in a minute. Nothing was changed.';
+
+/** Thrown by `store` when the click could not be written in time: answer with INBOX_UNAVAILABLE_WORDS. */
+export class InboxUnavailable extends Error {
+  constructor(readonly reason: string) {
+    super(`the click could not be stored: ${reason}`);
+    this.name = 'InboxUnavailable';
+  }
+}
+
+export interface StoredClick {
+  kind: ClickJobKind;
+  /** Only what deciding needs: no response URL; an interaction token only sealed. */
+  payload: Record<string, unknown>;
+  /** The proposal's clicks are decided in the order they were stored. */
+  proposalId: string;
+}
+
+export interface ClickInbox {
+  /** Resolves with the click's job id once it is committed; rejects with InboxUnavailable otherwise. */
+  store(click: StoredClick): Promise<number>;
+  /** Starts the stored clicks now instead of at the next poll: call it once the answer is on its way. */
+  wake(kind: ClickJobKind): void;
+  /** Takes back a stored click no worker has started (its answer never reached the platform). */
+  withdraw(id: number): Promise<boolean>;
+  /**
+   * Resolves once every click this process stored (of this kind) has been decided, by any process,
+   * or after `timeoutMs`.
+   */
+  settle(kind?: ClickJobKind, timeoutMs?: number): Promise<void>;
+  /** A worker of this process settled a job: one id fewer for `settle` to look up. */
+  settled(id: number): void;
+  /**
+   * The handler for stored clicks of one kind, guarded: a click this process answered as not stored,
+   * whose write landed later and which a worker here claimed before it could be deleted, is skipped.
+   */
+  guard(handler: JobHandler): JobHandler;
+  /**
+   * The burst gate of the `clicks` lane: false while clicks are still arriving (one less than
+   * `burstGapMs` ago) or being written, so their writes, which their answers wait for, do not queue
+   * behind decisions (in the embedded database's one queue, and on the event loop); true again once
+   * the burst is over, or, one decision at a time, once decisions have been held back `maxHoldMs`.
+   */
+  admitDecisions(state: { running: number }): boolean;
+}
+
+export interface ClickInboxOptions {
+  jobs: Pick<JobStore, 'insertMany' | 'withdraw' | 'unfinished'>;
+  clock: () => Date;
+  /** Wakes this process's outbox for these kinds. */
+  wake(kinds: readonly string[]): void;
+  /**
+   * Longest the write may take before the click is answered as not stored. Slack and Discord wait
+   * 3 s for an answer; a database that does not answer in 2 s is treated as away.
+   */
+  storeDeadlineMs?: number;
+  /** How often `settle` looks at the stored clicks still undecided. */
+  settlePollMs?: number;
+  /** A write that landed after its click was answered as not stored; `deleted` false when a worker had claimed it. */
+  onLateWrite?(id: number, deleted: boolean): void;
+  /** A click arriving within this long of the previous one is part of a burst (default 50 ms). */
+  burstGapMs?: number;
+  /** Longest decisions are held back by a burst before they run one at a time (default 1 s). */
+  maxHoldMs?: number;
+  /** Milliseconds for the burst gate; Date.now by default. */
+  now?: () => number;
+}
+
+/** Stored clicks remembered for `settle`; the oldest are forgotten first (decided elsewhere, most likely). */
+const MAX_TRACKED = 10_000;
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/**
+ * What went wrong, for the log: the driver's own words (`ECONNREFUSED`, `PGlite is closed`), not
+ * drizzle's wrapper, whose message repeats the statement and its parameters (the clicks).
+ */
+function failureOf(error: unknown): string {
+  const cause = error instanceof Error && error.cause instanceof Error ? error.cause : error;
+  return (cause instanceof Error ? cause.message : String(cause)).slice(0, 200);
+}
+
+/**
+ * Stores clicks, several in one statement: clicks that arrive while a write is on its way go
+ * together in the next one, so a burst of clicks costs a few commits, not one each, and the
+ * answers that wait for them stay fast.
+ */
+export function createClickInbox(options: ClickInboxOptions): ClickInbox {
+  const deadlineMs = options.storeDeadlineMs ?? 2_000;
+  const pollMs = options.settlePollMs ?? 25;
+  type Entry = { job: NewJob; kind: ClickJobKind; answered: boolean; resolve(id: number): void; reject(error: Error): void };
+  let waiting: Entry[] = [];
+  let writing = false;
+  const tracked = new Map<number, ClickJobKind>();
+  const now = options.now ?? Date.now;
+  const burstGapMs = options.burstGapMs ?? 50;
+  const maxHoldMs = options.maxHoldMs ?? 1_000;
+  let lastArrivalAt = Number.NEGATIVE_INFINITY;
+  let heldSince: number | null = null;
+
+  function track(id: number, kind: ClickJobKind): void {
+    tracked.set(id, kind);
+    if (tracked.size > MAX_TRACKED) {
+      const oldest = tracked.keys().next();
+      if (!oldest.done) tracked.delete(oldest.value);
+    }
+  }
+
+  /**
+   * A click answered "not stored" whose write landed after all: taken back so it changes nothing.
+   * Deleted while still queued; should a worker of this process have claimed it meanwhile, `guard`
+   * skips it. (A worker of another replica claiming it in that moment would decide it: the click
+   * then counts, as if stored in time, and the message shows it.)
+   */
+  const withdrawn = new Set<number>();
+  async function withdrawLate(id: number): Promise<void> {
+    withdrawn.add(id);
+    if (withdrawn.size > MAX_TRACKED) withdrawn.delete(withdrawn.values().next().value as number);
+    const deleted = await options.jobs.withdraw(id).catch(() => false);
+    options.onLateWrite?.(id, deleted);
+  }
+
+  async function write(): Promise<void> {
+    writing = true;
+    while (waiting.length > 0) {
+      const batch = waiting;
+      waiting = [];
+      try {
+        const ids = await options.jobs.insertMany(
+          batch.map((entry) => entry.job),
+          options.clock(),
+        );
+        const late: number[] = [];
+        batch.forEach((entry, index) => {
+          const id = ids[index];
+          if (id === undefined) return entry.reject(new InboxUnavailable('the database returned no id'));
+          if (entry.answered) return void late.push(id);
+          track(id, entry.kind);
+          entry.resolve(id);
+        });
+        // Still writing meanwhile: the burst gate lets no decision of this process start before they are gone.
+        await Promise.all(late.map(withdrawLate));
+      } catch (error) {
+        for (const entry of batch) entry.reject(new InboxUnavailable(failureOf(error)));
+      }
+    }
+    writing = false;
+  }
+
+  return {
+    store(click) {
+      lastArrivalAt = now();
+      return new Promise<number>((resolve, reject) => {
+        const entry: Entry = {
+          job: { kind: click.kind, payload: click.payload, orderingKey: `click:${click.proposalId}`, maxAttempts: CLICK_MAX_ATTEMPTS },
+          kind: click.kind,
+          answered: false,
+          resolve: (id) => {
+            clearTimeout(timer);
+            resolve(id);
+          },
+          reject: (error) => {
+            clearTimeout(timer);
+            entry.answered = true;
+            reject(error);
+          },
+        };
+        const timer = setTimeout(() => {
+          entry.answered = true;
+          // Not sent yet: it never will be. Sent: withdrawn if it lands (see write()).
+          waiting = waiting.filter((other) => other !== entry);
+          reject(new InboxUnavailable(`no answer from the database within ${deadlineMs} ms`));
+        }, deadlineMs);
+        waiting.push(entry);
+        if (!writing) {
+          // One turn of the event loop first: clicks already read from their sockets join this statement.
+          writing = true;
+          setImmediate(() => void write());
+        }
+      });
+    },
+    wake(kind) {
+      options.wake([kind]);
+    },
+    withdraw: (id) => options.jobs.withdraw(id),
+    async settle(kind, timeoutMs) {
+      const until = timeoutMs === undefined ? Number.POSITIVE_INFINITY : Date.now() + timeoutMs;
+      for (;;) {
+        const ids = [...tracked].filter(([, of]) => !kind || of === kind).map(([id]) => id);
+        if (ids.length === 0) return;
+        const left = await options.jobs.unfinished(ids);
+        for (const id of ids) if (!left.has(id)) tracked.delete(id);
+        if (left.size === 0 || Date.now() >= until) return;
+        await sleep(pollMs);
+      }
+    },
+    settled(id) {
+      tracked.delete(id);
+    },
+    guard(handler) {
+      return (payload, context) => (withdrawn.has(context.jobId) ? Promise.resolve() : handler(payload, context));
+    },
+    admitDecisions({ running }) {
+      const at = now();
+      if (at - lastArrivalAt >= burstGapMs && !writing) {
+        heldSince = null;
+        return true;
+      }
+      heldSince ??= at;
+      return running === 0 && at - heldSince >= maxHoldMs;
+    },
+  };
+}

@@ -1,0 +1,103 @@
+import { z } from 'zod';
+import { failedExecutionWords, type DecisionAction } from '../core/decision-preview.js';
+import { TwokeyError } from '../core/errors.js';
+import { isFailedExecution } from '../core/outcome.js';
+import { DeliveryError } from '../lib/delivery-error.js';
+import type { JobHandler } from '../outbox/worker.js';
+import type { SlackLog } from './log.js';
+import type { SlackServices } from './ports.js';
+import type { Decider, ProposalRecord } from '../core/model.js';
+
+/**
+ * A Slack click as it is stored before it is answered (src/outbox/inbox.ts): who, what, on which
+ * proposal, and what the form said. Slack's `response_url` and `trigger_id` are not kept: the
+ * outcome is told through the bot's own API (chat.postEphemeral, a direct message), which works at
+ * any later time, and the message is edited by the outbox's chat.update like every other change.
+ */
+const clickBase = { proposalId: z.string().min(1), userId: z.string().min(1), receivedAt: z.string() };
+
+export const slackClickSchema = z.discriminatedUnion('action', [
+  z.object({ action: z.enum(['approve', 'retry']), ...clickBase, channel: z.string().nullable() }),
+  z.object({ action: z.literal('reject'), ...clickBase, reason: z.string().nullable() }),
+  z.object({
+    action: z.literal('grant'),
+    ...clickBase,
+    grant: z.object({ durationMs: z.number().int().positive(), maxUses: z.number().int().positive().nullable(), bounded: z.boolean() }),
+  }),
+]);
+
+export type SlackClick = z.infer<typeof slackClickSchema>;
+
+export interface SlackClickDeps extends Pick<SlackServices, 'proposals' | 'store'> {
+  grants?: SlackServices['grants'];
+  log: () => SlackLog;
+  deciderFor(userId: string, proposal: ProposalRecord | null): Promise<Decider>;
+  /** Says it privately: ephemeral in the channel, or a direct message without one. */
+  tell(userId: string, channel: string | undefined, text: string): Promise<void>;
+  /** The core's words for a refusal, with the proposal id set apart. */
+  explain(error: unknown, verb: DecisionAction, proposalId: string): string;
+}
+
+/** What the click is, as one of the core's decisions (an "Approve for…" form is an approval first). */
+const verbOf = (click: SlackClick): DecisionAction => (click.action === 'grant' ? 'approve' : click.action);
+
+/**
+ * Refusals that a click's own earlier run may have caused: a run whose process died after it
+ * decided, and that runs again, finds the proposal decided or retried already. Told on a first run
+ * only, so a restart does not tell someone their own click was refused.
+ */
+const CAUSED_BY_AN_EARLIER_RUN = new Set(['not_pending', 'nothing_to_retry']);
+
+/**
+ * Decides stored Slack clicks: the outbox runs this for every `slack.click` job, in the process that
+ * stored it or, if that one died, in the next. Running a click again is harmless: the core counts one
+ * approval per person, a decided proposal refuses another decision, and a grant with the same terms
+ * for the same proposal is found rather than made twice.
+ */
+export function createSlackClickJob(deps: SlackClickDeps): JobHandler {
+  async function decide(click: SlackClick): Promise<void> {
+    const decider = await deps.deciderFor(click.userId, await deps.store.getProposal(click.proposalId));
+    switch (click.action) {
+      case 'approve': {
+        const { outcome, proposal } = await deps.proposals.approve(click.proposalId, decider);
+        deps.log().info({ proposalId: click.proposalId, approver: decider.identity, outcome, status: proposal.status }, 'Slack approval');
+        // The message shows every other outcome; a failed execution deserves a word to the one who caused it.
+        if (outcome === 'quorum_reached' && isFailedExecution(proposal)) {
+          await deps.tell(click.userId, click.channel ?? undefined, failedExecutionWords('approve', proposal.error ?? ''));
+        }
+        return;
+      }
+      case 'retry': {
+        const proposal = await deps.proposals.retry(click.proposalId, decider);
+        deps.log().info({ proposalId: click.proposalId, approver: decider.identity, status: proposal.status }, 'Slack retry');
+        return;
+      }
+      case 'reject':
+        await deps.proposals.reject(click.proposalId, decider, click.reason);
+        deps.log().info({ proposalId: click.proposalId, approver: decider.identity, withReason: Boolean(click.reason) }, 'Slack rejection');
+        return;
+      case 'grant': {
+        if (!deps.grants) throw new TwokeyError('invalid_request', 'grants are not available');
+        const { grant } = await deps.grants.approveAndGrant(click.proposalId, decider, click.grant);
+        deps.log().info({ proposalId: click.proposalId, approver: decider.identity, grantId: grant.id }, 'Slack approval with a grant');
+      }
+    }
+  }
+
+  return async (payload, { attempt }) => {
+    const parsed = slackClickSchema.safeParse(payload);
+    if (!parsed.success) throw new DeliveryError('a stored Slack click has a shape twokey does not write', { permanent: true });
+    const click = parsed.data;
+    try {
+      await decide(click);
+    } catch (error) {
+      // Not a refusal (the database went away, a bug): the outbox runs the click again, with backoff.
+      if (!(error instanceof TwokeyError)) throw error;
+      const verb = verbOf(click);
+      deps.log().info({ proposalId: click.proposalId, user: `slack:${click.userId}`, code: error.code, verb, attempt }, 'Slack click changed nothing');
+      if (attempt > 1 && CAUSED_BY_AN_EARLIER_RUN.has(error.code)) return;
+      const channel = click.action === 'approve' || click.action === 'retry' ? (click.channel ?? undefined) : undefined;
+      await deps.tell(click.userId, channel, deps.explain(error, verb, click.proposalId));
+    }
+  };
+}
