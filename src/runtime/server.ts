@@ -397,8 +397,13 @@ export async function startTwokey(options: StartOptions): Promise<RunningTwokey>
   }
 
   // The embedded database is this process's alone (it locks its directory): a claim left is a dead process's (a stored click).
-  if (database.kind === 'pglite' && foundation.ownsDatabase && (await services.jobs.releaseAllClaims(services.clock())) > 0) {
-    logger.info('outbox jobs claimed by a process that died run again now');
+  if (database.kind === 'pglite' && foundation.ownsDatabase) {
+    // A disk short of space refuses this write: start anyway, and the claims end with their leases.
+    const released = await services.jobs.releaseAllClaims(services.clock()).catch((error: unknown) => {
+      logger.warn({ err: error }, 'outbox jobs claimed by a process that died run again when their leases end');
+      return 0;
+    });
+    if (released > 0) logger.info('outbox jobs claimed by a process that died run again now');
   }
   outbox.start();
   // The first minute: with no Slack or Discord, the console is the way to approve; say how to get in.
