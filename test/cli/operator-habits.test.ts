@@ -3,14 +3,13 @@
  * beside them read at start (the environment winning over it), and one line `twokey: …` naming
  * the cause for every way start can fail, never a stack trace.
  */
-import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { chmod, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { binPath, freePort, PROCESS_TEST_TIMEOUT_MS, type CliResult } from '../support/processes.js';
+import { binPath, freePort, PROCESS_TEST_TIMEOUT_MS, runCommand, type CliResult } from '../support/processes.js';
 
 const runningAsRoot = process.getuid?.() === 0;
 
@@ -23,13 +22,7 @@ async function twokey(args: string[], options: { cwd: string; env?: Record<strin
   const env = { PATH: process.env.PATH ?? '', HOME: options.asNobody ? tmpdir() : (process.env.HOME ?? tmpdir()), ...options.env };
   const [command, commandArgs] =
     options.asNobody && runningAsRoot ? ['runuser', ['-u', 'nobody', '--', process.execPath, binPath, ...args]] : [process.execPath, [binPath, ...args]];
-  const child = spawn(command, commandArgs, { cwd: options.cwd, env, stdio: ['ignore', 'pipe', 'pipe'] });
-  let stdout = '';
-  let stderr = '';
-  child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
-  child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
-  const [code] = (await once(child, 'close')) as [number | null];
-  return { code, stdout, stderr };
+  return runCommand(command, commandArgs, { cwd: options.cwd, env });
 }
 
 /** A start failure as an operator must see it: exactly one line on stderr, the cause named, no stack. */

@@ -1,27 +1,17 @@
-import { spawn } from 'node:child_process';
-import { once } from 'node:events';
 import { cp, readdir, stat, symlink } from 'node:fs/promises';
 import { join, relative, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { runCommand, type CliResult } from '../support/processes.js';
 
 export const root = fileURLToPath(new URL('../../', import.meta.url));
 export const npm = process.platform === 'win32' ? 'npm.cmd' : 'npm';
 export const npx = process.platform === 'win32' ? 'npx.cmd' : 'npx';
 
-export interface Run {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
+/** What a command printed, and how it ended. */
+export type Run = CliResult;
 
-export async function run(command: string, args: string[], options: { cwd: string; env?: NodeJS.ProcessEnv }): Promise<Run> {
-  const child = spawn(command, args, { cwd: options.cwd, env: options.env ?? process.env, stdio: ['ignore', 'pipe', 'pipe'] });
-  let stdout = '';
-  let stderr = '';
-  child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
-  child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
-  const [code] = (await once(child, 'close')) as [number | null];
-  return { code, stdout, stderr };
+export function run(command: string, args: string[], options: { cwd: string; env?: NodeJS.ProcessEnv }): Promise<Run> {
+  return runCommand(command, args, { cwd: options.cwd, env: options.env ?? process.env });
 }
 
 export async function succeed(command: string, args: string[], options: { cwd: string; env?: NodeJS.ProcessEnv }): Promise<string> {

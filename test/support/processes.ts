@@ -35,15 +35,20 @@ export interface CliResult {
   stderr: string;
 }
 
-/** Runs the real `twokey` binary as a user would. */
-export async function runCli(args: string[], env: Record<string, string>): Promise<CliResult> {
-  const child = spawn(process.execPath, [binPath, ...args], { cwd: processCwd, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+/** Runs a command to its end, collecting what it printed: the one way tests run a child and read it. */
+export async function runCommand(command: string, args: string[], options: { cwd: string; env: NodeJS.ProcessEnv }): Promise<CliResult> {
+  const child = spawn(command, args, { cwd: options.cwd, env: options.env, stdio: ['ignore', 'pipe', 'pipe'] });
   let stdout = '';
   let stderr = '';
   child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
   child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
   const [code] = (await once(child, 'close')) as [number | null];
   return { code, stdout, stderr };
+}
+
+/** Runs the real `twokey` binary as a user would. */
+export function runCli(args: string[], env: Record<string, string>): Promise<CliResult> {
+  return runCommand(process.execPath, [binPath, ...args], { cwd: processCwd, env: { ...process.env, ...env } });
 }
 
 /** Starts `twokey serve` and resolves once it answers /healthz. */
