@@ -141,6 +141,9 @@ export function createClickInbox(options: ClickInboxOptions): ClickInbox {
   type Entry = { job: NewJob; kind: ClickJobKind; answered: boolean; resolve(id: number): void; reject(error: Error): void };
   let waiting: Entry[] = [];
   let writing = false;
+  /** Settles when the write in progress (and its withdrawals) is over; `guard` waits for it. */
+  let writeOver: Promise<void> = Promise.resolve();
+  let endWrite = () => {};
   const tracked = new Map<number, ClickJobKind>();
   const now = options.now ?? Date.now;
   const burstGapMs = options.burstGapMs ?? 50;
@@ -171,7 +174,6 @@ export function createClickInbox(options: ClickInboxOptions): ClickInbox {
   }
 
   async function write(): Promise<void> {
-    writing = true;
     while (waiting.length > 0) {
       const batch = waiting;
       waiting = [];
@@ -195,6 +197,7 @@ export function createClickInbox(options: ClickInboxOptions): ClickInbox {
       }
     }
     writing = false;
+    endWrite();
   }
 
   return {
@@ -225,6 +228,7 @@ export function createClickInbox(options: ClickInboxOptions): ClickInbox {
         if (!writing) {
           // One turn of the event loop first: clicks already read from their sockets join this statement.
           writing = true;
+          writeOver = new Promise((resolve) => (endWrite = resolve));
           setImmediate(() => void write());
         }
       });
@@ -248,7 +252,12 @@ export function createClickInbox(options: ClickInboxOptions): ClickInbox {
       tracked.delete(id);
     },
     guard(handler) {
-      return (payload, context) => (withdrawn.has(context.jobId) ? Promise.resolve() : handler(payload, context));
+      return async (payload, context) => {
+        // A worker's claim can see a write's row before this process has read the write's answer
+        // (two connections): wait until the write in progress has withdrawn what came too late.
+        while (writing) await writeOver;
+        if (!withdrawn.has(context.jobId)) await handler(payload, context);
+      };
     },
     admitDecisions({ running }) {
       const at = now();

@@ -215,6 +215,39 @@ describe('the inbox when a write lands after its click was answered as not store
   });
 });
 
+describe("a worker that claims a late write before this process has read the write's answer", () => {
+  it('waits for the write to be taken back, then skips it', async () => {
+    const database = await openTestDatabase('pglite');
+    const jobs = createJobStore(database.db);
+    let answerArrives = () => {};
+    const answerHeld = new Promise<void>((resolve) => (answerArrives = resolve));
+    const inbox = createClickInbox({
+      // The row is committed at once; its id reaches the inbox only when `answerArrives` (another connection's claim may be faster).
+      jobs: {
+        ...jobs,
+        insertMany: async (newJobs, now) => {
+          const ids = await jobs.insertMany(newJobs, now);
+          await answerHeld;
+          return ids;
+        },
+      },
+      clock: () => new Date(),
+      wake: () => {},
+      storeDeadlineMs: 50,
+    });
+    const refused = await inbox.store({ kind: 'slack.click', payload: { action: 'approve' }, proposalId: 'prp_race' }).catch((error: unknown) => error);
+    expect(refused).toBeInstanceOf(InboxUnavailable);
+    const [claimed] = await jobs.list({});
+    expect(claimed).toBeDefined();
+    const handler = vi.fn(async () => {});
+    const run = inbox.guard(handler)({}, { signal: new AbortController().signal, attempt: 1, jobId: claimed?.id ?? 0 });
+    answerArrives();
+    await run;
+    expect(handler).not.toHaveBeenCalled();
+    await database.close();
+  });
+});
+
 describe('the inbox on a database that refuses the write', () => {
   it('rejects the click at once as not stored, so the platforms answer with the words', async () => {
     const database = await openTestDatabase('pglite');
