@@ -2,7 +2,7 @@ import { consoleAuthFor } from '../console/stores.js';
 import { signInUrl } from '../console/urls.js';
 import { readCheckpoints } from '../audit/sinks.js';
 import { indexCheckpoints, publicKeyFromText } from '../core/audit-chain.js';
-import { parseDuration } from '../config/duration.js';
+import { parseDuration } from '../lib/duration.js';
 import { TwokeyError } from '../core/errors.js';
 import { PERSON_FORMS, parsePersonIdentity } from '../core/identity.js';
 import type { ProposalStatus } from '../core/model.js';

@@ -1,6 +1,6 @@
 import * as z from 'zod';
 import type { OperationDefinition } from '../config/config-file.js';
-import { parseDuration } from '../config/duration.js';
+import { parseDuration } from '../lib/duration.js';
 import { ConfigError, formatFieldPath } from '../config/errors.js';
 import { createEchoAdapter } from './adapters/echo.js';
 import { createHttpAdapter } from './adapters/http.js';

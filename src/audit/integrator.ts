@@ -1,7 +1,7 @@
 import { ALERT_ORIGIN, type AuditAlert } from '../core/audit-chain.js';
 import type { Clock } from '../core/model.js';
 import type { AuditLog, IntegratedBatch } from '../db/audit-log.js';
-import type { CheckpointSigner } from './key.js';
+import type { CheckpointSigner } from '../config/audit-key.js';
 import type { CheckpointSink } from './sinks.js';
 import type { CheckpointWitness } from './witness.js';
 

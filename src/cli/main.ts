@@ -1,7 +1,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { Command, Option } from 'commander';
-import { createSigner, defaultKeyFile, loadOrCreateKeyFile, parseAuditKey } from '../audit/key.js';
+import { createSigner, defaultKeyFile, loadOrCreateKeyFile, parseAuditKey } from '../config/audit-key.js';
 import { publicKeyText } from '../core/audit-chain.js';
 import { callAdminSocket } from '../admin/socket.js';
 import { runAdminOperation } from '../admin/operations.js';

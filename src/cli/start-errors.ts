@@ -1,5 +1,5 @@
 import { resolve, sep } from 'node:path';
-import { defaultKeyFile } from '../audit/key.js';
+import { defaultKeyFile } from '../config/audit-key.js';
 import { defaultCheckpointDir } from '../audit/sinks.js';
 import type { Env } from '../config/env.js';
 import { ConfigError } from '../config/errors.js';

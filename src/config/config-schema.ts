@@ -1,6 +1,6 @@
 import * as z from 'zod';
 import { DISCORD_SNOWFLAKE, IDENTITY_FORMS, WEB_NAME, identityProblem } from '../core/identity.js';
-import { parseDuration } from './duration.js';
+import { parseDuration } from '../lib/duration.js';
 import { formatFieldPath } from './errors.js';
 import { policySchemas } from './policy-config.js';
 

@@ -1,7 +1,7 @@
 import ipaddr from 'ipaddr.js';
 import * as z from 'zod';
-import { createSigner, parseAuditKey } from '../audit/key.js';
-import { parseAllowList } from '../executors/address-guard.js';
+import { createSigner, parseAuditKey } from './audit-key.js';
+import { parseAllowList } from '../lib/address-guard.js';
 import { ConfigError } from './errors.js';
 
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;

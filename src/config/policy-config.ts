@@ -1,6 +1,6 @@
 import * as z from 'zod';
 import { compilePolicy, type PolicyRule } from '../policy/rules.js';
-import { parseDuration } from './duration.js';
+import { parseDuration } from '../lib/duration.js';
 
 /**
  * The config keys of automatic decisions: `policy:` rules, `grants:`, and `approval.remind` /

@@ -2,10 +2,10 @@ import { and, eq, isNull, lte, or, sql } from 'drizzle-orm';
 import type { AgpTokenRecord, AgpTokenStore, TokenEffects } from '../agp/ports.js';
 import type { AuditEventInput } from '../core/model.js';
 import type { IdempotencyRecord, IdempotencyStore } from '../idempotency/ports.js';
-import type { Db } from './database.js';
+import type { Db, Queryable } from './database.js';
 import { agpTokens, idempotencyKeys } from './schema.js';
 import { withAuditRow } from './audit-log.js';
-import { appendAuditEvent, type Executor } from './store.js';
+import { appendAuditEvent } from './store.js';
 
 type TokenRow = typeof agpTokens.$inferSelect;
 type IdempotencyRow = typeof idempotencyKeys.$inferSelect;
@@ -15,7 +15,7 @@ const toToken = (row: TokenRow): AgpTokenRecord => ({ ...row, kind: row.kind as 
 const toIdempotency = (row: IdempotencyRow): IdempotencyRecord => ({ ...row, status: row.status as IdempotencyRecord['status'] });
 
 /** Audit rows are written by the audit log's one writer, inside `tx`, with the change they describe. */
-async function appendAudit(tx: Executor, event: AuditEventInput | undefined, at: Date): Promise<void> {
+async function appendAudit(tx: Queryable, event: AuditEventInput | undefined, at: Date): Promise<void> {
   if (event) await appendAuditEvent(tx, event, at);
 }
 

@@ -2,7 +2,7 @@ import { and, asc, desc, eq, gt, isNotNull, isNull, sql, type SQL, type SQLWrapp
 import { auditHash, continuationProblem, genesisHash, type AuditCheckpoint, type ContinuationProblem, type UnsignedCheckpoint } from '../core/audit-chain.js';
 import type { AuditEventInput, AuditEventRecord, ChainedAuditEvent } from '../core/model.js';
 import type { AuditQuery } from '../core/ports.js';
-import type { Db } from './database.js';
+import type { Db, Queryable } from './database.js';
 import { auditCheckpoints, auditEvents } from './schema.js';
 
 /**
@@ -10,7 +10,6 @@ import { auditCheckpoints, auditEvents } from './schema.js';
  * anyone; the integrator (one at a time, on the elected replica) places committed rows in the chain.
  */
 
-type Executor = Pick<Db, 'select' | 'insert' | 'update' | 'execute'>;
 
 /** Taken only by the integrator's transaction, never on a state change. */
 const INTEGRATOR_LOCK_KEY = 0x61756469; // "audi"
@@ -28,7 +27,7 @@ const toRow = (event: AuditEventInput, at: Date) => ({
  * Inserts audit rows inside the caller's transaction, so they commit or roll back with the change
  * they describe. No lock and no read: their place in the chain is assigned after commit.
  */
-export async function appendAuditEvents(tx: Executor, events: readonly AuditEventInput[], at: Date): Promise<void> {
+export async function appendAuditEvents(tx: Queryable, events: readonly AuditEventInput[], at: Date): Promise<void> {
   if (events.length > 0) await tx.insert(auditEvents).values(events.map((event) => toRow(event, at)));
 }
 
@@ -52,7 +51,7 @@ export function auditInsertCtes(events: ReadonlyArray<{ event: AuditEventInput; 
   ];
 }
 
-export const appendAuditEvent = (tx: Executor, event: AuditEventInput, at: Date): Promise<void> => appendAuditEvents(tx, [event], at);
+export const appendAuditEvent = (tx: Queryable, event: AuditEventInput, at: Date): Promise<void> => appendAuditEvents(tx, [event], at);
 
 /**
  * One change and its audit row as one statement (a data-modifying CTE each): atomic without a

@@ -16,6 +16,8 @@ import { pooledClient } from './postgres-client.js';
 import { schema } from './schema.js';
 
 export type Db = PgDatabase<PgQueryResultHKT, typeof schema>;
+/** The database or a transaction on it: what a query needs to run (not the core's operation `Executor`). */
+export type Queryable = Pick<Db, 'select' | 'insert' | 'update' | 'execute'>;
 
 export interface Database {
   db: Db;

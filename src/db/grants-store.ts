@@ -1,8 +1,7 @@
 import { and, asc, desc, eq, gt, inArray, isNotNull, isNull, lt, or, sql } from 'drizzle-orm';
 import type { GrantApprovalRecord, GrantFilter, GrantRecord, GrantTransaction, GrantWithApprovals } from '../core/grants.js';
-import type { Db } from './database.js';
+import type { Db, Queryable } from './database.js';
 import { grantApprovals, grants } from './schema.js';
-import type { Executor } from './store.js';
 
 type GrantRow = typeof grants.$inferSelect;
 
@@ -12,7 +11,7 @@ const toGrant = (row: GrantRow): GrantRecord => ({ ...row });
 const usableAt = (now: Date) =>
   and(isNotNull(grants.activatedAt), isNull(grants.revokedAt), gt(grants.expiresAt, now), or(isNull(grants.maxUses), lt(grants.uses, grants.maxUses)));
 
-async function withApprovals(db: Executor, rows: GrantRow[]): Promise<GrantWithApprovals[]> {
+async function withApprovals(db: Queryable, rows: GrantRow[]): Promise<GrantWithApprovals[]> {
   if (rows.length === 0) return [];
   const ids = rows.map((row) => row.id);
   const approvals = await db.select().from(grantApprovals).where(inArray(grantApprovals.grantId, ids)).orderBy(asc(grantApprovals.at));
@@ -20,7 +19,7 @@ async function withApprovals(db: Executor, rows: GrantRow[]): Promise<GrantWithA
 }
 
 /** Grant data access inside the caller's transaction (see GrantTransaction for the guarantees). */
-export function grantTransactionStore(tx: Executor): GrantTransaction {
+export function grantTransactionStore(tx: Queryable): GrantTransaction {
   return {
     async listUsable(agentId, operation, now) {
       const rows = await tx

@@ -4,7 +4,7 @@ import type postgres from 'postgres';
 import type { AgentRecord, ApprovalRecord, AuditEventInput, ConfirmationType, CommitMode, ProposalRecord, ProposalStatus } from '../core/model.js';
 import type { AuditQuery, OutboxJobSpec, ProposalFilter, Store, StoreTransaction } from '../core/ports.js';
 import { auditInsertCtes, createAuditLog } from './audit-log.js';
-import type { Db } from './database.js';
+import type { Db, Queryable } from './database.js';
 import { grantTransactionStore } from './grants-store.js';
 import type { Notifier } from './notifier.js';
 import { agents, approvals, proposals, requestIdentities } from './schema.js';
@@ -53,8 +53,6 @@ export const toProposal = (row: ProposalRow): ProposalRecord => ({
 
 export const toAgent = (row: AgentRow): AgentRecord => ({ ...row, operations: row.operations ?? null });
 
-export type Executor = Pick<Db, 'select' | 'insert' | 'update' | 'execute'>;
-
 interface ApprovalJson {
   approver: string;
   matchedRule: string;
@@ -81,7 +79,7 @@ export function toApprovals(proposalId: string, value: ApprovalJson[] | string):
   return list.map((approval) => ({ proposalId, approver: approval.approver, matchedRule: approval.matchedRule, via: approval.via, at: new Date(approval.at) }));
 }
 
-function readsFrom(db: Executor) {
+function readsFrom(db: Queryable) {
   return {
     /** The proposal and its approvals in one statement. */
     async getProposalWithApprovals(id: string) {
@@ -136,7 +134,7 @@ const dialect = new PgDialect();
  * in one packet, so the statement and the COMMIT that postgres.js sends once the transaction's
  * work returns go out, and come back, together. Null on PGlite, which has no connection to share.
  */
-function sendBeforeCommit(tx: Executor, statement: SQL): Promise<unknown> | null {
+function sendBeforeCommit(tx: Queryable, statement: SQL): Promise<unknown> | null {
   const client = (tx as Partial<Pick<Db, '_'>>)._?.session as { client?: Partial<Pick<postgres.TransactionSql, 'unsafe'>> } | undefined;
   if (typeof client?.client?.unsafe !== 'function') return null;
   const query = dialect.sqlToQuery(statement);
@@ -152,7 +150,7 @@ function sendBeforeCommit(tx: Executor, statement: SQL): Promise<unknown> | null
  * jobs — are buffered and sent before commit as one statement (data-modifying CTEs), instead of
  * one round trip each; the change notifications are kept for after the commit.
  */
-function transactionStore(tx: Executor, replica: string): StoreTransaction & { buffered(): BufferedWrites } {
+function transactionStore(tx: Queryable, replica: string): StoreTransaction & { buffered(): BufferedWrites } {
   const audit: Array<{ event: AuditEventInput; at: Date }> = [];
   const queued: Array<{ spec: OutboxJobSpec; at: Date }> = [];
   const notify = new Set<string>();

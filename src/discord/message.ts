@@ -8,7 +8,7 @@ import {
   type APIAllowedMentions,
 } from 'discord.js';
 import type { ProposalMessageView } from '../chat/types.js';
-import { durationLabel } from '../config/duration.js';
+import { durationLabel } from '../lib/duration.js';
 import { isAutomaticDecider } from '../core/model.js';
 import { isFailedExecution } from '../core/outcome.js';
 

@@ -1,5 +1,5 @@
 import { ComponentType, InteractionResponseType, TextInputStyle, type APIInteractionResponse } from 'discord.js';
-import { durationLabel } from '../config/duration.js';
+import { durationLabel } from '../lib/duration.js';
 import type { GrantRequest } from '../core/grant-service.js';
 import type { ModalFields } from './interaction-payload.js';
 import { customIdFor } from './message.js';

@@ -1,6 +1,6 @@
 import { celEnv, celFunc, CelScalar, isCelError, mapType, parse, plan, type CelEnv } from '@bufbuild/cel';
 import type { Expr } from '@bufbuild/cel-spec/cel/expr/syntax_pb.js';
-import { parseDuration } from '../config/duration.js';
+import { parseDuration } from '../lib/duration.js';
 
 /**
  * CEL conditions of policy rules: compiled once at start, evaluated at propose time.

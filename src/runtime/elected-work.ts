@@ -1,7 +1,7 @@
 import type { KeyObject } from 'node:crypto';
 import type { Logger } from 'pino';
 import { createAuditIntegrator } from '../audit/integrator.js';
-import { signerFromEnvironment, type CheckpointSigner } from '../audit/key.js';
+import { signerFromEnvironment, type CheckpointSigner } from '../config/audit-key.js';
 import { defaultCheckpointDir, directorySink, webhookSink, type CheckpointSink } from '../audit/sinks.js';
 import { createCheckpointWitness, type CheckpointWitness } from '../audit/witness.js';
 import { ConfigError } from '../config/errors.js';

@@ -18,7 +18,7 @@ import { createCallbackDelivery } from '../outbox/callbacks.js';
 import { createOutboxWorker, defaultLanes, type OutboxLane, type OutboxWorker } from '../outbox/worker.js';
 import { clickLane } from '../outbox/inbox.js';
 import { createCallbackStore } from '../db/callback-store.js';
-import { createGuardedAgent } from '../executors/address-guard.js';
+import { createGuardedAgent } from '../lib/address-guard.js';
 import type { Sweeper } from './sweeper.js';
 import type { AuditIntegrator } from '../audit/integrator.js';
 import { auditKeysFromEnvironment, createAuditTrust, startAuditIntegrator, startSweeper, type AuditTrust } from './elected-work.js';

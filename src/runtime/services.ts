@@ -21,7 +21,7 @@ import { createStore } from '../db/store.js';
 import { createRequestIdentityStore } from '../db/request-identity-store.js';
 import { createAuditLog } from '../db/audit-log.js';
 import { echoExecutor } from '../executors/echo.js';
-import { createAddressPolicy, staticUrlRefusal, type AddressPolicy } from '../executors/address-guard.js';
+import { createAddressPolicy, staticUrlRefusal, type AddressPolicy } from '../lib/address-guard.js';
 import { createHttpExecutor } from '../executors/http.js';
 import { callbackDestination } from '../outbox/callbacks.js';
 import { createClickInbox } from '../outbox/inbox.js';

@@ -1,7 +1,7 @@
 import type { types } from '@slack/bolt';
 import type { ProposalMessageView } from '../chat/types.js';
 import { isFailedExecution } from '../core/outcome.js';
-import { durationLabel } from '../config/duration.js';
+import { durationLabel } from '../lib/duration.js';
 
 /** The action and callback ids Slack sends back; docs/api.md (Chat endpoints) fixes the first two. */
 export const APPROVE_ACTION = 'twokey_approve';

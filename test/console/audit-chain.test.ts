@@ -1,6 +1,6 @@
 import { sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createSigner, parseAuditKey } from '../../src/audit/key.js';
+import { createSigner, parseAuditKey } from '../../src/config/audit-key.js';
 import { publicKeyText } from '../../src/core/audit-chain.js';
 import { rewriteAndRechain, rowsOf } from '../support/audit.js';
 import { manualClock } from '../support/clock.js';

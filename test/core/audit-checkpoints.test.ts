@@ -15,7 +15,7 @@ import {
   type AuditAlert,
   type AuditCheckpoint,
 } from '../../src/core/audit-chain.js';
-import { createSigner, parseAuditKey } from '../../src/audit/key.js';
+import { createSigner, parseAuditKey } from '../../src/config/audit-key.js';
 import { readCheckpoints, readNewestCheckpoint } from '../../src/audit/sinks.js';
 import { createCheckpointWitness } from '../../src/audit/witness.js';
 import { runAdminOperation } from '../../src/admin/operations.js';

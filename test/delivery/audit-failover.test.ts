@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, expect, it, vi } from 'vitest';
 import { runAdminOperation } from '../../src/admin/operations.js';
-import { createSigner, parseAuditKey } from '../../src/audit/key.js';
+import { createSigner, parseAuditKey } from '../../src/config/audit-key.js';
 import { publicKeyText } from '../../src/core/audit-chain.js';
 import { openDatabase, type Database } from '../../src/db/database.js';
 import { describeOnPostgres, openTestDatabase } from '../support/database.js';

@@ -5,7 +5,7 @@ import { eq } from 'drizzle-orm';
 import { fetch } from 'undici';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { loadEnv } from '../../src/config/env.js';
-import { createAddressPolicy, createGuardedAgent, staticUrlRefusal, type Lookup } from '../../src/executors/address-guard.js';
+import { createAddressPolicy, createGuardedAgent, staticUrlRefusal, type Lookup } from '../../src/lib/address-guard.js';
 import { jobs, proposals } from '../../src/db/schema.js';
 import { drivers } from '../support/database.js';
 import { startTestTwokey, type TestTwokey } from '../support/twokey.js';

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { parseDuration } from '../../src/config/duration.js';
+import { parseDuration } from '../../src/lib/duration.js';
 
 describe('parseDuration', () => {
   it.each([

@@ -1,7 +1,7 @@
 import { createPrivateKey, createPublicKey, generateKeyPairSync, sign, type KeyObject } from 'node:crypto';
 import { chmodSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
-import { ConfigError } from '../config/errors.js';
+import { ConfigError } from './errors.js';
 import { systemErrorText } from '../lib/system-errors.js';
 import {
   alertMessage,

@@ -1,0 +1,107 @@
+/**
+ * The direction of src/, checked by `npm run depcheck` (dependency-cruiser).
+ *
+ *   lib, policy  ←  core  ←  config  ←  feature folders  ←  db  ←  runtime  ←  cli
+ *
+ * - `lib` holds general helpers and imports nothing from src/; `policy` compiles CEL rules on lib.
+ * - `core` holds the rules and the ports storage and transports implement; it knows only lib and
+ *   policy.
+ * - `config` turns the environment and the operations file into plain data the core's types
+ *   describe; it knows no executor, transport or store.
+ * - Feature folders (transports, executors, the outbox, …) build on the core and config, and on each
+ *   other only as `ALLOWED` below says, which is itself a direction (no folder cycle).
+ * - `db` implements the storage ports each consumer declares in its own `ports.ts`: it may import a
+ *   feature folder's `ports.ts` and nothing else of it; no feature folder imports `db`.
+ * - `runtime` wires everything (the composition root); `cli` and `src/index.ts` start it.
+ *
+ * Type-only imports count (`tsPreCompilationDeps`): a cycle through types is still a cycle.
+ */
+
+/** For each folder of src/, the other folders it may import. Anything not listed is refused. */
+const ALLOWED = {
+  lib: [],
+  policy: ['lib'],
+  core: ['lib', 'policy'],
+  config: ['lib', 'policy', 'core'],
+  tracing: ['lib', 'core'],
+  limits: ['lib', 'core'],
+  idempotency: ['lib', 'core'],
+  executors: ['lib', 'core', 'config', 'tracing'],
+  audit: ['lib', 'core', 'config'],
+  'http-kit': ['lib', 'core', 'config', 'limits', 'tracing'],
+  outbox: ['lib', 'core', 'config', 'executors', 'tracing'],
+  chat: ['lib', 'core', 'config', 'outbox'],
+  http: ['lib', 'core', 'config', 'limits', 'tracing', 'idempotency', 'http-kit'],
+  agp: ['lib', 'core', 'config', 'limits', 'tracing', 'idempotency', 'http-kit'],
+  mcp: ['lib', 'core', 'config', 'limits', 'tracing', 'idempotency', 'executors', 'http-kit'],
+  console: ['lib', 'core', 'config', 'http-kit'],
+  slack: ['lib', 'core', 'config', 'chat', 'outbox', 'http-kit'],
+  discord: ['lib', 'core', 'config', 'chat', 'outbox', 'idempotency', 'http-kit'],
+  admin: ['lib', 'core', 'policy', 'config', 'audit', 'console'],
+  client: [],
+  db: ['lib', 'core'], // and the ports.ts of every folder above (rule `db-implements-ports`)
+  runtime: null, // every folder but cli
+  cli: null, // every folder
+};
+
+const FOLDERS = Object.keys(ALLOWED);
+/** The folders whose storage ports src/db implements. */
+const PORT_OWNERS = FOLDERS.filter((folder) => !['lib', 'policy', 'core', 'db', 'runtime', 'cli', 'client'].includes(folder));
+
+const layerRules = Object.entries(ALLOWED)
+  .filter(([, allowed]) => allowed !== null)
+  .map(([folder, allowed]) => {
+    const others = FOLDERS.filter((other) => other !== folder && !allowed.includes(other));
+    const dbExtra = folder === 'db' ? PORT_OWNERS : [];
+    return {
+      name: `layer-${folder}`,
+      comment: `src/${folder} may import only ${allowed.length ? allowed.join(', ') : 'nothing of src/'}${dbExtra.length ? ' (and ports.ts files)' : ''}`,
+      severity: 'error',
+      from: { path: `^src/${folder}/` },
+      to: {
+        path: `^src/(?:${others.join('|')}|index\\.ts$)`,
+        ...(dbExtra.length ? { pathNot: `^src/(?:${dbExtra.join('|')})/ports\\.ts$` } : {}),
+      },
+    };
+  });
+
+module.exports = {
+  forbidden: [
+    {
+      name: 'no-circular',
+      comment: 'No file imports itself through others: a cycle means two files are one, or a type sits in the wrong one.',
+      severity: 'error',
+      from: { path: '^src/' },
+      to: { circular: true },
+    },
+    ...layerRules,
+    {
+      name: 'nothing-imports-runtime',
+      comment: 'src/runtime is the composition root: only cli and src/index.ts start it.',
+      severity: 'error',
+      from: { path: '^src/', pathNot: '^src/(?:runtime|cli)/|^src/index\\.ts$' },
+      to: { path: '^src/runtime/' },
+    },
+    {
+      name: 'nothing-imports-cli',
+      severity: 'error',
+      from: { path: '^src/', pathNot: '^src/cli/' },
+      to: { path: '^src/cli/' },
+    },
+    {
+      name: 'src-stands-alone',
+      comment: 'The server never imports tests, benchmarks or scripts.',
+      severity: 'error',
+      from: { path: '^src/' },
+      to: { path: '^(?:test|bench|scripts)/' },
+    },
+  ],
+  options: {
+    doNotFollow: { path: 'node_modules' },
+    exclude: { path: '^packages/' },
+    tsPreCompilationDeps: true,
+    tsConfig: { fileName: 'tsconfig.json' },
+    enhancedResolveOptions: { exportsFields: ['exports'], conditionNames: ['import', 'require', 'node', 'default', 'types'] },
+    reporterOptions: { text: { highlightFocused: true } },
+  },
+};
