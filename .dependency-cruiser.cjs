@@ -59,7 +59,7 @@ const layerRules = Object.entries(ALLOWED)
       severity: 'error',
       from: { path: `^src/${folder}/` },
       to: {
-        path: `^src/(?:${others.join('|')}|index\\.ts$)`,
+        path: `^src/(?:(?:${others.join('|')})/|index\\.ts$)`,
         ...(dbExtra.length ? { pathNot: `^src/(?:${dbExtra.join('|')})/ports\\.ts$` } : {}),
       },
     };

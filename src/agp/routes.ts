@@ -1,6 +1,6 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { TwokeyError } from '../core/errors.js';
-import { agentOf, asAgentScope, perAgentRateLimit } from '../http/agent-auth.js';
+import { agentOf, asAgentScope, perAgentRateLimit } from '../http-kit/agent-auth.js';
 import type { FailedAuthLimiter } from '../limits/index.js';
 import { agpCallBodySchema, agpEnvelopeSchema, agpErrorSchema, discoverBodySchema, executeHeadersSchema, prepareAnswerSchema } from './schemas.js';
 import type { AgpServices } from './ports.js';

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { apiSchemas, errorBodySchema, named } from '../http/schemas.js';
+import { apiSchemas, errorBodySchema, named } from '../http-kit/api-schemas.js';
 
 /**
  * The AGP dialect's requests and answers as zod schemas: validation, handler types and the

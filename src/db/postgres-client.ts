@@ -1,5 +1,5 @@
 import type postgres from 'postgres';
-import { DatabaseConnectionError } from './driver-errors.js';
+import { DatabaseConnectionError } from '../lib/driver-errors.js';
 
 /**
  * drizzle asks postgres.js for an unnamed statement on every query but its own `.prepare()`d ones,

@@ -5,13 +5,13 @@ import type { AgentProposalView } from '../core/proposals.js';
 import { finalStatuses, type AgentRecord } from '../core/model.js';
 import type { FailedAuthLimiter, LongPollLimiter } from '../limits/index.js';
 import { tokenSealer } from '../idempotency/seal.js';
-import { agentOf, asAgentScope, bearerKey, perAgentRateLimit } from './agent-auth.js';
+import { agentOf, asAgentScope, bearerKey, perAgentRateLimit } from '../http-kit/agent-auth.js';
+import { errorBodySchema } from '../http-kit/api-schemas.js';
 import type { AgentApiServices } from './ports.js';
 import {
   commitAnswerSchema,
   commitBodySchema,
   commitHeadersSchema,
-  errorBodySchema,
   idempotentHeadersSchema,
   operationListSchema,
   proposalCreatedSchema,

@@ -3,7 +3,7 @@ import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, t
 import { RefusalError, TwokeyError } from '../core/errors.js';
 import { randomBytes } from 'node:crypto';
 import { registerAgentRoutes, type AgentRouteDeps } from './agent-routes.js';
-import { answerFrameworkError, installErrorHandling } from './errors.js';
+import { answerFrameworkError, installErrorHandling } from '../http-kit/errors.js';
 import { registerHealthRoutes, type HealthRouteDeps } from './health-routes.js';
 import { refuseUnsafeNumbers } from './unsafe-numbers.js';
 import { registerOpenApi } from './openapi.js';

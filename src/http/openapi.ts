@@ -1,7 +1,7 @@
 import swagger, { type SwaggerTransformObject } from '@fastify/swagger';
 import type { FastifyInstance } from 'fastify';
 import { createJsonSchemaTransform, createJsonSchemaTransformObject } from 'fastify-type-provider-zod';
-import { apiSchemas } from './schemas.js';
+import { apiSchemas } from '../http-kit/api-schemas.js';
 
 /**
  * The OpenAPI 3.1 document of the routes that declare tags (agent API, AGP, health, chat

@@ -5,9 +5,10 @@ import { TwokeyError } from '../core/errors.js';
 import type { AgentRecord, Clock } from '../core/model.js';
 import { seal, unseal } from '../idempotency/seal.js';
 import type { FailedAuthLimiter } from '../limits/index.js';
-import { agentOf, authenticateAgent, bearerKey, perAgentRateLimit } from './agent-auth.js';
+import { agentOf, authenticateAgent, bearerKey, perAgentRateLimit } from '../http-kit/agent-auth.js';
 import type { AgentApiServices, ResumeStates } from './ports.js';
-import { apiSchemas, errorBodySchema, MAX_RESUME_STATE_CHARS, proposalIdParamsSchema, resumeStateBodySchema, resumeStateSchema } from './schemas.js';
+import { apiSchemas, errorBodySchema } from '../http-kit/api-schemas.js';
+import { MAX_RESUME_STATE_CHARS, proposalIdParamsSchema, resumeStateBodySchema, resumeStateSchema } from './schemas.js';
 
 export { MAX_RESUME_STATE_CHARS };
 

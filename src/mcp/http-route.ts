@@ -10,11 +10,11 @@ import {
 } from '@modelcontextprotocol/sdk/types.js';
 import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
 import { isTwokeyError } from '../core/errors.js';
-import { isDatabaseUnavailable } from '../db/driver-errors.js';
+import { isDatabaseUnavailable } from '../lib/driver-errors.js';
 import type { AgentRecord } from '../core/model.js';
 import type { McpStore } from '../db/mcp-store.js';
 import type { TokenSealer } from '../core/request-identity.js';
-import { agentOf, authenticateAgent, bearerKey, perAgentRateLimit } from '../http/agent-auth.js';
+import { agentOf, authenticateAgent, bearerKey, perAgentRateLimit } from '../http-kit/agent-auth.js';
 import { tokenSealer } from '../idempotency/seal.js';
 import type { FailedAuthLimiter } from '../limits/index.js';
 import { createMcpCalls, toolError, UnknownToolError, type McpCallDeps, type McpCalls } from './calls.js';

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
 import { DeliveryError } from '../lib/delivery-error.js';
-import { isDatabaseUnavailable } from '../db/driver-errors.js';
+import { isDatabaseUnavailable } from '../lib/driver-errors.js';
 import type { JobRow, JobStore } from '../db/jobs-store.js';
 import { scrubSecrets } from '../lib/secrets.js';
 import { withDeadline } from '../lib/timeouts.js';

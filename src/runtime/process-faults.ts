@@ -1,5 +1,5 @@
 import type { Logger } from 'pino';
-import { isDriverError } from '../db/driver-errors.js';
+import { isDriverError } from '../lib/driver-errors.js';
 
 /** The part of `process` the policy listens on (tests pass an emitter of their own). */
 export interface FaultSource {

@@ -1,7 +1,7 @@
 import postgres from 'postgres';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { pooledClient } from '../../src/db/postgres-client.js';
-import { isDatabaseUnavailable } from '../../src/db/driver-errors.js';
+import { isDatabaseUnavailable } from '../../src/lib/driver-errors.js';
 import { describeOnPostgres, openTestDatabase } from '../support/database.js';
 
 /**

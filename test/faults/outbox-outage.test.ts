@@ -2,7 +2,7 @@ import { eq } from 'drizzle-orm';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Database } from '../../src/db/database.js';
-import { DatabaseConnectionError } from '../../src/db/driver-errors.js';
+import { DatabaseConnectionError } from '../../src/lib/driver-errors.js';
 import { createJobStore, type JobStore } from '../../src/db/jobs-store.js';
 import { jobs } from '../../src/db/schema.js';
 import { createStore } from '../../src/db/store.js';

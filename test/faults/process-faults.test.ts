@@ -4,7 +4,7 @@ import { DrizzleQueryError } from 'drizzle-orm';
 import { pino } from 'pino';
 import postgres from 'postgres';
 import { describe, expect, it } from 'vitest';
-import { DatabaseConnectionError, isDatabaseUnavailable, isDriverError } from '../../src/db/driver-errors.js';
+import { DatabaseConnectionError, isDatabaseUnavailable, isDriverError } from '../../src/lib/driver-errors.js';
 import { loggerOptions } from '../../src/runtime/logger.js';
 import { handleProcessFaults, type FaultSource } from '../../src/runtime/process-faults.js';
 import { freePort } from '../support/processes.js';

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { apiSchemas, errorBodySchema } from './schemas.js';
+import { apiSchemas, errorBodySchema } from './api-schemas.js';
 
 /**
  * `POST /slack/events` and `POST /discord/interactions`, for the OpenAPI document only. Their

@@ -1,6 +1,6 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest, FastifySchemaValidationError } from 'fastify';
 import { TwokeyError, type ErrorCode, type ErrorDetail } from '../core/errors.js';
-import { isDatabaseUnavailable } from '../db/driver-errors.js';
+import { isDatabaseUnavailable } from '../lib/driver-errors.js';
 
 /**
  * What a 503 `database_unavailable` asks the client to wait. The pool reconnects within about 2 s
