@@ -37,7 +37,7 @@ const ALLOWED = {
   console: ['lib', 'core', 'config', 'http-kit'],
   slack: ['lib', 'core', 'config', 'chat', 'outbox', 'http-kit'],
   discord: ['lib', 'core', 'config', 'chat', 'outbox', 'idempotency', 'http-kit'],
-  admin: ['lib', 'core', 'policy', 'config', 'audit', 'console'],
+  admin: ['lib', 'core', 'policy', 'config', 'audit', 'outbox', 'console'],
   client: [],
   db: ['lib', 'core'], // and the ports.ts of every folder above (rule `db-implements-ports`)
   runtime: null, // every folder but cli

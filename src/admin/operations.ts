@@ -6,7 +6,7 @@ import { parseDuration } from '../lib/duration.js';
 import { TwokeyError } from '../core/errors.js';
 import { PERSON_FORMS, parsePersonIdentity } from '../core/identity.js';
 import type { ProposalStatus } from '../core/model.js';
-import type { JobStatus } from '../db/jobs-store.js';
+import type { JobStatus } from '../outbox/ports.js';
 import type { Services } from '../runtime/services.js';
 import { policyOperations } from './policy-operations.js';
 

@@ -1,6 +1,6 @@
 import { ALERT_ORIGIN, type AuditAlert } from '../core/audit-chain.js';
 import type { Clock } from '../core/model.js';
-import type { AuditLog, IntegratedBatch } from '../db/audit-log.js';
+import type { AuditLog, IntegratedBatch } from './ports.js';
 import type { CheckpointSigner } from '../config/audit-key.js';
 import type { CheckpointSink } from './sinks.js';
 import type { CheckpointWitness } from './witness.js';

@@ -1,6 +1,6 @@
 import type { KeyObject } from 'node:crypto';
 import { indexCheckpoints, type AuditCheckpoint, type CheckpointIndex } from '../core/audit-chain.js';
-import type { AuditLog } from '../db/audit-log.js';
+import type { AuditLog } from './ports.js';
 import { readNewestCheckpoint } from './sinks.js';
 
 export interface CheckpointWitnessOptions {

@@ -1,7 +1,7 @@
 import { canonicalJson, sha256Hex } from '../core/secrets.js';
 import { finalStatuses, type AgentRecord, type ApprovalRecord, type ProposalRecord } from '../core/model.js';
 import type { Store } from '../core/ports.js';
-import type { ChatMessageStore } from '../db/chat-store.js';
+import type { ChatMessageStore } from './ports.js';
 import { chatResultText, chatSafeText, type ChatResultSettings } from './result-text.js';
 import type { ChatPublisher, ProposalMessageView } from './types.js';
 

@@ -2,6 +2,7 @@ import { and, asc, desc, eq, gt, isNotNull, isNull, sql, type SQL, type SQLWrapp
 import { auditHash, continuationProblem, genesisHash, type AuditCheckpoint, type ContinuationProblem, type UnsignedCheckpoint } from '../core/audit-chain.js';
 import type { AuditEventInput, AuditEventRecord, ChainedAuditEvent } from '../core/model.js';
 import type { AuditQuery } from '../core/ports.js';
+import type { AuditLog, IntegratedBatch, StoredCheckpoint } from '../audit/ports.js';
 import type { Db, Queryable } from './database.js';
 import { auditCheckpoints, auditEvents } from './schema.js';
 
@@ -64,20 +65,7 @@ export function withAuditRow(change: SQLWrapper, event: AuditEventInput | undefi
   return sql`with change as (${statement}), ${sql.join(auditInsertCtes([{ event, at }]), sql`, `)} select 1`;
 }
 
-export interface IntegratedBatch {
-  rows: number;
-  checkpoint: AuditCheckpoint | null;
-  /** Set when the chain no longer continues `floor`: nothing was placed or signed. */
-  conflict?: ContinuationProblem & { found: { size: number; hashAtSignedSize: string | null } };
-}
-
-export interface StoredCheckpoint {
-  size: number;
-  checkpoint: AuditCheckpoint;
-  publishedTo: string[];
-}
-
-export function createAuditLog(db: Db) {
+export function createAuditLog(db: Db): AuditLog {
   return {
     async list(query: AuditQuery): Promise<AuditEventRecord[]> {
       if (query.afterSeq !== undefined) {
@@ -220,5 +208,3 @@ export function createAuditLog(db: Db) {
     },
   };
 }
-
-export type AuditLog = ReturnType<typeof createAuditLog>;

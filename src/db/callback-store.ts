@@ -1,10 +1,11 @@
 import { and, eq } from 'drizzle-orm';
+import type { CallbackStore } from '../outbox/ports.js';
 import type { Db } from './database.js';
 import { disabledCallbacks } from './schema.js';
 import { appendAuditEvent } from './store.js';
 
 /** Callback endpoints retired by their receiver (`410 Gone`), per agent. */
-export function createCallbackStore(db: Db) {
+export function createCallbackStore(db: Db): CallbackStore {
   return {
     async isDisabled(agentId: string, url: string): Promise<boolean> {
       const [row] = await db
@@ -28,5 +29,3 @@ export function createCallbackStore(db: Db) {
     },
   };
 }
-
-export type CallbackStore = ReturnType<typeof createCallbackStore>;

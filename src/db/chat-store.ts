@@ -1,13 +1,17 @@
 import { and, eq, sql } from 'drizzle-orm';
 import type { AgentRecord, ApprovalRecord, ProposalRecord } from '../core/model.js';
+import type { ChatMessageRow, ChatMessageStore } from '../chat/ports.js';
 import type { Db } from './database.js';
 import { agents, chatMessages, proposals } from './schema.js';
 import { approvalsColumn, toAgent, toApprovals, toProposal } from './store.js';
 
-export type ChatMessageRow = typeof chatMessages.$inferSelect;
+// The table's row is chat's `ChatMessageRow`; this fails to compile when the two drift apart.
+type ChatMessagesTableRow = typeof chatMessages.$inferSelect;
+const sameRow: [ChatMessagesTableRow, ChatMessageRow] extends [ChatMessageRow, ChatMessagesTableRow] ? true : never = true;
+void sameRow;
 
 /** Data access for the chat message of each proposal on each platform. */
-export function createChatMessageStore(db: Db) {
+export function createChatMessageStore(db: Db): ChatMessageStore {
   const where = (proposalId: string, platform: string) => and(eq(chatMessages.proposalId, proposalId), eq(chatMessages.platform, platform));
   // Every chat post and edit starts with this read: built once, only its parameters change.
   const forSync = db
@@ -55,5 +59,3 @@ export function createChatMessageStore(db: Db) {
     },
   };
 }
-
-export type ChatMessageStore = ReturnType<typeof createChatMessageStore>;

@@ -1,18 +1,12 @@
 import { and, desc, eq, inArray, sql, type SQL } from 'drizzle-orm';
 import type { Db } from './database.js';
 import { jobs } from './schema.js';
+import type { ClaimedJob, ClaimLane, JobRow, JobStatus, JobStore, NewJob, OutboxBacklog } from '../outbox/ports.js';
 
-export type JobRow = typeof jobs.$inferSelect;
-export type JobStatus = 'queued' | 'running' | 'done' | 'dead';
-
-/** The unfinished jobs of one kind that wait for a worker (`twokey_outbox_due_jobs`). */
-export interface OutboxBacklog {
-  kind: string;
-  /** Due now and not running. */
-  due: number;
-  /** How long the oldest of them has been due; 0 when none is. */
-  oldestDueSeconds: number;
-}
+// The table's row is the outbox's `JobRow`; this fails to compile when the two drift apart.
+type JobsTableRow = typeof jobs.$inferSelect;
+const sameRow: [JobsTableRow, JobRow] extends [JobRow, JobsTableRow] ? true : never = true;
+void sameRow;
 
 /** postgres.js answers `execute` with an array, PGlite with `{ rows }`. */
 function rowsOf<T>(result: unknown): T[] {
@@ -56,24 +50,6 @@ function fromRaw(row: RawJob): JobRow {
   };
 }
 
-/** Which jobs one lane of the worker claims. */
-export interface ClaimLane {
-  /** Stamped on each claim with the attempt number; outcome updates must present it. */
-  workerId?: string;
-  /** Only these kinds… */
-  kinds?: readonly string[];
-  /** …or every kind but these. */
-  excludeKinds?: readonly string[];
-  /** At most this many running jobs per `payload.destination` in this worker. */
-  perDestination?: number;
-  /** Jobs this worker already runs, per destination. */
-  running?: ReadonlyMap<string, number>;
-  /** At most this many running jobs per `payload.agentId` in this worker, whatever their destinations. */
-  perAgent?: number;
-  /** Jobs this worker already runs, per agent. */
-  runningByAgent?: ReadonlyMap<string, number>;
-}
-
 /** `case <column> when <key> then <count> … else 0 end`: what this worker already runs under each key. */
 function runningCount(column: SQL, running: ReadonlyMap<string, number> | undefined): SQL {
   const held = [...(running ?? new Map<string, number>())].filter(([, count]) => count > 0);
@@ -108,19 +84,6 @@ function cappedCandidates(due: SQL, lane: ClaimLane, window: number): SQL {
     where ${agentRoom}
     order by a.run_at, a.id
     limit ${window}::int`;
-}
-
-export type ClaimedJob = Pick<JobRow, 'id' | 'lockedBy'>;
-
-/**
- * A job stored on its own, outside any state change: a click from chat, written before it is
- * answered (src/outbox/inbox.ts). Due at once.
- */
-export interface NewJob {
-  kind: string;
-  payload: Record<string, unknown>;
-  orderingKey?: string | null;
-  maxAttempts: number;
 }
 
 /** `id` and claim stamp of held jobs, as one JSON parameter (a statement for many jobs). */
@@ -207,7 +170,7 @@ function leaseUpdates(db: Db) {
 }
 
 /** Data access for the outbox's jobs table. */
-export function createJobStore(db: Db) {
+export function createJobStore(db: Db): JobStore {
   // A job's completion, the outbox's most frequent write: built once.
   const completeHeld = db
     .update(jobs)
@@ -351,5 +314,3 @@ export function createJobStore(db: Db) {
     },
   };
 }
-
-export type JobStore = ReturnType<typeof createJobStore>;

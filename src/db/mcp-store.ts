@@ -1,4 +1,5 @@
 import { eq } from 'drizzle-orm';
+import type { McpStore } from '../mcp/ports.js';
 import type { Db } from './database.js';
 import { mcpClients } from './schema.js';
 
@@ -6,7 +7,7 @@ import { mcpClients } from './schema.js';
  * Data access of the MCP server (src/mcp): what each agent's client declared. SQL only. Which proposal
  * answers a call is the request identity every way in shares (src/db/request-identity-store.ts).
  */
-export function createMcpStore(db: Db) {
+export function createMcpStore(db: Db): McpStore {
   return {
     async rememberClient(agentId: string, urlElicitation: boolean, now: Date): Promise<void> {
       await db
@@ -20,5 +21,3 @@ export function createMcpStore(db: Db) {
     },
   };
 }
-
-export type McpStore = ReturnType<typeof createMcpStore>;

@@ -5,7 +5,7 @@ import { TwokeyError } from '../core/errors.js';
 import type { AgentRecord } from '../core/model.js';
 import type { AgentProposalView } from '../core/proposals.js';
 import type { TokenSealer } from '../core/request-identity.js';
-import type { McpStore } from '../db/mcp-store.js';
+import type { McpStore } from './ports.js';
 import type { McpServices } from './ports.js';
 
 export interface McpCallDeps extends Pick<McpServices, 'proposals' | 'requests' | 'changes' | 'operation' | 'clock'> {

@@ -12,7 +12,7 @@ import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
 import { isTwokeyError } from '../core/errors.js';
 import { isDatabaseUnavailable } from '../lib/driver-errors.js';
 import type { AgentRecord } from '../core/model.js';
-import type { McpStore } from '../db/mcp-store.js';
+import type { McpStore } from './ports.js';
 import type { TokenSealer } from '../core/request-identity.js';
 import { agentOf, authenticateAgent, bearerKey, perAgentRateLimit } from '../http-kit/agent-auth.js';
 import { tokenSealer } from '../idempotency/seal.js';

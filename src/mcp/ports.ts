@@ -7,7 +7,8 @@ import type { RequestIdentity } from '../core/request-identity.js';
 
 /**
  * The slice of twokey the MCP server needs, declared here so the runtime (or a test) hands in exactly
- * this rather than its whole set of services. Its own storage is `McpStore` (src/db/mcp-store.ts).
+ * this rather than its whole set of services. Its own storage is `McpStore` below (src/db/mcp-store.ts
+ * implements it).
  */
 export interface McpServices {
   agents: Pick<AgentService, 'authenticate'>;
@@ -18,4 +19,10 @@ export interface McpServices {
   operations(): OperationDefinition[];
   operation(name: string): OperationDefinition | undefined;
   clock: Clock;
+}
+
+/** What each agent's MCP client declared at `initialize`. */
+export interface McpStore {
+  rememberClient(agentId: string, urlElicitation: boolean, now: Date): Promise<void>;
+  clientSupportsUrlElicitation(agentId: string): Promise<boolean>;
 }

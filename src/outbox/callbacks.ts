@@ -2,7 +2,7 @@ import type { Dispatcher, Response } from 'undici';
 import { DeliveryError } from '../lib/delivery-error.js';
 import type { Store } from '../core/ports.js';
 import { agentView } from '../core/proposals.js';
-import type { CallbackStore } from '../db/callback-store.js';
+import type { CallbackStore } from './ports.js';
 import { postSigned, webhookKey } from '../executors/signed-post.js';
 import type { JobContext } from './worker.js';
 import { ATTRIBUTES, SPANS, inProposalSpan } from '../tracing/index.js';

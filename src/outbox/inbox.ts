@@ -1,4 +1,4 @@
-import type { JobStore, NewJob } from '../db/jobs-store.js';
+import type { JobStore, NewJob } from './ports.js';
 import type { JobHandler, OutboxLane } from './worker.js';
 
 /**

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
 import { DeliveryError } from '../lib/delivery-error.js';
 import { isDatabaseUnavailable } from '../lib/driver-errors.js';
-import type { JobRow, JobStore } from '../db/jobs-store.js';
+import type { JobRow, JobStore } from './ports.js';
 import { scrubSecrets } from '../lib/secrets.js';
 import { withDeadline } from '../lib/timeouts.js';
 

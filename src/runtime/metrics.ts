@@ -1,5 +1,5 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
-import type { OutboxBacklog } from '../db/jobs-store.js';
+import type { OutboxBacklog } from '../outbox/ports.js';
 
 /** A policy or a grant decides in milliseconds, a person in seconds to hours. */
 const DECISION_BUCKETS = [0.1, 1, 5, 15, 30, 60, 120, 300, 900, 3600, 14_400, 86_400];
