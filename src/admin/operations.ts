@@ -1,4 +1,3 @@
-import { consoleAuthFor } from '../console/stores.js';
 import { signInUrl } from '../console/urls.js';
 import { readCheckpoints } from '../audit/sinks.js';
 import { indexCheckpoints, publicKeyFromText } from '../core/audit-chain.js';
@@ -7,7 +6,7 @@ import { TwokeyError } from '../core/errors.js';
 import { PERSON_FORMS, parsePersonIdentity } from '../core/identity.js';
 import type { ProposalStatus } from '../core/model.js';
 import type { JobStatus } from '../outbox/ports.js';
-import type { Services } from '../runtime/services.js';
+import type { AdminServices } from './ports.js';
 import { policyOperations } from './policy-operations.js';
 
 /**
@@ -41,7 +40,7 @@ const stringList = (value: unknown): string[] | undefined =>
   Array.isArray(value) ? value.filter((item): item is string => typeof item === 'string') : undefined;
 
 export const adminOperations = {
-  async 'agents.create'(services: Services, args: Record<string, unknown>) {
+  async 'agents.create'(services: AdminServices, args: Record<string, unknown>) {
     const { agent, apiKey, callbackSecret } = await services.agents.create({
       name: requireString(args, 'name'),
       owners: stringList(args.owners) ?? [],
@@ -49,7 +48,7 @@ export const adminOperations = {
     });
     return { id: agent.id, name: agent.name, owners: agent.owners, operations: agent.operations, apiKey, callbackSecret };
   },
-  async 'agents.list'(services: Services) {
+  async 'agents.list'(services: AdminServices) {
     return (await services.agents.list()).map((agent) => ({
       id: agent.id,
       name: agent.name,
@@ -60,11 +59,11 @@ export const adminOperations = {
       revokedAt: agent.revokedAt?.toISOString() ?? null,
     }));
   },
-  async 'agents.revoke'(services: Services, args: Record<string, unknown>) {
+  async 'agents.revoke'(services: AdminServices, args: Record<string, unknown>) {
     const agent = await services.agents.revoke(requireString(args, 'name'));
     return { name: agent.name, revokedAt: agent.revokedAt?.toISOString() ?? null };
   },
-  async 'proposals.list'(services: Services, args: Record<string, unknown>) {
+  async 'proposals.list'(services: AdminServices, args: Record<string, unknown>) {
     const status = optionalString(args, 'status');
     if (status !== undefined && !STATUSES.includes(status as ProposalStatus)) {
       throw new TwokeyError('invalid_request', `--status must be one of ${STATUSES.join(', ')}`);
@@ -82,7 +81,7 @@ export const adminOperations = {
       error: proposal.error,
     }));
   },
-  async 'proposals.approve'(services: Services, args: Record<string, unknown>) {
+  async 'proposals.approve'(services: AdminServices, args: Record<string, unknown>) {
     const grantFor = optionalString(args, 'grant');
     let grantId: string | null = null;
     let decided;
@@ -118,12 +117,12 @@ export const adminOperations = {
       grantId,
     };
   },
-  async 'proposals.reject'(services: Services, args: Record<string, unknown>) {
+  async 'proposals.reject'(services: AdminServices, args: Record<string, unknown>) {
     const { proposal } = await services.proposals.reject(requireString(args, 'id'), deciderFrom(args), optionalString(args, 'reason'));
     return { id: proposal.id, status: proposal.status, reason: proposal.decisionReason };
   },
   /** An approver's Retry after a failed execution, as the chat button does: same rules, same idempotency key. */
-  async 'proposals.retry'(services: Services, args: Record<string, unknown>) {
+  async 'proposals.retry'(services: AdminServices, args: Record<string, unknown>) {
     const id = requireString(args, 'id');
     const decider = deciderFrom(args);
     try {
@@ -135,12 +134,12 @@ export const adminOperations = {
     const proposal = await services.proposals.get(id);
     return { id: proposal.id, status: proposal.status, result: proposal.result ?? null, error: proposal.error };
   },
-  async 'audit.list'(services: Services, args: Record<string, unknown>) {
+  async 'audit.list'(services: AdminServices, args: Record<string, unknown>) {
     const afterSeq = typeof args.afterSeq === 'number' ? args.afterSeq : 0;
     const events = await services.audit.list({ afterSeq, limit: 500 });
     return events.map((event) => ({ ...event, at: event.at.toISOString() }));
   },
-  async 'jobs.list'(services: Services, args: Record<string, unknown>) {
+  async 'jobs.list'(services: AdminServices, args: Record<string, unknown>) {
     const status = optionalString(args, 'status');
     if (status !== undefined && !JOB_STATUSES.includes(status as JobStatus)) {
       throw new TwokeyError('invalid_request', `--status must be one of ${JOB_STATUSES.join(', ')}`);
@@ -156,14 +155,14 @@ export const adminOperations = {
       lastError: job.lastError,
     }));
   },
-  async 'jobs.retry'(services: Services, args: Record<string, unknown>) {
+  async 'jobs.retry'(services: AdminServices, args: Record<string, unknown>) {
     const id = Number(requireString(args, 'id'));
     if (!Number.isSafeInteger(id)) throw new TwokeyError('invalid_request', 'job id must be a number');
     const job = await services.jobs.retry(id, services.clock());
     if (!job) throw new TwokeyError('not_found', `no unfinished job ${id}`);
     return { id: job.id, kind: job.kind, status: job.status };
   },
-  async 'audit.verify'(services: Services, args: Record<string, unknown>) {
+  async 'audit.verify'(services: AdminServices, args: Record<string, unknown>) {
     const path = optionalString(args, 'checkpoints');
     const pending = await services.auditLog.pendingCount();
     if (!path) return { ...(await services.audit.verify()), pending };
@@ -184,22 +183,22 @@ export const adminOperations = {
     }
     return { ...(await services.audit.verify(indexCheckpoints(checkpoints, keys))), pending };
   },
-  async 'approvers.link'(services: Services, args: Record<string, unknown>) {
+  async 'approvers.link'(services: AdminServices, args: Record<string, unknown>) {
     // The CLI sends the base URL from its own environment (TWOKEY_PUBLIC_URL or HOST:PORT).
     const baseUrl = optionalString(args, 'baseUrl') ?? 'http://127.0.0.1:8080';
     if (!/^https?:\/\//.test(baseUrl)) throw new TwokeyError('invalid_request', 'baseUrl must be an http:// or https:// URL');
-    const { approver, token, expiresAt } = await consoleAuthFor(services).mintLink(requireString(args, 'name'));
+    const { approver, token, expiresAt } = await services.consoleAuth.mintLink(requireString(args, 'name'));
     const decides = services
       .operations()
       .filter((operation) => operation.approval.approvers.includes(approver))
       .map((operation) => operation.name);
     return { approver, url: signInUrl(baseUrl, token), expiresAt: expiresAt.toISOString(), decides };
   },
-  async 'approvers.revoke-sessions'(services: Services, args: Record<string, unknown>) {
-    return consoleAuthFor(services).revokeSessions(requireString(args, 'name'));
+  async 'approvers.revoke-sessions'(services: AdminServices, args: Record<string, unknown>) {
+    return services.consoleAuth.revokeSessions(requireString(args, 'name'));
   },
   ...policyOperations,
-} satisfies Record<string, (services: Services, args: Record<string, unknown>) => Promise<unknown>>;
+} satisfies Record<string, (services: AdminServices, args: Record<string, unknown>) => Promise<unknown>>;
 
 export type AdminOperationName = keyof typeof adminOperations;
 
@@ -207,7 +206,7 @@ export function isAdminOperation(name: string): name is AdminOperationName {
   return Object.hasOwn(adminOperations, name);
 }
 
-export function runAdminOperation(services: Services, name: string, args: Record<string, unknown>): Promise<unknown> {
+export function runAdminOperation(services: AdminServices, name: string, args: Record<string, unknown>): Promise<unknown> {
   if (!isAdminOperation(name)) throw new TwokeyError('invalid_request', `unknown admin operation "${name}"`);
   return adminOperations[name](services, args);
 }

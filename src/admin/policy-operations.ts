@@ -3,7 +3,7 @@ import { TwokeyError } from '../core/errors.js';
 import { describeBound, grantState } from '../core/grants.js';
 import type { AgentRecord } from '../core/model.js';
 import { policyDecider } from '../policy/rules.js';
-import type { Services } from '../runtime/services.js';
+import type { AdminServices } from './ports.js';
 
 /** Operator operations about policies and grants (CLI and admin socket), as plain JSON. */
 
@@ -26,7 +26,7 @@ function parseParams(text: string): Record<string, unknown> {
 
 export const policyOperations = {
   /** Which rule would decide a proposal, and why. Reads only: nothing is written. */
-  async 'policy.test'(services: Services, args: Record<string, unknown>) {
+  async 'policy.test'(services: AdminServices, args: Record<string, unknown>) {
     const name = requireString(args, 'operation');
     const operation = services.operation(name);
     if (!operation) throw new TwokeyError('unknown_operation', `unknown operation "${name}"`);
@@ -87,7 +87,7 @@ export const policyOperations = {
         return { ...base, decision: verdict.kind, decidedBy: policyDecider(name, verdict.rule), reason: verdict.reason };
     }
   },
-  async 'grants.list'(services: Services, args: Record<string, unknown>) {
+  async 'grants.list'(services: AdminServices, args: Record<string, unknown>) {
     const now = services.clock();
     const agents = new Map((await services.agents.list()).map((agent) => [agent.id, agent.name]));
     const entries = await services.grants.list({ ...(args.all === true ? {} : { activeAt: now }) });
@@ -104,8 +104,8 @@ export const policyOperations = {
       revokedBy: grant.revokedBy,
     }));
   },
-  async 'grants.revoke'(services: Services, args: Record<string, unknown>) {
+  async 'grants.revoke'(services: AdminServices, args: Record<string, unknown>) {
     const grant = await services.grants.revoke(requireString(args, 'id'), typeof args.as === 'string' && args.as ? args.as : 'operator:cli');
     return { id: grant.id, revokedAt: grant.revokedAt?.toISOString() ?? null, uses: grant.uses };
   },
-} satisfies Record<string, (services: Services, args: Record<string, unknown>) => Promise<unknown>>;
+} satisfies Record<string, (services: AdminServices, args: Record<string, unknown>) => Promise<unknown>>;

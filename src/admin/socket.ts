@@ -2,7 +2,7 @@ import { chmod, rm } from 'node:fs/promises';
 import { createServer, request as httpRequest, type Server } from 'node:http';
 import { join, resolve } from 'node:path';
 import { TwokeyError, isTwokeyError, type ErrorCode } from '../core/errors.js';
-import type { Services } from '../runtime/services.js';
+import type { AdminServices } from './ports.js';
 import { runAdminOperation } from './operations.js';
 
 /**
@@ -14,7 +14,7 @@ export const adminSocketPath = (dataDir: string): string => join(resolve(dataDir
 
 const MAX_REQUEST_BYTES = 64 * 1024;
 
-export async function startAdminSocket(services: Services, dataDir: string): Promise<Server> {
+export async function startAdminSocket(services: AdminServices, dataDir: string): Promise<Server> {
   const path = adminSocketPath(dataDir);
   // A socket file left by a crashed server would make listen fail; the data directory lock proves it is stale.
   await rm(path, { force: true });

@@ -1,27 +1,27 @@
 import type { FastifyInstance } from 'fastify';
 import type { Env } from '../config/env.js';
-import type { Database } from '../db/database.js';
 import { formatTime } from './layout.js';
 import { registerConsoleRoutes } from './plugin.js';
-import type { ConsoleServices } from './ports.js';
-import { consoleAuthFor, consoleQueriesFor } from './stores.js';
+import type { ConsoleServices, ConsoleStores } from './ports.js';
+import { createConsoleAuth } from './sign-in.js';
 import { consoleUrl, publicBaseUrl, servedOverHttps, signInUrl } from './urls.js';
 
 export { CONTENT_SECURITY_POLICY } from './security.js';
 export { LINK_TTL_MS, SESSION_TTL_MS, webIdentity } from './sign-in.js';
-export { consoleAuthFor } from './stores.js';
 export { consoleUrl, publicBaseUrl, signInUrl } from './urls.js';
 
 export interface WebConsoleOptions {
   env: Pick<Env, 'TWOKEY_PUBLIC_URL' | 'HOST' | 'PORT'>;
-  /** The core's services the console calls, and the database its own stores live in. */
-  services: ConsoleServices & { database: Pick<Database, 'db'> };
+  /** The core's services the console calls. */
+  services: ConsoleServices;
+  /** Its own storage (sign-in links, sessions, the history's queries). */
+  stores: ConsoleStores;
 }
 
 /** The web console (docs/console.md): pages under /console, sign-in links, sessions. */
-export function createWebConsole({ env, services }: WebConsoleOptions) {
-  const auth = consoleAuthFor(services);
-  const queries = consoleQueriesFor(services.database);
+export function createWebConsole({ env, services, stores }: WebConsoleOptions) {
+  const auth = createConsoleAuth({ sessions: stores.sessions, clock: services.clock });
+  const queries = stores.queries;
 
   return {
     auth,

@@ -80,6 +80,12 @@ export interface SessionTransaction {
   appendAudit(event: AuditEventInput, at: Date): Promise<void>;
 }
 
+/** The console's own storage, which the runtime hands in (src/db implements both). */
+export interface ConsoleStores {
+  sessions: ConsoleSessionStore;
+  queries: ConsoleQueries;
+}
+
 /** Sign-in links and sessions (tables approver_links, console_sessions). */
 export interface ConsoleSessionStore {
   transaction<T>(work: (tx: SessionTransaction) => Promise<T>): Promise<T>;

@@ -1,6 +1,6 @@
 import { Client, Events, GatewayDispatchEvents } from 'discord.js';
 import type { FastifyBaseLogger } from 'fastify';
-import { createLeaderElection } from '../db/leader-election.js';
+import type { LeaderElector } from './ports.js';
 
 /**
  * The advisory lock that elects the one replica holding the Discord gateway connection. Any constant
@@ -11,8 +11,8 @@ export const GATEWAY_LOCK_KEY = 0x74776b64;
 export interface GatewayOptions {
   apiUrl: string;
   botToken: string;
-  /** PostgreSQL URL for the dedicated lock connection; undefined on the embedded database (one process). */
-  lockDatabaseUrl: string | undefined;
+  /** The fleet's leader election (one replica connects). */
+  elect: LeaderElector;
   /** How often a standby replica tries to take the lock, and the leader checks it still holds it. */
   retryMs: number;
   logger: () => FastifyBaseLogger;
@@ -58,8 +58,7 @@ export function createDiscordGateway(options: GatewayOptions): DiscordGateway {
     if (current) await current.destroy().catch((error: unknown) => logger().warn({ err: error }, 'Discord gateway did not close cleanly'));
   }
 
-  const election = createLeaderElection({
-    databaseUrl: options.lockDatabaseUrl,
+  const election = options.elect({
     key: GATEWAY_LOCK_KEY,
     name: 'discord-gateway',
     log: logger,

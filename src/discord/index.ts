@@ -6,7 +6,7 @@ import { isTwokeyError } from '../core/errors.js';
 import { createDiscordGateway, type DiscordGateway } from './gateway.js';
 import { registerInteractionRoute } from './http-route.js';
 import { createInteractionHandler, type InteractionReply } from './interactions.js';
-import type { DiscordServices } from './ports.js';
+import type { DiscordServices, LeaderElector } from './ports.js';
 import { DISCORD_CLICK_JOB } from '../outbox/inbox.js';
 import { createDiscordPublisher } from './publisher.js';
 import { createDiscordRest, describeRestFailure, withDeadline } from './rest.js';
@@ -25,10 +25,10 @@ export interface DiscordIntegrationOptions {
   /** Defaults to a child of the HTTP app's logger, taken when the routes are registered. */
   logger?: FastifyBaseLogger;
   /**
-   * PostgreSQL's URL, for the gateway's leader election (one dedicated connection holds an advisory
-   * lock, so one replica connects). Absent on the embedded database: one process, nothing to elect.
+   * The fleet's leader election, so one replica holds the gateway connection (`DISCORD_GATEWAY`):
+   * an advisory lock on PostgreSQL, always this process on the embedded database.
    */
-  databaseUrl?: string;
+  elect?: LeaderElector;
   tuning?: Partial<DiscordTuning>;
 }
 
@@ -148,19 +148,21 @@ export function createDiscordIntegration(options: DiscordIntegrationOptions): Di
     handler.afterAnswer(answer);
   }
 
-  const lockDatabaseUrl = env.DISCORD_GATEWAY ? options.databaseUrl : undefined;
-  const gateway = env.DISCORD_GATEWAY
-    ? createDiscordGateway({
-        apiUrl: env.DISCORD_API_URL,
-        botToken,
-        lockDatabaseUrl,
-        retryMs: tuning.gatewayRetryMs,
-        logger: log,
-        onInteraction: (payload) => {
-          onGatewayInteraction(payload).catch((error: unknown) => log().error({ err: error }, 'Discord gateway interaction failed'));
-        },
-      })
-    : null;
+  const { elect } = options;
+  if (env.DISCORD_GATEWAY && !elect) throw new Error('DISCORD_GATEWAY needs the leader election the runtime hands in (`elect`)');
+  const gateway =
+    env.DISCORD_GATEWAY && elect
+      ? createDiscordGateway({
+          apiUrl: env.DISCORD_API_URL,
+          botToken,
+          elect,
+          retryMs: tuning.gatewayRetryMs,
+          logger: log,
+          onInteraction: (payload) => {
+            onGatewayInteraction(payload).catch((error: unknown) => log().error({ err: error }, 'Discord gateway interaction failed'));
+          },
+        })
+      : null;
 
   return {
     publisher,

@@ -7,7 +7,10 @@ import { createFailedAuthLimiter, createLongPollLimiter, type FailedAuthLimiter 
 import { createAgpService, registerAgpRoutes } from '../agp/index.js';
 import { createChatSync, type ChatSync } from '../chat/sync.js';
 import { createWebConsole, publicBaseUrl, type WebConsole } from '../console/index.js';
+import { consoleStoresFor } from './console-stores.js';
 import { createDiscordIntegration } from '../discord/index.js';
+import type { LeaderElector } from '../discord/ports.js';
+import { createLeaderElection } from '../db/leader-election.js';
 import { createSlackIntegration, isSlackConfigured } from '../slack/index.js';
 import { createIdempotencyStore } from '../db/agp-store.js';
 import { applyIdempotency, createIdempotency, isIdempotentRoute, type Idempotency } from '../idempotency/index.js';
@@ -94,8 +97,8 @@ export interface RunningTwokey {
 /** What the runtime decides for the chat platforms rather than each platform reading the database. */
 export interface ChatWiring {
   concurrency: ChatConcurrency;
-  /** PostgreSQL's URL (Discord's gateway elects one replica with it); absent on the embedded database. */
-  databaseUrl?: string;
+  /** The fleet's leader election (Discord's gateway connects on one replica). */
+  elect: LeaderElector;
 }
 
 /** The chat platforms the environment configures (see .env.example). */
@@ -105,7 +108,7 @@ function chatFromEnvironment(env: Env, services: Services, wiring: ChatWiring, l
     integrations.push(createSlackIntegration({ env, services, logger, clickConcurrency: wiring.concurrency.slackClicks }));
   }
   if (env.DISCORD_BOT_TOKEN) {
-    integrations.push(createDiscordIntegration({ env, services, logger, databaseUrl: wiring.databaseUrl }));
+    integrations.push(createDiscordIntegration({ env, services, logger, elect: wiring.elect }));
   }
   return integrations;
 }
@@ -176,7 +179,8 @@ type WiredChat = ReturnType<typeof wireChat>;
 
 /** The chat platforms, and the sync that keeps their messages in step with the proposals. */
 function wireChat(options: StartOptions, { env, logger, database, services }: Foundation): { integrations: ChatIntegration[]; chatSync: ChatSync } {
-  const chatWiring: ChatWiring = { concurrency: chatConcurrencyFor(database.kind), ...(database.kind === 'postgres' ? { databaseUrl: database.url } : {}) };
+  const databaseUrl = database.kind === 'postgres' ? database.url : undefined;
+  const chatWiring: ChatWiring = { concurrency: chatConcurrencyFor(database.kind), elect: (work) => createLeaderElection({ ...work, databaseUrl }) };
   const integrations = options.integrations?.(services, chatWiring) ?? chatFromEnvironment(env, services, chatWiring, logger);
   const chatSync = createChatSync({
     store: services.store,
@@ -349,7 +353,7 @@ async function registerSurfaces(
     failedAuth,
   });
 
-  const webConsole = createWebConsole({ env, services });
+  const webConsole = createWebConsole({ env, services, stores: consoleStoresFor(database) });
   await webConsole.registerRoutes(app);
 
   const mcp = registerMcpRoutes(app, {

@@ -20,6 +20,8 @@ import { createJobStore } from '../db/jobs-store.js';
 import { createStore } from '../db/store.js';
 import { createRequestIdentityStore } from '../db/request-identity-store.js';
 import { createAuditLog } from '../db/audit-log.js';
+import { createConsoleSessionStore } from '../db/console-session-store.js';
+import { createConsoleAuth } from '../console/sign-in.js';
 import { echoExecutor } from '../executors/echo.js';
 import { createAddressPolicy, staticUrlRefusal, type AddressPolicy } from '../lib/address-guard.js';
 import { createHttpExecutor } from '../executors/http.js';
@@ -234,6 +236,7 @@ export function createServices(options: ServicesOptions) {
     agents: createAgentService({ store, clock, knownOperations: () => [...operations.keys()], operations: () => [...operations.values()] }),
     audit: createAuditService(store, clock, options.auditCheckpoints),
     auditLog: createAuditLog(options.database.db),
+    consoleAuth: createConsoleAuth({ sessions: createConsoleSessionStore(options.database.db), clock }),
   };
 }
 

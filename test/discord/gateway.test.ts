@@ -101,7 +101,7 @@ describeOnPostgres('Discord gateway leader election', () => {
         discord = createDiscordIntegration({
           env,
           services,
-          databaseUrl: wiring.databaseUrl,
+          elect: wiring.elect,
           tuning: { gatewayRetryMs: 200 },
         });
         return [discord];

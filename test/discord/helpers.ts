@@ -195,7 +195,7 @@ export async function startDiscordTwokey(options: {
       // A generous answer budget and no burst gap: these tests click in quick succession, read
       // refusals from the response itself even on a busy CI machine, and need no lull before decisions.
       const tuning = { ackBudgetMs: 2_000, burstGapMs: 0, ...options.tuning };
-      discord = createDiscordIntegration({ env, services, databaseUrl: wiring.databaseUrl, tuning });
+      discord = createDiscordIntegration({ env, services, elect: wiring.elect, tuning });
       return [discord];
     },
   });
