@@ -4,7 +4,7 @@ import { indexCheckpoints, publicKeyFromText } from '../core/audit-chain.js';
 import { parseDuration } from '../lib/duration.js';
 import { TwokeyError } from '../core/errors.js';
 import { PERSON_FORMS, parsePersonIdentity } from '../core/identity.js';
-import type { ProposalStatus } from '../core/model.js';
+import { PROPOSAL_STATUSES, type ProposalStatus } from '../core/model.js';
 import type { JobStatus } from '../outbox/ports.js';
 import type { AdminServices } from './ports.js';
 import { policyOperations } from './policy-operations.js';
@@ -15,7 +15,7 @@ import { policyOperations } from './policy-operations.js';
  */
 
 const JOB_STATUSES: readonly JobStatus[] = ['queued', 'running', 'done', 'dead'];
-const STATUSES: readonly ProposalStatus[] = ['pending', 'approved', 'executing', 'committed', 'rejected', 'expired', 'cancelled'];
+const STATUSES: readonly ProposalStatus[] = PROPOSAL_STATUSES;
 
 function requireString(args: Record<string, unknown>, name: string): string {
   const value = args[name];

@@ -1,7 +1,12 @@
 /** The records the core reasons about. Storage maps its rows to these; nothing here knows SQL. */
 import type { PolicyRule } from '../policy/rules.js';
 
-export type ProposalStatus = 'pending' | 'approved' | 'executing' | 'committed' | 'rejected' | 'expired' | 'cancelled';
+/**
+ * Every state a proposal can be in, the one list: the type below, the API's zod enum, the console's
+ * filter, the CLI's `--status` and the table's check constraint are all built from it.
+ */
+export const PROPOSAL_STATUSES = ['pending', 'approved', 'executing', 'committed', 'rejected', 'expired', 'cancelled'] as const;
+export type ProposalStatus = (typeof PROPOSAL_STATUSES)[number];
 
 export const finalStatuses: readonly ProposalStatus[] = ['committed', 'rejected', 'expired', 'cancelled'];
 

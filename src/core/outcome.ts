@@ -6,7 +6,9 @@ import { isAutomaticDecider, type ApprovalRecord, type ProposalRecord } from './
  * and `retryable`; they must never have to reconstruct consent from a status and an error field.
  * Silence is never consent: a proposal nobody decided ends `expired`, with `userConsent: false`.
  */
-export type OutcomeKind = 'pending' | 'approved' | 'committed' | 'denied' | 'expired' | 'cancelled' | 'failed';
+/** Every outcome an agent can read, the one list (the API's zod enum and the MCP output schema use it). */
+export const OUTCOME_KINDS = ['pending', 'approved', 'committed', 'denied', 'expired', 'cancelled', 'failed'] as const;
+export type OutcomeKind = (typeof OUTCOME_KINDS)[number];
 
 export interface Outcome {
   outcome: OutcomeKind;

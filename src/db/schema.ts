@@ -1,4 +1,5 @@
 import { sql } from 'drizzle-orm';
+import { PROPOSAL_STATUSES } from '../core/model.js';
 import { bigint, bigserial, boolean, check, index, integer, jsonb, pgTable, primaryKey, text, timestamp, uniqueIndex } from 'drizzle-orm/pg-core';
 
 const instant = (name: string) => timestamp(name, { withTimezone: true, mode: 'date' });
@@ -63,7 +64,7 @@ export const proposals = pgTable(
     uniqueIndex('proposals_token_hash_key').on(table.tokenHash),
     index('proposals_agent_idx').on(table.agentId, table.createdAt),
     index('proposals_status_idx').on(table.status, table.expiresAt),
-    check('proposals_status_check', sql`${table.status} in ('pending','approved','executing','committed','rejected','expired','cancelled')`),
+    check('proposals_status_check', sql`${table.status} in (${sql.raw(PROPOSAL_STATUSES.map((status) => `'${status}'`).join(','))})`),
   ],
 );
 

@@ -1,4 +1,6 @@
 import { z } from 'zod';
+import { PROPOSAL_STATUSES } from '../core/model.js';
+import { OUTCOME_KINDS } from '../core/outcome.js';
 import { apiSchemas, errorBodySchema, named } from '../http-kit/api-schemas.js';
 
 /**
@@ -10,13 +12,13 @@ import { apiSchemas, errorBodySchema, named } from '../http-kit/api-schemas.js';
  * Descriptions and names live in `apiSchemas` (src/http-kit/api-schemas.ts).
  */
 
-export const proposalStatusSchema = z.enum(['pending', 'approved', 'executing', 'committed', 'rejected', 'expired', 'cancelled']);
+export const proposalStatusSchema = z.enum(PROPOSAL_STATUSES);
 
 export const outcomeSchema = named(
   'Outcome',
   z
     .object({
-      outcome: z.enum(['pending', 'approved', 'committed', 'denied', 'expired', 'cancelled', 'failed']),
+      outcome: z.enum(OUTCOME_KINDS),
       userConsent: z.boolean().register(apiSchemas, { description: 'A human (or a rule a human wrote) said yes to exactly this proposal' }),
       retryable: z.boolean().register(apiSchemas, { description: 'Asking again is the right move: true only while pending and after a failed execution' }),
       reason: z.string().nullable(),

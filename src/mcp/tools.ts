@@ -1,13 +1,14 @@
 import type { Tool } from '@modelcontextprotocol/sdk/types.js';
 import type { OperationDefinition } from '../config/config-file.js';
 import type { AgentRecord } from '../core/model.js';
+import { OUTCOME_KINDS } from '../core/outcome.js';
 
 /** The structured answer of every gated tool: the outcome every agent-facing answer carries, plus the result. */
 export const outcomeOutputSchema = {
   type: 'object',
   required: ['outcome', 'userConsent', 'retryable', 'decidedBy', 'proposalId'],
   properties: {
-    outcome: { type: 'string', enum: ['pending', 'approved', 'committed', 'denied', 'expired', 'cancelled', 'failed'] },
+    outcome: { type: 'string', enum: [...OUTCOME_KINDS] },
     userConsent: { type: 'boolean' },
     retryable: { type: 'boolean' },
     reason: { type: ['string', 'null'] },

@@ -1,7 +1,7 @@
 import type { FastifyPluginAsync, FastifyRequest } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { TwokeyError } from '../../core/errors.js';
-import type { ProposalStatus } from '../../core/model.js';
+import { PROPOSAL_STATUSES, type ProposalStatus } from '../../core/model.js';
 import type { ConsoleContext } from '../context.js';
 import { doneNotice } from '../notices.js';
 import type { HistoryFilter } from '../ports.js';
@@ -12,7 +12,7 @@ import { pendingList, pendingPage } from '../views/proposal-card.js';
 import { proposalPage } from '../views/proposal-page.js';
 
 const HISTORY_LIMIT = 200;
-const STATUSES: readonly ProposalStatus[] = ['pending', 'approved', 'executing', 'committed', 'rejected', 'expired', 'cancelled'];
+const STATUSES: readonly ProposalStatus[] = PROPOSAL_STATUSES;
 
 function historyQueryOf(request: FastifyRequest): HistoryQuery {
   return {

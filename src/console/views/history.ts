@@ -1,10 +1,10 @@
 import { isFailedExecution } from '../../core/outcome.js';
-import type { ProposalStatus } from '../../core/model.js';
+import { PROPOSAL_STATUSES, type ProposalStatus } from '../../core/model.js';
 import { html, type SafeHtml } from '../html.js';
 import { notice, statusBadge, timeTag } from '../layout.js';
 import type { ProposalItem } from './proposal-card.js';
 
-const STATUSES: readonly ProposalStatus[] = ['pending', 'approved', 'executing', 'committed', 'rejected', 'expired', 'cancelled'];
+const STATUSES: readonly ProposalStatus[] = PROPOSAL_STATUSES;
 
 export interface HistoryQuery {
   status: string;
