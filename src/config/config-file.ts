@@ -24,6 +24,13 @@ export type { ResultContext } from './summary-template.js';
 // The result types below are plain data and functions, so other modules can import them
 // (with `import type`) without depending on zod, ajv or liquidjs.
 
+// The settings config builds are the core's types, not copies: these fail to compile when they drift apart.
+type Same<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false;
+const grantsAreTheCores: Same<GrantSettings, NonNullable<OperationSpec['grants']>> = true;
+const escalationIsTheCores: Same<EscalationSettings, NonNullable<OperationSpec['approval']['escalate']>> = true;
+void grantsAreTheCores;
+void escalationIsTheCores;
+
 /** An operation as the core sees it (`OperationSpec`), plus what only the runtime reads. */
 export interface OperationDefinition extends OperationSpec {
   /** The `result` template: what chat shows of a committed proposal's result (the full result stays in the console and the API). */

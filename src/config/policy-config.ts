@@ -1,5 +1,5 @@
 import * as z from 'zod';
-import { compilePolicy, type PolicyRule } from '../policy/rules.js';
+import { compilePolicy, policyRuleSchema, type PolicyRule } from '../policy/rules.js';
 import { parseDuration } from '../lib/duration.js';
 
 /**
@@ -27,13 +27,7 @@ const MINUTE = 60_000;
 const DAY = 86_400_000;
 
 export function policySchemas(approverIdentity: z.ZodType<string>) {
-  const rule = z.strictObject({
-    when: z.string().min(1, { error: 'expected a CEL expression' }),
-    decide: z.enum(['approve', 'deny', 'require']),
-    reason: z.string().min(1).max(500).optional(),
-    quorum: z.int({ error: 'expected a positive integer' }).min(1, { error: 'expected a positive integer' }).optional(),
-    approvers: z.array(approverIdentity).min(1, { error: 'expected at least one approver' }).optional(),
-  });
+  const rule = policyRuleSchema(approverIdentity);
   const grants = z
     .strictObject({
       allow: z.boolean().default(false),
@@ -71,7 +65,7 @@ export function policySchemas(approverIdentity: z.ZodType<string>) {
   };
 }
 
-export type GrantSettings = { allow: boolean; maxDurationMs: number; durationsMs: number[] };
+export type GrantSettings = NonNullable<z.output<ReturnType<typeof policySchemas>['grants']>>;
 export type EscalationSettings = { afterMs: number; approvers: string[]; slack?: { channel: string }; discord?: { channel: string } };
 
 export function buildPolicy(

@@ -132,6 +132,12 @@ export interface OperationSpec {
   autoApprove?: { decider: string; reason: string };
 }
 
+/** What a chat transport reads of an operation: who approves it, and which standing approvals it offers. */
+export type OperationApprovalView = Pick<OperationSpec, 'name'> & {
+  approval: Pick<OperationSpec['approval'], 'approvers'>;
+  grants?: Pick<NonNullable<OperationSpec['grants']>, 'allow' | 'durationsMs'> | null;
+};
+
 /** Deciders that are not people: a policy rule or a grant decided at propose time. */
 export const isAutomaticDecider = (decidedBy: string | null): boolean => decidedBy !== null && /^(policy|grant):/.test(decidedBy);
 

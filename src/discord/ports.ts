@@ -1,5 +1,5 @@
 import type { GrantService } from '../core/grant-service.js';
-import type { Clock } from '../core/model.js';
+import type { Clock, OperationApprovalView } from '../core/model.js';
 import type { People } from '../core/people.js';
 import type { Store } from '../core/ports.js';
 import type { ProposalService } from '../core/proposals.js';
@@ -12,7 +12,7 @@ import type { ClickInbox } from '../outbox/inbox.js';
 export interface DiscordServices {
   proposals: Pick<ProposalService, 'approve' | 'reject' | 'retry'>;
   store: Pick<Store, 'getProposal' | 'getAgent' | 'listApprovals'>;
-  operation(name: string): { name: string; approval: { approvers: readonly string[] }; grants?: { allow: boolean; durationsMs: number[] } | null } | undefined;
+  operation(name: string): OperationApprovalView | undefined;
   /** "Approve for…": approve and grant (absent: the button is refused). */
   grants?: Pick<GrantService, 'approveAndGrant'>;
   clock: Clock;

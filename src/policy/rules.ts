@@ -1,3 +1,4 @@
+import * as z from 'zod';
 import { compileCondition, ConditionError, type CompiledCondition, type ConditionInput, type ConditionVerdict } from './condition.js';
 
 /**
@@ -5,7 +6,8 @@ import { compileCondition, ConditionError, type CompiledCondition, type Conditio
  * true decides. Pure: no database, no clock. What a decision does to a proposal is the core's job.
  */
 
-export type PolicyDecide = 'approve' | 'deny' | 'require';
+export const POLICY_DECISIONS = ['approve', 'deny', 'require'] as const;
+export type PolicyDecide = (typeof POLICY_DECISIONS)[number];
 
 export interface PolicyRule {
   index: number;
@@ -19,13 +21,21 @@ export interface PolicyRule {
   approvers?: string[];
 }
 
-export interface PolicyRuleDefinition {
-  when: string;
-  decide: PolicyDecide;
-  reason?: string | undefined;
-  quorum?: number | undefined;
-  approvers?: string[] | undefined;
+/**
+ * One rule as the config file writes it (`policy:` of an operation). Approvers are checked with the
+ * identity grammar the caller passes (the core's, through src/config).
+ */
+export function policyRuleSchema(approverIdentity: z.ZodType<string>) {
+  return z.strictObject({
+    when: z.string().min(1, { error: 'expected a CEL expression' }),
+    decide: z.enum(POLICY_DECISIONS),
+    reason: z.string().min(1).max(500).optional(),
+    quorum: z.int({ error: 'expected a positive integer' }).min(1, { error: 'expected a positive integer' }).optional(),
+    approvers: z.array(approverIdentity).min(1, { error: 'expected at least one approver' }).optional(),
+  });
 }
+
+export type PolicyRuleDefinition = z.output<ReturnType<typeof policyRuleSchema>>;
 
 export interface RuleTrace {
   index: number;

@@ -1,15 +1,11 @@
 import type { GrantService } from '../core/grant-service.js';
-import type { Clock } from '../core/model.js';
+import type { Clock, OperationApprovalView } from '../core/model.js';
 import type { Store } from '../core/ports.js';
 import type { ProposalService } from '../core/proposals.js';
 import type { ClickInbox } from '../outbox/inbox.js';
 
-/** How Slack sees an operation: who approves it, and which standing approvals it offers. */
-export interface SlackOperationView {
-  name: string;
-  approval: { approvers: string[] };
-  grants?: { allow: boolean; durationsMs: number[] } | null;
-}
+/** How Slack sees an operation: the core's view of who approves it and which standing approvals it offers. */
+export type SlackOperationView = OperationApprovalView;
 
 /**
  * The slice of twokey Slack needs: the decisions, the proposal reads and the clock. Declared here so
