@@ -1,5 +1,6 @@
 import type { AgenrExecutePolicy } from '../config/env.js';
 import { canonicalJson, digestsEqual, sha256Hex } from '../core/secrets.js';
+import { failedHolderCheck, failedTokenCheck } from '../core/token-checks.js';
 import { agpRefusal } from './messages.js';
 
 /**
@@ -137,10 +138,11 @@ export interface ExecuteClaim {
   requestHash: string;
 }
 
-/** The first check of every token: it exists, and it is this agent's. */
+/** The first two checks of every token (src/core/token-checks.ts): it exists, and it is this agent's. */
 export function verifyTokenHolder(token: TokenBinding | null, claim: ExecuteClaim): asserts token is TokenBinding {
-  if (!token) throw agpRefusal.invalidToken();
-  if (token.agentId !== claim.agentId) throw agpRefusal.otherPrincipal();
+  const failed = failedHolderCheck(token, (held) => held.agentId === claim.agentId);
+  if (failed === 'invalid_token') throw agpRefusal.invalidToken();
+  if (failed === 'principal_mismatch') throw agpRefusal.otherPrincipal();
 }
 
 /** The token was issued for exactly this business and request. */
@@ -148,13 +150,28 @@ export const bindsTheRequest = (token: TokenBinding, claim: ExecuteClaim): boole
   token.businessId === claim.businessId && digestsEqual(token.requestHash, claim.requestHash);
 
 /**
- * The checks a gateway token passes before an execute may run. The principal comes first so that
- * another agent holding a leaked token learns nothing about its state. A token is valid for
- * [issued, expiresAt): at `expiresAt` exactly it has expired.
+ * The checks a gateway token passes before an execute may run, in the order every token is checked
+ * (src/core/token-checks.ts): the principal first, so that another agent holding a leaked token
+ * learns nothing about its state; at `expiresAt` exactly it has expired.
  */
 export function verifyGatewayToken(token: TokenBinding | null, claim: ExecuteClaim, now: Date): void {
-  verifyTokenHolder(token, claim);
-  if (token.consumedAt) throw agpRefusal.consumed();
-  if (now.getTime() >= token.expiresAt.getTime()) throw agpRefusal.expired();
-  if (!bindsTheRequest(token, claim)) throw agpRefusal.mismatch();
+  const failed = failedTokenCheck(
+    token,
+    { heldByCaller: (held) => held.agentId === claim.agentId, bindingMismatch: (held) => (bindsTheRequest(held, claim) ? null : 'mismatch') },
+    now,
+  );
+  switch (failed) {
+    case null:
+      return;
+    case 'invalid_token':
+      throw agpRefusal.invalidToken();
+    case 'principal_mismatch':
+      throw agpRefusal.otherPrincipal();
+    case 'consumed':
+      throw agpRefusal.consumed();
+    case 'expired':
+      throw agpRefusal.expired();
+    case 'mismatch':
+      throw agpRefusal.mismatch();
+  }
 }

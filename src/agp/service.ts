@@ -241,7 +241,7 @@ async function executeApproved(deps: AgpServiceDeps, run: ExecuteRun, proposalId
   if (proposal.status === 'cancelled') throw agpRefusal.cancelled();
   let executed: Executed;
   try {
-    // The core checks the rest in the gateway's order: consumed (or this very request again), expired, the request's binding.
+    // The core checks the rest in the same order (src/core/token-checks.ts): consumed (or this very request again), expired, the request's binding.
     executed = await deps.proposals.commitWithApprovals(agent, proposalId, token, {
       operation: proposal.operation,
       params: { businessId: business.id, request },

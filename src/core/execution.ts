@@ -5,6 +5,7 @@ import { isAutomaticDecider, operationFor, type AgentRecord, type ApprovalRecord
 import { noPeople, type People } from './people.js';
 import type { Store, StoreTransaction } from './ports.js';
 import { digestsEqual, paramsHash, sha256Hex } from './secrets.js';
+import { failedTokenCheck } from './token-checks.js';
 import { noTracer, type CommitSpan, type Tracer } from './tracer.js';
 import { agentActor, type Transitions } from './transitions.js';
 
@@ -84,26 +85,37 @@ const repeatsTheCommit = (proposal: ProposalRecord, agent: AgentRecord, claim: C
   paramsHash(claim.params) === proposal.paramsHash;
 
 /**
- * The commit checks, in the documented order, each with its own code; 'replay' when the commit has
- * already happened and this is the same request again. Runs under the proposal's row lock, so
- * nothing can change between the checks and the consumption.
+ * The commit checks, in the order every token is checked (src/core/token-checks.ts), each with its
+ * own code, then the proposal's status; 'replay' when the commit has already happened and this is
+ * the same request again. Runs under the proposal's row lock, so nothing can change between the
+ * checks and the consumption.
  */
 function checkCommitClaim(proposal: ProposalRecord, agent: AgentRecord, claim: CommitClaim, now: Date): 'run' | 'replay' {
-  if (proposal.consumedAt) {
-    if (repeatsTheCommit(proposal, agent, claim)) return 'replay';
-    throw new TwokeyError('consumed', 'the confirmation token was already consumed');
-  }
-  if (now.getTime() >= proposal.expiresAt.getTime()) {
-    throw new TwokeyError('expired', `the confirmation token expired at ${proposal.expiresAt.toISOString()}`);
-  }
-  if (proposal.agentId !== agent.id) {
-    throw new TwokeyError('principal_mismatch', 'the confirmation token was issued to another agent');
-  }
-  if (claim.operation !== proposal.operation) {
-    throw new TwokeyError('operation_mismatch', `the confirmation token is for operation "${proposal.operation}"`);
-  }
-  if (paramsHash(claim.params) !== proposal.paramsHash) {
-    throw new TwokeyError('params_mismatch', 'params differ from the proposed params');
+  const failed = failedTokenCheck(
+    proposal,
+    {
+      heldByCaller: (held) => held.agentId === agent.id,
+      bindingMismatch: (held) =>
+        claim.operation !== held.operation ? 'operation_mismatch' : paramsHash(claim.params) !== held.paramsHash ? 'params_mismatch' : null,
+    },
+    now,
+  );
+  switch (failed) {
+    case null:
+      break;
+    case 'invalid_token':
+      throw new TwokeyError('invalid_token', 'the confirmation token is not valid for this proposal');
+    case 'principal_mismatch':
+      throw new TwokeyError('principal_mismatch', 'the confirmation token was issued to another agent');
+    case 'consumed':
+      if (repeatsTheCommit(proposal, agent, claim)) return 'replay';
+      throw new TwokeyError('consumed', 'the confirmation token was already consumed');
+    case 'expired':
+      throw new TwokeyError('expired', `the confirmation token expired at ${proposal.expiresAt.toISOString()}`);
+    case 'operation_mismatch':
+      throw new TwokeyError('operation_mismatch', `the confirmation token is for operation "${proposal.operation}"`);
+    case 'params_mismatch':
+      throw new TwokeyError('params_mismatch', 'params differ from the proposed params');
   }
   if (proposal.status === 'rejected') {
     throw new TwokeyError('rejected', `the proposal was rejected${proposal.decisionReason ? `: ${proposal.decisionReason}` : ''}`);

@@ -196,7 +196,7 @@ export function registerAgentRoutes(app: FastifyInstance, deps: AgentRouteDeps):
           tags: ['agent API'],
           summary: 'Commit an approved `commit: agent` proposal',
           description:
-            'Checks, in order: invalid_token, consumed, expired, principal_mismatch, operation_mismatch, params_mismatch, rejected / not_approved. 502 execution_failed leaves the token valid: retry. A commit that already happened, asked again by the same agent with the same token, operation and params, answers 200 with its stored result, `replayed: true` and `Idempotent-Replayed: true`; any other use of a consumed token is `consumed`.',
+            'Checks, in order: invalid_token, principal_mismatch, consumed, expired, operation_mismatch, params_mismatch, rejected / not_approved. 502 execution_failed leaves the token valid: retry. A commit that already happened, asked again by the same agent with the same token, operation and params, answers 200 with its stored result, `replayed: true` and `Idempotent-Replayed: true`; any other use of a consumed token is `consumed`.',
           security: agentKey,
           headers: commitHeadersSchema,
           params: proposalIdParamsSchema,

@@ -96,12 +96,19 @@ describe.each(drivers)('commit checks (%s)', (driver) => {
     expect(committed.status).toBe('committed');
   });
 
-  it('runs the checks in order: consumed before expired before principal', async () => {
-    const { id, token } = await propose();
-    await approve(id);
-    await commit(id, token);
+  it('runs the checks in order: principal before consumed before expired before the binding', async () => {
+    const spent = await propose();
+    const late = await propose();
+    await approve(spent.id);
+    await approve(late.id);
+    await commit(spent.id, spent.token);
     clock.advance(10 * 60_000);
-    await expect(commit(id, token, undefined, other)).rejects.toMatchObject({ code: 'consumed' });
+    const otherParams = { operation: 'upgrade_plan', params: { org: 'acme', plan: 'pro' } };
+    // Another agent holding the token learns nothing of its state.
+    await expect(commit(spent.id, spent.token, otherParams, other)).rejects.toMatchObject({ code: 'principal_mismatch' });
+    await expect(commit(spent.id, spent.token, otherParams)).rejects.toMatchObject({ code: 'consumed' });
+    await expect(commit(late.id, late.token, otherParams, other)).rejects.toMatchObject({ code: 'principal_mismatch' });
+    await expect(commit(late.id, late.token, otherParams)).rejects.toMatchObject({ code: 'expired' });
     clock.advance(-10 * 60_000);
   });
 
@@ -153,14 +160,14 @@ describe.each(drivers)('commit checks (%s)', (driver) => {
       expect(await twokey.services.audit.list({ proposalId: id })).toHaveLength(before.audit);
     });
 
-    it('is "consumed" for anything else: other params, another operation, another agent', async () => {
+    it('is "consumed" for anything else of its agent: other params, another operation', async () => {
       const { id, token } = await propose();
       await approve(id);
       await commit(id, token);
       await expect(commit(id, token, { operation: 'upgrade_plan', params: { org: 'acme', plan: 'pro' } })).rejects.toMatchObject({ code: 'consumed' });
       await expect(commit(id, token, { operation: 'delete_workspace', params })).rejects.toMatchObject({ code: 'consumed' });
-      // The agent the token was not issued to never sees the result, even with the right params.
-      await expect(commit(id, token, undefined, other)).rejects.toMatchObject({ code: 'consumed' });
+      // The agent the token was not issued to never sees the result, nor that it was used.
+      await expect(commit(id, token, undefined, other)).rejects.toMatchObject({ code: 'principal_mismatch' });
     });
 
     it("still needs this proposal's token", async () => {
