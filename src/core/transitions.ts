@@ -59,7 +59,8 @@ export function createTransitions(deps: TransitionDeps) {
     return proposal;
   }
 
-  async function agentOf(tx: StoreTransaction, proposal: ProposalRecord): Promise<AgentRecord> {
+  /** The agent that proposed (the agent an HTTP request authenticated as is `agentOf`, src/http-kit). */
+  async function proposingAgentOf(tx: StoreTransaction, proposal: ProposalRecord): Promise<AgentRecord> {
     const agent = await tx.getAgent(proposal.agentId);
     if (!agent) throw new TwokeyError('internal', 'proposal without agent');
     return agent;
@@ -67,7 +68,7 @@ export function createTransitions(deps: TransitionDeps) {
 
   const operationExists = (name: string): boolean => deps.operation(name) !== undefined;
 
-  return { requireOperation, operationExists, settle, announce, announceDecision, agentOf };
+  return { requireOperation, operationExists, settle, announce, announceDecision, proposingAgentOf };
 }
 
 export type Transitions = ReturnType<typeof createTransitions>;
