@@ -1,3 +1,4 @@
+/* global module */
 /**
  * The direction of src/, checked by `npm run depcheck` (dependency-cruiser).
  *

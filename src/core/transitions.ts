@@ -59,7 +59,7 @@ export function createTransitions(deps: TransitionDeps) {
     return proposal;
   }
 
-  /** The agent that proposed (the agent an HTTP request authenticated as is `agentOf`, src/http-kit). */
+  /** The agent that proposed this proposal, read in the transaction. */
   async function proposingAgentOf(tx: StoreTransaction, proposal: ProposalRecord): Promise<AgentRecord> {
     const agent = await tx.getAgent(proposal.agentId);
     if (!agent) throw new TwokeyError('internal', 'proposal without agent');

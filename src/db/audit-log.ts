@@ -1,5 +1,5 @@
 import { and, asc, desc, eq, gt, isNotNull, isNull, sql, type SQL, type SQLWrapper } from 'drizzle-orm';
-import { auditHash, continuationProblem, genesisHash, type AuditCheckpoint, type ContinuationProblem, type UnsignedCheckpoint } from '../core/audit-chain.js';
+import { auditHash, continuationProblem, genesisHash, type AuditCheckpoint, type UnsignedCheckpoint } from '../core/audit-chain.js';
 import type { AuditEventInput, AuditEventRecord, ChainedAuditEvent } from '../core/model.js';
 import type { AuditQuery } from '../core/ports.js';
 import type { AuditLog, IntegratedBatch, StoredCheckpoint } from '../audit/ports.js';
@@ -10,7 +10,6 @@ import { auditCheckpoints, auditEvents } from './schema.js';
  * The one module that writes the audit log. State changes insert rows here without waiting for
  * anyone; the integrator (one at a time, on the elected replica) places committed rows in the chain.
  */
-
 
 /** Taken only by the integrator's transaction, never on a state change. */
 const INTEGRATOR_LOCK_KEY = 0x61756469; // "audi"

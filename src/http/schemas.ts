@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { PROPOSAL_STATUSES } from '../core/model.js';
 import { OUTCOME_KINDS } from '../core/outcome.js';
-import { apiSchemas, errorBodySchema, named } from '../http-kit/api-schemas.js';
+import { apiSchemas, named, type errorBodySchema } from '../http-kit/api-schemas.js';
 
 /**
  * The agent API (`/v1`) and the health routes, as zod schemas: fastify validates requests and
