@@ -19,7 +19,13 @@ import { startTcpProxy } from '../support/tcp-proxy.js';
 
 const WAIT = { timeout: 10_000, interval: 20 };
 /** A stored Slack approval, as the inbox is given it. */
-const approval = (proposalId: string, userId = 'U0CLICKER') => ({ action: 'approve' as const, proposalId, userId, receivedAt: new Date().toISOString(), channel: null });
+const approval = (proposalId: string, userId = 'U0CLICKER') => ({
+  action: 'approve' as const,
+  proposalId,
+  userId,
+  receivedAt: new Date().toISOString(),
+  channel: null,
+});
 const CONFIG = configYaml([
   upgradePlanOperation({ approvers: ['slack:U0ALICE', `discord:user:${ALICE}`], quorum: 1, slack: 'C0APPROVALS', commit: 'on_approve' }),
 ]);
@@ -255,9 +261,7 @@ describe('the inbox on a database that refuses the write', () => {
     const database = await openTestDatabase('pglite');
     await database.db.execute(sql`alter table jobs rename to jobs_elsewhere`);
     const inbox = createClickInbox({ jobs: createJobStore(database.db), clock: () => new Date(), wake: () => {} });
-    const refused = await inbox
-      .store({ kind: 'slack.click', payload: approval('prp_x'), proposalId: 'prp_x' })
-      .catch((error: unknown) => error);
+    const refused = await inbox.store({ kind: 'slack.click', payload: approval('prp_x'), proposalId: 'prp_x' }).catch((error: unknown) => error);
     expect(refused).toBeInstanceOf(InboxUnavailable);
     // The reason that is logged is the driver's, not a statement repeating the click.
     expect(String((refused as Error).message)).not.toMatch(/U0CLICKER|prp_x/);

@@ -48,7 +48,9 @@ describe.each(drivers)('an outbox job finished while the database is away (%s)',
     it(`when its handler ${handlerOutcome}, the outcome is recorded once the database answers, and the handler ran once`, async () => {
       // A kind of its own for each case (they share the database).
       const job: OutboxJobSpec =
-        handlerOutcome === 'succeeds' ? { kind: 'proposal.remind', payload: { proposalId: 'prp_outage', index: 0 } } : { kind: 'proposal.escalate', payload: { proposalId: 'prp_outage' } };
+        handlerOutcome === 'succeeds'
+          ? { kind: 'proposal.remind', payload: { proposalId: 'prp_outage', index: 0 } }
+          : { kind: 'proposal.escalate', payload: { proposalId: 'prp_outage' } };
       const { kind } = job;
       await createStore(database.db).transaction((tx) => tx.enqueue([job], new Date()));
       const store = downFor(3, createJobStore(database.db));
