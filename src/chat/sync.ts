@@ -1,4 +1,5 @@
 import { canonicalJson, sha256Hex } from '../core/secrets.js';
+import type { JobPayloads } from '../core/jobs.js';
 import { finalStatuses, type AgentRecord, type ApprovalRecord, type ProposalRecord } from '../core/model.js';
 import type { Store } from '../core/ports.js';
 import type { ChatMessageStore } from './ports.js';
@@ -96,18 +97,18 @@ export function createChatSync(deps: ChatSyncDeps) {
   }
 
   /** Posts a reminder or an escalation next to the proposal's message (an outbox job, after its sync). */
-  async function followUp(payload: Record<string, unknown>): Promise<void> {
-    const platform = payload.platform === 'discord' ? 'discord' : 'slack';
+  async function followUp(payload: JobPayloads['chat.followup']): Promise<void> {
+    const { platform } = payload;
     const publisher = deps.publishers.find((p) => p.platform === platform);
-    const proposal = await deps.store.getProposal(String(payload.proposalId));
+    const proposal = await deps.store.getProposal(payload.proposalId);
     if (!publisher?.postFollowUp || !proposal || proposal.status !== 'pending') return;
     const message = await deps.messages.get(proposal.id, platform);
     if (!message) return;
     const view = await buildView(proposal, await deps.store.getAgent(proposal.agentId));
     await publisher.postFollowUp({ channel: message.channel, messageId: message.messageId }, view, {
-      kind: payload.kind === 'escalate' ? 'escalate' : 'remind',
-      mention: Array.isArray(payload.mention) ? payload.mention.filter((m): m is string => typeof m === 'string') : [],
-      channel: typeof payload.channel === 'string' ? payload.channel : null,
+      kind: payload.kind,
+      mention: payload.mention,
+      channel: payload.channel,
     });
   }
 

@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import type { ConfirmationType, ProposalStatus } from '../core/model.js';
-import type { JobHandler } from '../outbox/worker.js';
+import type { ChatPlatformName, JobHandlers } from '../core/jobs.js';
 
 /** Everything a chat message about one proposal shows. Never holds the token. */
 export interface ProposalMessageView {
@@ -40,7 +40,7 @@ export interface ChatMessageRef {
 
 /** Sends and edits proposal messages on one platform. Called from the outbox, after commit. */
 export interface ChatPublisher {
-  readonly platform: 'slack' | 'discord';
+  readonly platform: ChatPlatformName;
   post(channel: string, view: ProposalMessageView): Promise<ChatMessageRef>;
   update(ref: ChatMessageRef, view: ProposalMessageView): Promise<void>;
   /** Once the proposal is final: its decision trail (Slack posts it as a thread reply). */
@@ -61,7 +61,7 @@ export interface ChatIntegration {
   start?(): Promise<void>;
   stop?(): Promise<void>;
   /** Outbox handlers for the jobs this platform queues (its stored clicks), by job kind. */
-  jobHandlers?: Record<string, JobHandler>;
+  jobHandlers?: Partial<JobHandlers>;
 }
 
 export interface ChatFollowUp {

@@ -2,13 +2,12 @@ import { countWindowsOf, evaluatePolicy, policyDecider, type PolicyVerdict } fro
 import { grantCovers, grantDecider, type GrantRecord } from './grants.js';
 import { approversOf, type AgentRecord, type OperationSpec, type ProposalRecord } from './model.js';
 import type { AuditEventInput } from './model.js';
-import type { OutboxJobSpec, StoreTransaction } from './ports.js';
+import type { StoreTransaction } from './ports.js';
 
 /**
  * Decisions nobody has to click: policy rules and grants, applied at propose time inside the
  * transaction that inserts the proposal, so the proposal, its decision and their audit rows commit
- * together (or not at all). Then, for a proposal left to humans, the reminders and the escalation
- * it will need, queued in the same transaction with their `runAt`.
+ * together (or not at all).
  *
  * Lock order: a grant's row lock is taken before the audit chain's lock in every transaction that
  * touches grants (here, revocation, granting), so a use racing a revocation waits instead of
@@ -21,9 +20,6 @@ export interface ProposeContext {
   operation: OperationSpec;
   now: Date;
 }
-
-export const REMIND_JOB = 'proposal.remind';
-export const ESCALATE_JOB = 'proposal.escalate';
 
 /** The verdict of the rules for one would-be proposal; reads `count_last` windows from the transaction. */
 export async function policyVerdict(
@@ -127,26 +123,10 @@ async function decideByGrant(tx: StoreTransaction, context: ProposeContext, audi
   return proposal;
 }
 
-/** Reminder and escalation jobs for a proposal that waits for people; each checks it still waits. */
-export function followUpJobs(proposal: ProposalRecord, operation: OperationSpec): OutboxJobSpec[] {
-  const created = proposal.createdAt.getTime();
-  const before = (ms: number) => created + ms < proposal.expiresAt.getTime();
-  const jobs: OutboxJobSpec[] = (operation.approval.remindMs ?? []).filter(before).map((ms, index) => ({
-    kind: REMIND_JOB,
-    payload: { proposalId: proposal.id, index },
-    runAt: new Date(created + ms),
-  }));
-  const escalate = operation.approval.escalate;
-  if (escalate && before(escalate.afterMs)) {
-    jobs.push({ kind: ESCALATE_JOB, payload: { proposalId: proposal.id }, runAt: new Date(created + escalate.afterMs) });
-  }
-  return jobs;
-}
-
 /**
  * Everything automatic at propose time, in the proposal's own transaction: policy rules first (the
- * first match decides), then a grant that covers the proposal, then the follow-ups of a proposal
- * still waiting for people.
+ * first match decides), then a grant that covers the proposal. (The follow-ups of a proposal still
+ * waiting for people are queued with its other effects, by `jobsForChange` in effects.ts.)
  */
 export async function decideAtPropose(tx: StoreTransaction, context: ProposeContext): Promise<{ proposal: ProposalRecord; audit: AuditEventInput[] }> {
   const events: AuditEventInput[] = [];
@@ -154,9 +134,5 @@ export async function decideAtPropose(tx: StoreTransaction, context: ProposeCont
   const byPolicy = await decideByPolicy(tx, context, audit);
   let proposal = byPolicy.proposal;
   if (proposal.status === 'pending' && byPolicy.grantsMayApply) proposal = await decideByGrant(tx, { ...context, proposal }, audit);
-  if (proposal.status === 'pending') {
-    const jobs = followUpJobs(proposal, context.operation);
-    if (jobs.length > 0) await tx.enqueue(jobs, context.now);
-  }
   return { proposal, audit: events };
 }

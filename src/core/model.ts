@@ -8,7 +8,10 @@ import type { PolicyRule } from '../policy/rules.js';
 export const PROPOSAL_STATUSES = ['pending', 'approved', 'executing', 'committed', 'rejected', 'expired', 'cancelled'] as const;
 export type ProposalStatus = (typeof PROPOSAL_STATUSES)[number];
 
-export const finalStatuses: readonly ProposalStatus[] = ['committed', 'rejected', 'expired', 'cancelled'];
+/** The states a proposal ends in; its agent's callback goes out on reaching one. */
+export type FinalStatus = Extract<ProposalStatus, 'committed' | 'rejected' | 'expired' | 'cancelled'>;
+export const finalStatuses: readonly ProposalStatus[] = ['committed', 'rejected', 'expired', 'cancelled'] satisfies FinalStatus[];
+export const isFinalStatus = (status: ProposalStatus): status is FinalStatus => finalStatuses.includes(status);
 
 export type ConfirmationType = 'payment' | 'approval' | 'verification';
 export type CommitMode = 'on_approve' | 'agent';
@@ -121,6 +124,9 @@ export interface OperationSpec {
   approval: {
     approvers: string[];
     quorum: number;
+    /** Where the proposal's message is posted, per chat platform; none: not on that platform. */
+    slack?: { channel: string };
+    discord?: { channel: string };
     remindMs?: number[];
     escalate?: { afterMs: number; approvers: string[]; slack?: { channel: string }; discord?: { channel: string } };
   };

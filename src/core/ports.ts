@@ -1,4 +1,5 @@
 import type { GrantTransaction } from './grants.js';
+import type { JobOf, JobPayloadInputs } from './jobs.js';
 import type { AgentRecord, ApprovalRecord, AuditEventInput, AuditEventRecord, ProposalRecord, ProposalStatus } from './model.js';
 
 /** Work done inside one database transaction. Every state change and its audit row go through one. */
@@ -37,10 +38,14 @@ export interface LockedProposal {
   approvals: ApprovalRecord[];
 }
 
-/** Work for the outbox: delivered after commit, retried with backoff until done or dead. */
-export interface OutboxJobSpec {
-  kind: string;
-  payload: Record<string, unknown>;
+/**
+ * Work for the outbox: delivered after commit, retried with backoff until done or dead. The kind
+ * and its payload come from the job catalogue (jobs.ts): a payload of another kind's shape does not
+ * compile.
+ */
+export type OutboxJobSpec = JobOf<JobPayloadInputs> & OutboxJobOptions;
+
+export interface OutboxJobOptions {
   /** Jobs sharing a key run one at a time, in the order they were queued. */
   orderingKey?: string;
   maxAttempts?: number;

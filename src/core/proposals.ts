@@ -7,7 +7,8 @@ import { outcomeOf } from './outcome.js';
 import { decideAtPropose } from './automatic-decisions.js';
 import { finalStatuses, type AgentRecord, type ApprovalRecord, type Clock, type OperationSpec, type ProposalRecord } from './model.js';
 import { noPeople, type People } from './people.js';
-import type { OutboxJobSpec, Store, StoreTransaction } from './ports.js';
+import type { ChatPlatformName } from './jobs.js';
+import type { Store, StoreTransaction } from './ports.js';
 import { mintConfirmToken, paramsHash, sha256Hex } from './secrets.js';
 import { noTracer, type Tracer } from './tracer.js';
 import { agentActor, createTransitions } from './transitions.js';
@@ -31,8 +32,8 @@ export interface ProposalServiceDeps {
   onChange?(proposal: ProposalRecord): void;
   /** Called once per decision (approved, rejected, expired, cancelled), after its commit. Must not throw. */
   onDecided?(proposal: ProposalRecord): void;
-  /** The outbox jobs a proposal's new state calls for (chat edits, callbacks). */
-  effects?(proposal: ProposalRecord): OutboxJobSpec[];
+  /** The chat platforms wired in, by name (see `TransitionDeps.chatPlatforms`). */
+  chatPlatforms?: ReadonlySet<ChatPlatformName>;
   /** Why twokey will not call this `callbackUrl` (credentials, a refused address), or null. */
   callbackUrlProblem?(url: string): string | null;
   /** Proposals one agent may have waiting for a decision at once (TWOKEY_MAX_PENDING_PER_AGENT); unlimited when absent. */
@@ -180,7 +181,9 @@ export function createProposalService(deps: ProposalServiceDeps) {
       // The propose span's context: what the decision, execution and callbacks join later.
       tracer.currentContext(),
     );
-    const created = await store.transaction(async (tx) => settle(tx, await insertProposal(tx, proposal, agent, operation, deps.maxPendingPerAgent)));
+    const created = await store.transaction(async (tx) =>
+      settle(tx, await insertProposal(tx, proposal, agent, operation, deps.maxPendingPerAgent), { type: 'proposed' }),
+    );
     // A policy rule or a grant may have decided it already.
     if (created.status === 'pending') announce(created);
     else announceDecision(created);

@@ -1,6 +1,8 @@
 import { TwokeyError } from './errors.js';
 import type { AgentRecord, Clock, OperationSpec, ProposalRecord } from './model.js';
-import type { OutboxJobSpec, StoreTransaction } from './ports.js';
+import { jobsForChange, type ProposalChange } from './effects.js';
+import type { ChatPlatformName } from './jobs.js';
+import type { StoreTransaction } from './ports.js';
 import { noTracer, type Tracer } from './tracer.js';
 
 /** What every state change of a proposal needs, shared by decisions and the execution pipeline. */
@@ -9,8 +11,11 @@ export interface TransitionDeps {
   operation(name: string): OperationSpec | undefined;
   /** Called after every committed state change (long-poll wake-ups, metrics). Must not throw. */
   onChange?(proposal: ProposalRecord): void;
-  /** The outbox jobs a proposal's new state calls for (chat edits, callbacks). */
-  effects?(proposal: ProposalRecord): OutboxJobSpec[];
+  /**
+   * The chat platforms wired in, by name: a change edits the proposal's message on each of them that
+   * the operation posts to (see effects.ts). Read at every change; none when absent.
+   */
+  chatPlatforms?: ReadonlySet<ChatPlatformName>;
   /**
    * Called once per proposal, after the commit of its decision (approved, rejected, expired,
    * cancelled), by whoever made it: a person, a rule, a grant, the agent, the sweeper. Must not throw.
@@ -34,12 +39,14 @@ export function createTransitions(deps: TransitionDeps) {
   }
 
   /**
-   * Ends a state change inside its transaction: given the proposal as it now stands, queues what
-   * must reach the outside (chat edits, callbacks) in the outbox and wakes long-polls on every
-   * replica — all of it committed, or rolled back, with the change itself.
+   * Ends a state change inside its transaction: given the proposal as it now stands and what just
+   * happened to it, queues what must reach the outside (follow-ups, chat edits, callbacks, pings;
+   * decided by `jobsForChange` in effects.ts) in the outbox and wakes long-polls on every replica —
+   * all of it committed, or rolled back, with the change itself.
    */
-  async function settle(tx: StoreTransaction, proposal: ProposalRecord): Promise<ProposalRecord> {
-    const jobs = deps.effects?.(proposal) ?? [];
+  async function settle(tx: StoreTransaction, proposal: ProposalRecord, change: ProposalChange = { type: 'changed' }): Promise<ProposalRecord> {
+    const setting = { operation: deps.operation(proposal.operation), chatPlatforms: deps.chatPlatforms ?? [] };
+    const jobs = jobsForChange(proposal, change, setting);
     if (jobs.length > 0) await tx.enqueue(jobs, deps.clock());
     await tx.notifyChange(proposal.id);
     return proposal;

@@ -1,10 +1,8 @@
 import type { FastifyBaseLogger } from 'fastify';
-import { z } from 'zod';
 import type { DecisionAction } from '../core/decision-preview.js';
 import { isTwokeyError, TwokeyError } from '../core/errors.js';
 import { seal, unseal } from '../idempotency/seal.js';
-import { DeliveryError } from '../lib/delivery-error.js';
-import type { JobHandler } from '../outbox/worker.js';
+import type { JobHandler, JobPayloads } from '../core/jobs.js';
 import type { InteractionMeta } from './interaction-payload.js';
 import type { DiscordServices } from './ports.js';
 import { explainRefusal } from './private-replies.js';
@@ -12,30 +10,12 @@ import { explainRefusal } from './private-replies.js';
 /**
  * A Discord click as it is stored before it is answered (src/outbox/inbox.ts): who (with the roles
  * the signed interaction carried), what, on which proposal, what the form said, and how to answer
- * the person privately later. The interaction token is stored sealed (AES-256-GCM under a key
- * derived from the bot token, which the database never holds): a copy of the database, a log line
- * or `twokey jobs list` cannot reveal it.
+ * the person privately later; its schema is the `discord.click` entry of the job catalogue
+ * (src/core/jobs.ts). The interaction token is stored sealed (AES-256-GCM under a key derived from
+ * the bot token, which the database never holds): a copy of the database, a log line or
+ * `twokey jobs list` cannot reveal it.
  */
-const sealed = z.object({ v: z.literal(1), iv: z.string(), tag: z.string(), data: z.string() });
-
-const clickBase = {
-  proposalId: z.string().min(1),
-  decider: z.object({ identity: z.string(), memberOf: z.array(z.string()).optional(), via: z.string() }),
-  interaction: z.object({ id: z.string(), applicationId: z.string(), token: sealed }),
-  receivedAt: z.string(),
-};
-
-export const discordClickSchema = z.discriminatedUnion('action', [
-  z.object({ action: z.enum(['approve', 'retry']), ...clickBase }),
-  z.object({ action: z.literal('reject'), ...clickBase, reason: z.string().nullable() }),
-  z.object({
-    action: z.literal('grant'),
-    ...clickBase,
-    grant: z.object({ durationMs: z.number(), maxUses: z.number().nullable(), bounded: z.boolean() }),
-  }),
-]);
-
-export type DiscordClick = z.infer<typeof discordClickSchema>;
+export type DiscordClick = JobPayloads['discord.click'];
 
 /** A click about to be stored: the decision, without how to reach the person (added from the interaction). */
 export type DiscordDecision = DistributiveOmit<DiscordClick, 'interaction' | 'receivedAt'>;
@@ -78,7 +58,7 @@ export interface DiscordClickJobOptions {
  * counts one approval per person; a decided proposal refuses another decision). A refusal the core
  * finds now is told privately while the interaction token lives.
  */
-export function createDiscordClickJob(options: DiscordClickJobOptions): JobHandler {
+export function createDiscordClickJob(options: DiscordClickJobOptions): JobHandler<'discord.click'> {
   const { services } = options;
 
   async function decide(click: DiscordClick): Promise<void> {
@@ -112,10 +92,7 @@ export function createDiscordClickJob(options: DiscordClickJobOptions): JobHandl
     await options.followUp({ id: click.interaction.id, applicationId: click.interaction.applicationId, token, decider: click.decider }, content);
   }
 
-  return async (payload, { attempt }) => {
-    const parsed = discordClickSchema.safeParse(payload);
-    if (!parsed.success) throw new DeliveryError('a stored Discord click has a shape twokey does not write', { permanent: true });
-    const click = parsed.data;
+  return async (click, { attempt }) => {
     try {
       await decide(click);
     } catch (error) {

@@ -4,7 +4,7 @@ import type { Store } from '../core/ports.js';
 import { agentView } from '../core/proposals.js';
 import type { CallbackStore } from './ports.js';
 import { postSigned, webhookKey } from '../executors/signed-post.js';
-import type { JobContext } from './worker.js';
+import type { JobHandler } from '../core/jobs.js';
 import { ATTRIBUTES, SPANS, inProposalSpan } from '../tracing/index.js';
 
 export interface CallbackDeliveryDeps {
@@ -25,15 +25,6 @@ function retryAfterMs(response: Response, now: Date): number | undefined {
   return Number.isNaN(date) ? undefined : Math.max(0, date - now.getTime());
 }
 
-/** The destination a callback job is rate-limited by (one slow receiver cannot hold the lane). */
-export function callbackDestination(callbackUrl: string): string {
-  try {
-    return new URL(callbackUrl).host.toLowerCase();
-  } catch {
-    return callbackUrl;
-  }
-}
-
 /**
  * POSTs a proposal's final state to the agent's `callbackUrl`, signed with the agent's callback
  * secret twice: `X-Twokey-Signature: t=…,v1=…` and the Standard Webhooks headers (`webhook-id`,
@@ -41,8 +32,8 @@ export function callbackDestination(callbackUrl: string): string {
  * retries until the receiver answers 2xx; `410 Gone` retires the URL for that agent for good.
  */
 export function createCallbackDelivery(deps: CallbackDeliveryDeps) {
-  return async function deliverCallback(payload: Record<string, unknown>, context?: JobContext): Promise<void> {
-    const proposal = await deps.store.getProposal(String(payload.proposalId));
+  const deliverCallback: JobHandler<'callback.deliver'> = async (payload, context) => {
+    const proposal = await deps.store.getProposal(payload.proposalId);
     const callbackUrl = proposal?.callbackUrl;
     if (!proposal || !callbackUrl) return;
     const agent = await deps.store.getAgent(proposal.agentId);
@@ -64,7 +55,7 @@ export function createCallbackDelivery(deps: CallbackDeliveryDeps) {
         timeoutMs: deps.timeoutMs ?? 10_000,
         clock: deps.clock,
         dispatcher: deps.dispatcher,
-        signal: context?.signal,
+        signal: context.signal,
       }).catch((error: unknown) => {
         throw new DeliveryError(`callback to the agent ${error instanceof Error ? error.message : 'failed'}`);
       });
@@ -87,4 +78,5 @@ export function createCallbackDelivery(deps: CallbackDeliveryDeps) {
       throw new DeliveryError(`callback answered HTTP ${response.status}`, { retryAfterMs: retryAfterMs(response, deps.clock()) });
     }
   };
+  return deliverCallback;
 }

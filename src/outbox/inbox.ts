@@ -1,5 +1,6 @@
+import type { JobHandler, JobOf, JobPayloads } from '../core/jobs.js';
 import type { JobStore, NewJob } from './ports.js';
-import type { JobHandler, OutboxLane } from './worker.js';
+import type { OutboxLane } from './worker.js';
 
 /**
  * The inbox: a click from Slack or Discord is stored as an outbox job before it is answered, and
@@ -9,8 +10,8 @@ import type { JobHandler, OutboxLane } from './worker.js';
  */
 
 /** The job kinds of stored clicks; both run in the `clicks` lane. */
-export const SLACK_CLICK_JOB = 'slack.click';
-export const DISCORD_CLICK_JOB = 'discord.click';
+export const SLACK_CLICK_JOB = 'slack.click' as const;
+export const DISCORD_CLICK_JOB = 'discord.click' as const;
 export type ClickJobKind = typeof SLACK_CLICK_JOB | typeof DISCORD_CLICK_JOB;
 
 /**
@@ -58,13 +59,14 @@ export class InboxUnavailable extends Error {
   }
 }
 
-export interface StoredClick {
-  kind: ClickJobKind;
-  /** Only what deciding needs: no response URL; an interaction token only sealed. */
-  payload: Record<string, unknown>;
+/**
+ * A click to store, its payload typed by its kind (src/core/jobs.ts): only what deciding needs, no
+ * response URL, an interaction token only sealed.
+ */
+export type StoredClick = Extract<JobOf<JobPayloads>, { kind: ClickJobKind }> & {
   /** The proposal's clicks are decided in the order they were stored. */
   proposalId: string;
-}
+};
 
 export interface ClickInbox {
   /** Resolves with the click's job id once it is committed; rejects with InboxUnavailable otherwise. */
@@ -84,7 +86,7 @@ export interface ClickInbox {
    * The handler for stored clicks of one kind, guarded: a click this process answered as not stored,
    * whose write landed later and which a worker here claimed before it could be deleted, is skipped.
    */
-  guard(handler: JobHandler): JobHandler;
+  guard<K extends ClickJobKind>(handler: JobHandler<K>): JobHandler<K>;
   /**
    * The burst gate of the `clicks` lane: false while clicks are still arriving (one less than
    * `burstGapMs` ago) or being written, so their writes, which their answers wait for, do not queue

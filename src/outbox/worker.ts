@@ -5,16 +5,9 @@ import { isDatabaseUnavailable } from '../lib/driver-errors.js';
 import type { JobRow, JobStore } from './ports.js';
 import { scrubSecrets } from '../lib/secrets.js';
 import { withDeadline } from '../lib/timeouts.js';
+import { boundHandler, isJobKind, parseJob, type JobContext, type JobHandlers } from '../core/jobs.js';
 
-export interface JobContext {
-  /** Aborted when the job's deadline passes: stop waiting on the outside world. */
-  signal: AbortSignal;
-  /** 1 on the first run; more when an earlier run failed, or its worker died before recording it. */
-  attempt: number;
-  jobId: number;
-}
-
-export type JobHandler = (payload: Record<string, unknown>, context: JobContext) => Promise<void>;
+export type { JobContext, JobHandler, JobHandlers } from '../core/jobs.js';
 
 /**
  * A lane is a queue of its own with its own slots: a job kind that waits on slow outsiders (an
@@ -73,7 +66,11 @@ export type JobOutcome = 'done' | 'retry' | 'dead' | 'superseded';
 
 export interface OutboxWorkerOptions {
   jobs: JobStore;
-  handlers: Record<string, JobHandler>;
+  /**
+   * The handler of each job kind, typed by the job catalogue (src/core/jobs.ts); a kind without one
+   * is buried. Each payload is parsed with its kind's schema before its handler sees it.
+   */
+  handlers: Partial<JobHandlers>;
   logger: Logger;
   clock?: () => Date;
   pollIntervalMs?: number;
@@ -186,12 +183,27 @@ function createJobRunner(
     }
   }
 
-  function runWithDeadline(handler: JobHandler, job: JobRow, handlerDeadlineMs: number): Promise<void> {
+  function runWithDeadline(run: (context: JobContext) => Promise<void>, job: JobRow, handlerDeadlineMs: number): Promise<void> {
     return withDeadline(
       handlerDeadlineMs,
-      (signal) => handler(job.payload, { signal, attempt: job.attempts, jobId: job.id }),
+      (signal) => run({ signal, attempt: job.attempts, jobId: job.id }),
       () => new DeliveryError(`no answer within ${handlerDeadlineMs} ms`),
     );
+  }
+
+  /**
+   * The job's handler bound to its parsed payload. A kind without a handler, or a stored payload that
+   * does not fit its kind's schema (written by hand, or by a version that wrote another shape), is
+   * refused for good: it is buried with the reason, never run.
+   */
+  function handlerOf(job: JobRow): (context: JobContext) => Promise<void> {
+    const noHandler = new DeliveryError(`no handler for job kind "${job.kind}"`, { permanent: true });
+    if (!isJobKind(job.kind) || !options.handlers[job.kind]) throw noHandler;
+    const parsed = parseJob(job.kind, job.payload);
+    if ('problem' in parsed) throw new DeliveryError(parsed.problem, { permanent: true });
+    const run = boundHandler(options.handlers, parsed.job);
+    if (!run) throw noHandler;
+    return run;
   }
 
   function superseded(job: JobRow) {
@@ -203,11 +215,9 @@ function createJobRunner(
   }
 
   return async function runJob(job: JobRow, handlerDeadlineMs: number): Promise<void> {
-    const handler = options.handlers[job.kind];
     let failure: { error: unknown } | null = null;
     try {
-      if (!handler) throw new DeliveryError(`no handler for job kind "${job.kind}"`, { permanent: true });
-      await runWithDeadline(handler, job, handlerDeadlineMs);
+      await runWithDeadline(handlerOf(job), job, handlerDeadlineMs);
     } catch (error) {
       failure = { error };
     }

@@ -19,7 +19,7 @@ import { createChatMessageStore } from '../db/chat-store.js';
 import { JOBS_CHANNEL, parseJobsNotice, PROPOSAL_CHANNEL } from '../db/store.js';
 import { createCallbackDelivery } from '../outbox/callbacks.js';
 import { createOutboxWorker, defaultLanes, type OutboxLane, type OutboxWorker } from '../outbox/worker.js';
-import { clickLane } from '../outbox/inbox.js';
+import { clickLane, type ClickJobKind } from '../outbox/inbox.js';
 import { createCallbackStore } from '../db/callback-store.js';
 import { createGuardedAgent } from '../lib/address-guard.js';
 import type { Sweeper } from './sweeper.js';
@@ -36,8 +36,7 @@ import { createResumeStateStore } from '../db/resume-state-store.js';
 import { loggerOptions } from './logger.js';
 import { chatConcurrencyFor, type ChatConcurrency } from './concurrency.js';
 import { createServices, type Services } from './services.js';
-import { ESCALATE_JOB, REMIND_JOB } from '../core/automatic-decisions.js';
-import { CHAT_FOLLOW_UP_JOB } from '../core/follow-ups.js';
+import type { JobHandlers } from '../core/jobs.js';
 import { createSharedRateLimitStore, type SharedRateLimitStore } from '../db/rate-limit-store.js';
 import { createUpstreamClients, ungatedUpstreamTools, withUpstreamOperations, type UpstreamClients } from '../mcp/upstreams.js';
 import { registerMcpRoutes } from '../mcp/http-route.js';
@@ -210,6 +209,19 @@ function createOutbox(
   { chatSync, integrations }: WiredChat,
   callbackAgent: Agent,
 ): OutboxWorker {
+  const coreHandlers: Omit<JobHandlers, ClickJobKind> = {
+    'chat.sync': ({ proposalId, platform }) => chatSync.sync(proposalId, platform),
+    'callback.deliver': createCallbackDelivery({
+      store: services.store,
+      callbacks: createCallbackStore(database.db),
+      dispatcher: callbackAgent,
+      clock: services.clock,
+      timeoutMs: options.callbackTimeoutMs ?? options.env.TWOKEY_CALLBACK_TIMEOUT * 1000,
+    }),
+    'proposal.remind': async ({ proposalId, index }) => void (await services.followUps.remind(proposalId, index)),
+    'proposal.escalate': async ({ proposalId }) => void (await services.followUps.escalate(proposalId)),
+    'chat.followup': (payload) => chatSync.followUp(payload),
+  };
   return createOutboxWorker({
     jobs: services.jobs,
     logger,
@@ -223,20 +235,9 @@ function createOutbox(
       ...defaultLanes(options.env.TWOKEY_CALLBACK_CONCURRENCY_PER_AGENT),
     ],
     handlerDeadlineMs: options.outboxHandlerDeadlineMs,
-    handlers: {
-      'chat.sync': (payload) => chatSync.sync(String(payload.proposalId), payload.platform === 'discord' ? 'discord' : 'slack'),
-      'callback.deliver': createCallbackDelivery({
-        store: services.store,
-        callbacks: createCallbackStore(database.db),
-        dispatcher: callbackAgent,
-        clock: services.clock,
-        timeoutMs: options.callbackTimeoutMs ?? options.env.TWOKEY_CALLBACK_TIMEOUT * 1000,
-      }),
-      [REMIND_JOB]: async (payload) => void (await services.followUps.remind(String(payload.proposalId), Number(payload.index ?? 0))),
-      [ESCALATE_JOB]: async (payload) => void (await services.followUps.escalate(String(payload.proposalId))),
-      [CHAT_FOLLOW_UP_JOB]: (payload) => chatSync.followUp(payload),
-      ...Object.assign({}, ...integrations.map((integration) => integration.jobHandlers ?? {})),
-    },
+    // Every kind of the job catalogue has its handler here, but the stored clicks: those come from
+    // their platform's integration, and a click of a platform not wired in is buried.
+    handlers: { ...coreHandlers, ...Object.assign({}, ...integrations.map((integration) => integration.jobHandlers ?? {})) },
     onSettled: (job, outcome) => {
       services.metrics.jobOutcomes.inc({ kind: job.kind, outcome });
       if (outcome === 'done' || outcome === 'dead') services.inbox.settled(job.id);

@@ -5,9 +5,9 @@ import { createAuditService } from '../core/audit.js';
 import type { CheckpointIndex } from '../core/audit-chain.js';
 import { createChangeFeed } from '../core/changes.js';
 import type { Executor } from '../core/executor.js';
-import { finalStatuses, isAutomaticDecider, type Clock, type ProposalRecord } from '../core/model.js';
+import type { ChatPlatformName } from '../core/jobs.js';
+import type { Clock, ProposalRecord } from '../core/model.js';
 import { createPeople } from '../core/people.js';
-import type { OutboxJobSpec } from '../core/ports.js';
 import { createProposalService } from '../core/proposals.js';
 import { createRequestIdentity } from '../core/request-identity.js';
 import { createGrantService } from '../core/grant-service.js';
@@ -25,14 +25,11 @@ import { createConsoleAuth } from '../console/sign-in.js';
 import { echoExecutor } from '../executors/echo.js';
 import { createAddressPolicy, staticUrlRefusal, type AddressPolicy } from '../lib/address-guard.js';
 import { createHttpExecutor } from '../executors/http.js';
-import { callbackDestination } from '../outbox/callbacks.js';
 import { createClickInbox } from '../outbox/inbox.js';
 import { openTelemetryTracer } from '../tracing/index.js';
 import { createMetrics, type Metrics } from './metrics.js';
 import { laneOf, type OutboxLane } from '../outbox/worker.js';
 import { createMcpExecutor, createUpstreamClients, type UpstreamClients } from '../mcp/upstreams.js';
-
-export type ChatPlatform = 'slack' | 'discord';
 
 const EXECUTION_LEASE_MARGIN_MS = 5_000;
 
@@ -132,39 +129,11 @@ export function createServices(options: ServicesOptions) {
       return executor;
     });
 
-  /** Chat platforms wired in; filled by the runtime once the integrations exist. */
-  const chatPlatforms = new Set<ChatPlatform>();
-
-  /** What must reach the outside after a proposal changes, queued in the same transaction. */
-  function effects(proposal: ProposalRecord): OutboxJobSpec[] {
-    const operation = operations.get(proposal.operation);
-    const approval = operation?.approval;
-    // A rule or grant decided it and the operation wants no chat message for that: none at all.
-    const silent = operation?.automaticDecisions === 'silent' && isAutomaticDecider(proposal.decidedBy);
-    const jobsToQueue: OutboxJobSpec[] = [...chatPlatforms]
-      .filter((platform) => !silent && approval?.[platform]?.channel)
-      .map((platform) => ({
-        kind: 'chat.sync',
-        payload: { proposalId: proposal.id, platform },
-        orderingKey: `chat:${platform}:${proposal.id}`,
-        coalesce: true,
-      }));
-    if (proposal.callbackUrl && finalStatuses.includes(proposal.status)) {
-      jobsToQueue.push({
-        kind: 'callback.deliver',
-        // The lane key is the agent and the host: one agent's hanging receiver holds its own
-        // callbacks back, never another agent's to the same host (src/outbox/README.md).
-        payload: {
-          proposalId: proposal.id,
-          status: proposal.status,
-          agentId: proposal.agentId,
-          destination: `${proposal.agentId} ${callbackDestination(proposal.callbackUrl)}`,
-        },
-        orderingKey: `callback:${proposal.id}`,
-      });
-    }
-    return jobsToQueue;
-  }
+  /**
+   * Chat platforms wired in; filled by the runtime once the integrations exist. The core reads it at
+   * every change to decide which messages to edit (src/core/effects.ts).
+   */
+  const chatPlatforms = new Set<ChatPlatformName>();
 
   const changes = createChangeFeed();
   const onChange = (proposal: ProposalRecord) => {
@@ -186,7 +155,7 @@ export function createServices(options: ServicesOptions) {
     executorFor,
     onChange,
     onDecided,
-    effects,
+    chatPlatforms,
     callbackUrlProblem: (url) => staticUrlRefusal(url, callbackPolicy),
     maxPendingPerAgent: options.maxPendingPerAgent,
     tracer: openTelemetryTracer,
@@ -231,7 +200,7 @@ export function createServices(options: ServicesOptions) {
     people,
     proposals,
     requests: createRequestIdentity({ proposals, store: createRequestIdentityStore(options.database.db), clock }),
-    followUps: createFollowUpService({ store, clock, operation: (name) => operations.get(name), effects, onChange }),
+    followUps: createFollowUpService({ store, clock, operation: (name) => operations.get(name), chatPlatforms, onChange }),
     grants: createGrantService({ store, clock, operation: (name) => operations.get(name), proposals, grants: createGrantReader(options.database.db) }),
     agents: createAgentService({ store, clock, knownOperations: () => [...operations.keys()], operations: () => [...operations.values()] }),
     audit: createAuditService(store, clock, options.auditCheckpoints),

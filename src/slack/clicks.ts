@@ -1,32 +1,19 @@
-import { z } from 'zod';
 import { failedExecutionWords, type DecisionAction } from '../core/decision-preview.js';
 import { TwokeyError } from '../core/errors.js';
 import { isFailedExecution } from '../core/outcome.js';
-import { DeliveryError } from '../lib/delivery-error.js';
-import type { JobHandler } from '../outbox/worker.js';
+import type { JobHandler, JobPayloads } from '../core/jobs.js';
 import type { SlackLog } from './log.js';
 import type { SlackServices } from './ports.js';
 import type { Decider, ProposalRecord } from '../core/model.js';
 
 /**
- * A Slack click as it is stored before it is answered (src/outbox/inbox.ts): who, what, on which
- * proposal, and what the form said. Slack's `response_url` and `trigger_id` are not kept: the
- * outcome is told through the bot's own API (chat.postEphemeral, a direct message), which works at
- * any later time, and the message is edited by the outbox's chat.update like every other change.
+ * A Slack click as it is stored before it is answered (src/outbox/inbox.ts): its schema is the
+ * `slack.click` entry of the job catalogue (src/core/jobs.ts). Slack's `response_url` and `trigger_id`
+ * are not kept: the outcome is told through the bot's own API (chat.postEphemeral, a direct
+ * message), which works at any later time, and the message is edited by the outbox's chat.update
+ * like every other change.
  */
-const clickBase = { proposalId: z.string().min(1), userId: z.string().min(1), receivedAt: z.string() };
-
-export const slackClickSchema = z.discriminatedUnion('action', [
-  z.object({ action: z.enum(['approve', 'retry']), ...clickBase, channel: z.string().nullable() }),
-  z.object({ action: z.literal('reject'), ...clickBase, reason: z.string().nullable() }),
-  z.object({
-    action: z.literal('grant'),
-    ...clickBase,
-    grant: z.object({ durationMs: z.number().int().positive(), maxUses: z.number().int().positive().nullable(), bounded: z.boolean() }),
-  }),
-]);
-
-export type SlackClick = z.infer<typeof slackClickSchema>;
+export type SlackClick = JobPayloads['slack.click'];
 
 export interface SlackClickDeps extends Pick<SlackServices, 'proposals' | 'store'> {
   grants?: SlackServices['grants'];
@@ -54,7 +41,7 @@ const CAUSED_BY_AN_EARLIER_RUN = new Set(['not_pending', 'nothing_to_retry']);
  * approval per person, a decided proposal refuses another decision, and a grant with the same terms
  * for the same proposal is found rather than made twice.
  */
-export function createSlackClickJob(deps: SlackClickDeps): JobHandler {
+export function createSlackClickJob(deps: SlackClickDeps): JobHandler<'slack.click'> {
   async function decide(click: SlackClick): Promise<void> {
     const decider = await deps.deciderFor(click.userId, await deps.store.getProposal(click.proposalId));
     switch (click.action) {
@@ -84,10 +71,7 @@ export function createSlackClickJob(deps: SlackClickDeps): JobHandler {
     }
   }
 
-  return async (payload, { attempt }) => {
-    const parsed = slackClickSchema.safeParse(payload);
-    if (!parsed.success) throw new DeliveryError('a stored Slack click has a shape twokey does not write', { permanent: true });
-    const click = parsed.data;
+  return async (click, { attempt }) => {
     try {
       await decide(click);
     } catch (error) {

@@ -36,7 +36,7 @@ describe.each(drivers)('store transactions (%s)', (driver) => {
     jobs: await database.db
       .select()
       .from(jobs)
-      .where(sql`${jobs.payload}->>'agent' = ${id}`),
+      .where(sql`${jobs.payload}->>'proposalId' = ${id}`),
   });
 
   it('commits the change with its buffered audit row and job', async () => {
@@ -44,7 +44,7 @@ describe.each(drivers)('store transactions (%s)', (driver) => {
     const answer = await store.transaction(async (tx) => {
       await tx.insertAgent(agent('agt_lands'));
       await tx.appendAudit({ type: 'agent.created', actor: 'test', agentId: 'agt_lands' }, at);
-      await tx.enqueue([{ kind: 'test.job', payload: { agent: 'agt_lands' } }], at);
+      await tx.enqueue([{ kind: 'proposal.escalate', payload: { proposalId: 'agt_lands' } }], at);
       return 'done';
     });
     expect(answer).toBe('done');
@@ -56,7 +56,7 @@ describe.each(drivers)('store transactions (%s)', (driver) => {
 
   it('queues one coalescing job per kind and key, however often the transaction asks', async () => {
     const store = createStore(database.db);
-    const sync = { kind: 'test.sync', payload: { agent: 'agt_coalesced' }, orderingKey: 'sync:agt_coalesced', coalesce: true };
+    const sync = { kind: 'chat.sync', payload: { proposalId: 'agt_coalesced', platform: 'slack' }, orderingKey: 'sync:agt_coalesced', coalesce: true } as const;
     await store.transaction(async (tx) => {
       await tx.insertAgent(agent('agt_coalesced'));
       await tx.enqueue([sync], at);
@@ -74,7 +74,7 @@ describe.each(drivers)('store transactions (%s)', (driver) => {
       store.transaction(async (tx) => {
         await tx.insertAgent(agent('agt_rolled_back'));
         await tx.appendAudit({ type: 'agent.created', actor: 'test', agentId: 'agt_rolled_back', data: { bad: '\u0000' } }, at);
-        await tx.enqueue([{ kind: 'test.job', payload: { agent: 'agt_rolled_back' } }], at);
+        await tx.enqueue([{ kind: 'proposal.escalate', payload: { proposalId: 'agt_rolled_back' } }], at);
       }),
     ).rejects.toThrow(/unicode|\\u0000/i);
     const left = await rows('agt_rolled_back');

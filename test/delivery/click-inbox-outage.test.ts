@@ -18,6 +18,14 @@ import { startTcpProxy } from '../support/tcp-proxy.js';
  */
 
 const WAIT = { timeout: 10_000, interval: 20 };
+/** A stored Slack approval, as the inbox is given it. */
+const approval = (proposalId: string, userId = 'U0CLICKER') => ({
+  action: 'approve' as const,
+  proposalId,
+  userId,
+  receivedAt: new Date().toISOString(),
+  channel: null,
+});
 const CONFIG = configYaml([
   upgradePlanOperation({ approvers: ['slack:U0ALICE', `discord:user:${ALICE}`], quorum: 1, slack: 'C0APPROVALS', commit: 'on_approve' }),
 ]);
@@ -199,7 +207,7 @@ describe('the inbox when a write lands after its click was answered as not store
       onLateWrite: (id, deleted) => late.push({ id, deleted }),
     });
     const release = await holdJobsTable(database);
-    const refused = await inbox.store({ kind: 'slack.click', payload: { action: 'approve' }, proposalId: 'prp_late' }).catch((error: unknown) => error);
+    const refused = await inbox.store({ kind: 'slack.click', payload: approval('prp_late'), proposalId: 'prp_late' }).catch((error: unknown) => error);
     expect(refused).toBeInstanceOf(InboxUnavailable);
     await release();
     await vi.waitFor(() => expect(late).toHaveLength(1), WAIT);
@@ -207,9 +215,9 @@ describe('the inbox when a write lands after its click was answered as not store
     expect(await jobs.list({})).toEqual([]);
     const handler = vi.fn(async () => {});
     const context = { signal: new AbortController().signal, attempt: 1 };
-    await inbox.guard(handler)({}, { ...context, jobId: late[0]?.id ?? 0 });
+    await inbox.guard(handler)(approval('prp_late'), { ...context, jobId: late[0]?.id ?? 0 });
     expect(handler).not.toHaveBeenCalled();
-    await inbox.guard(handler)({}, { ...context, jobId: (late[0]?.id ?? 0) + 1 });
+    await inbox.guard(handler)(approval('prp_late'), { ...context, jobId: (late[0]?.id ?? 0) + 1 });
     expect(handler).toHaveBeenCalledTimes(1);
     await database.close();
   });
@@ -235,12 +243,12 @@ describe("a worker that claims a late write before this process has read the wri
       wake: () => {},
       storeDeadlineMs: 50,
     });
-    const refused = await inbox.store({ kind: 'slack.click', payload: { action: 'approve' }, proposalId: 'prp_race' }).catch((error: unknown) => error);
+    const refused = await inbox.store({ kind: 'slack.click', payload: approval('prp_race'), proposalId: 'prp_race' }).catch((error: unknown) => error);
     expect(refused).toBeInstanceOf(InboxUnavailable);
     const [claimed] = await jobs.list({});
     expect(claimed).toBeDefined();
     const handler = vi.fn(async () => {});
-    const run = inbox.guard(handler)({}, { signal: new AbortController().signal, attempt: 1, jobId: claimed?.id ?? 0 });
+    const run = inbox.guard(handler)(approval('prp_race'), { signal: new AbortController().signal, attempt: 1, jobId: claimed?.id ?? 0 });
     answerArrives();
     await run;
     expect(handler).not.toHaveBeenCalled();
@@ -253,9 +261,7 @@ describe('the inbox on a database that refuses the write', () => {
     const database = await openTestDatabase('pglite');
     await database.db.execute(sql`alter table jobs rename to jobs_elsewhere`);
     const inbox = createClickInbox({ jobs: createJobStore(database.db), clock: () => new Date(), wake: () => {} });
-    const refused = await inbox
-      .store({ kind: 'slack.click', payload: { action: 'approve', userId: 'U0CLICKER' }, proposalId: 'prp_x' })
-      .catch((error: unknown) => error);
+    const refused = await inbox.store({ kind: 'slack.click', payload: approval('prp_x'), proposalId: 'prp_x' }).catch((error: unknown) => error);
     expect(refused).toBeInstanceOf(InboxUnavailable);
     // The reason that is logged is the driver's, not a statement repeating the click.
     expect(String((refused as Error).message)).not.toMatch(/U0CLICKER|prp_x/);

@@ -2,7 +2,7 @@ import { eq } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { auditEvents } from '../../src/db/schema.js';
 import { DISCORD_CLICK_JOB, SLACK_CLICK_JOB } from '../../src/outbox/inbox.js';
-import type { JobHandler } from '../../src/outbox/worker.js';
+import { jobPayloadSchemas, type JobHandler } from '../../src/core/jobs.js';
 import { ALICE, BOB, MALLORY, buttonPress, discordConfigYaml, eventually, modalSubmit, startDiscordTwokey, type DiscordTwokey } from '../discord/helpers.js';
 import { RESPONSE_URL, buttonClick, interactionBody, rejectSubmission } from '../slack/support/slack-requests.js';
 import { startSlackTwokey, type SlackTwokey } from '../slack/support/slack-twokey.js';
@@ -34,6 +34,10 @@ async function auditTypes(twokey: Twokey, proposalId: string): Promise<string[]>
 
 const approversOf = async (twokey: Twokey, proposalId: string) => (await twokey.services.store.listApprovals(proposalId)).map((a) => a.approver);
 
+/** A stored click's payload as the outbox hands it to its handler: parsed with its kind's schema. */
+const slackClick = (job: { payload: unknown } | undefined) => jobPayloadSchemas['slack.click'].parse(job?.payload);
+const discordClick = (job: { payload: unknown } | undefined) => jobPayloadSchemas['discord.click'].parse(job?.payload);
+
 /** The stored clicks (their job rows), newest last. */
 async function storedClicks(twokey: Twokey, kind: string) {
   return (await twokey.services.jobs.list({ limit: 1_000 })).filter((job) => job.kind === kind).reverse();
@@ -42,7 +46,7 @@ async function storedClicks(twokey: Twokey, kind: string) {
 describe.each(drivers)('the click inbox with Slack (%s)', (driver) => {
   const clock = manualClock();
   let t: SlackTwokey;
-  let decide: JobHandler;
+  let decide: JobHandler<'slack.click'>;
   const runs: string[] = [];
 
   beforeAll(async () => {
@@ -86,8 +90,8 @@ describe.each(drivers)('the click inbox with Slack (%s)', (driver) => {
     await t.slack.stop?.(); // waits until the stored click is decided
     const [job] = (await storedClicks(t, SLACK_CLICK_JOB)).filter((row) => row.payload.proposalId === id);
     const ephemerals = t.fake.callsTo('chat.postEphemeral').length;
-    await decide(job?.payload ?? {}, { signal, attempt: 2, jobId: job?.id ?? 0 });
-    await decide(job?.payload ?? {}, { signal, attempt: 3, jobId: job?.id ?? 0 });
+    await decide(slackClick(job), { signal, attempt: 2, jobId: job?.id ?? 0 });
+    await decide(slackClick(job), { signal, attempt: 3, jobId: job?.id ?? 0 });
     expect((await t.services.proposals.get(id)).status).toBe('pending');
     expect(await approversOf(t, id)).toEqual(['slack:U0ALICE']);
     expect(t.fake.callsTo('chat.postEphemeral')).toHaveLength(ephemerals);
@@ -98,7 +102,7 @@ describe.each(drivers)('the click inbox with Slack (%s)', (driver) => {
     await click(id, 'U0ALICE');
     await vi.waitFor(async () => expect((await t.services.proposals.get(id)).status).toBe('committed'), WAIT);
     const [job] = (await storedClicks(t, SLACK_CLICK_JOB)).filter((row) => row.payload.proposalId === id);
-    await decide(job?.payload ?? {}, { signal, attempt: 2, jobId: job?.id ?? 0 });
+    await decide(slackClick(job), { signal, attempt: 2, jobId: job?.id ?? 0 });
     expect(runs.filter((run) => run === id)).toHaveLength(1);
     expect((await auditTypes(t, id)).filter((type) => type === 'proposal.committed')).toHaveLength(1);
   });
@@ -110,11 +114,11 @@ describe.each(drivers)('the click inbox with Slack (%s)', (driver) => {
     const [job] = (await storedClicks(t, SLACK_CLICK_JOB)).filter((row) => row.payload.proposalId === id);
     expect(job?.payload).toMatchObject({ action: 'reject', reason: 'no', userId: 'U0ALICE' });
     const messages = t.fake.callsTo('chat.postMessage').filter((call) => call.args.channel === 'U0ALICE').length;
-    await decide(job?.payload ?? {}, { signal, attempt: 2, jobId: job?.id ?? 0 });
+    await decide(slackClick(job), { signal, attempt: 2, jobId: job?.id ?? 0 });
     expect(t.fake.callsTo('chat.postMessage').filter((call) => call.args.channel === 'U0ALICE')).toHaveLength(messages);
     expect((await auditTypes(t, id)).filter((type) => type === 'proposal.rejected')).toHaveLength(1);
     // The same stored rejection on its first run (another person's, say) is told, privately.
-    await decide({ ...job?.payload, userId: 'U0BOB' }, { signal, attempt: 1, jobId: job?.id ?? 0 });
+    await decide({ ...slackClick(job), userId: 'U0BOB' }, { signal, attempt: 1, jobId: job?.id ?? 0 });
     await vi.waitFor(
       () =>
         expect(
@@ -127,18 +131,19 @@ describe.each(drivers)('the click inbox with Slack (%s)', (driver) => {
     );
   });
 
-  it('a stored click in a shape twokey never writes is a permanent failure, not a retry', async () => {
-    await expect(decide({ action: 'approve', proposalId: 42 }, { signal, attempt: 1, jobId: 0 })).rejects.toMatchObject({
-      name: 'DeliveryError',
-      options: { permanent: true },
-    });
+  it('a stored click in a shape twokey never writes is buried at once with the reason, never decided', async () => {
+    const [id = 0] = await t.services.jobs.insertMany([{ kind: SLACK_CLICK_JOB, payload: { action: 'approve', proposalId: 42 }, maxAttempts: 12 }], clock());
+    await vi.waitFor(async () => {
+      const [job] = (await storedClicks(t, SLACK_CLICK_JOB)).filter((row) => row.id === id);
+      expect(job).toMatchObject({ status: 'dead', attempts: 1, lastError: expect.stringMatching(/slack\.click job does not fit its schema.*proposalId/) });
+    }, WAIT);
   });
 });
 
 describe.each(drivers)('the click inbox with Discord (%s)', (driver) => {
   const clock = manualClock();
   let t: DiscordTwokey;
-  let decide: JobHandler;
+  let decide: JobHandler<'discord.click'>;
 
   beforeAll(async () => {
     // No checks before an answer: every click is stored, as in a burst, and refused (or not) when decided.
@@ -177,7 +182,7 @@ describe.each(drivers)('the click inbox with Discord (%s)', (driver) => {
     await t.discord.settle();
     const [job] = (await storedClicks(t.twokey, DISCORD_CLICK_JOB)).filter((row) => row.payload.proposalId === id);
     const followUps = t.fake.callsTo('POST', /^\/webhooks\//).length;
-    await decide(job?.payload ?? {}, { signal, attempt: 2, jobId: job?.id ?? 0 });
+    await decide(discordClick(job), { signal, attempt: 2, jobId: job?.id ?? 0 });
     expect((await t.twokey.services.proposals.get(id)).status).toBe('pending');
     expect(await approversOf(t.twokey, id)).toEqual([`discord:user:${ALICE}`]);
     expect(t.fake.callsTo('POST', /^\/webhooks\//)).toHaveLength(followUps);

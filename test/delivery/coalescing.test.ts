@@ -8,7 +8,12 @@ import { jobs } from '../../src/db/schema.js';
 import { createStore } from '../../src/db/store.js';
 import { describeOnPostgres, drivers, openTestDatabase } from '../support/database.js';
 
-const sync = (key: string): OutboxJobSpec => ({ kind: 'chat.sync', payload: { proposalId: key }, orderingKey: `chat:slack:${key}`, coalesce: true });
+const sync = (key: string): OutboxJobSpec => ({
+  kind: 'chat.sync',
+  payload: { proposalId: key, platform: 'slack' },
+  orderingKey: `chat:slack:${key}`,
+  coalesce: true,
+});
 
 /**
  * A chat edit renders the proposal as it is when the edit runs, so a change made while an edit is
@@ -32,7 +37,10 @@ describe.each(drivers)('coalescing outbox jobs (%s)', (driver) => {
   it('queues one job while an identical one waits, and a new one once it has started', async () => {
     await enqueue([sync('p1')]);
     await enqueue([sync('p1')]);
-    await enqueue([sync('p1'), { kind: 'callback.deliver', payload: {}, orderingKey: 'callback:p1' }]);
+    await enqueue([
+      sync('p1'),
+      { kind: 'callback.deliver', payload: { proposalId: 'p1', status: 'committed', destination: 'agt_1 hooks.example' }, orderingKey: 'callback:p1' },
+    ]);
     expect((await jobsOf('p1')).map((job) => job.status)).toEqual(['queued']);
 
     const [claimed] = await createJobStore(database.db).claimDue(new Date(Date.now() + 1_000), 10, 30_000);
@@ -43,7 +51,7 @@ describe.each(drivers)('coalescing outbox jobs (%s)', (driver) => {
 
   it('keeps jobs of other proposals and jobs that do not coalesce apart', async () => {
     await enqueue([sync('p2'), sync('p3')]);
-    await enqueue([{ kind: 'chat.sync', payload: {}, orderingKey: 'chat:slack:p2' }]);
+    await enqueue([{ kind: 'chat.sync', payload: { proposalId: 'p2', platform: 'slack' }, orderingKey: 'chat:slack:p2' }]);
     expect(await jobsOf('p2')).toHaveLength(2);
     expect(await jobsOf('p3')).toHaveLength(1);
   });

@@ -1,6 +1,7 @@
 import { eq } from 'drizzle-orm';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import type { OutboxJobSpec } from '../../src/core/ports.js';
 import type { Database } from '../../src/db/database.js';
 import { createJobStore } from '../../src/db/jobs-store.js';
 import { jobs } from '../../src/db/schema.js';
@@ -14,7 +15,7 @@ const LEASE_MS = 60_000;
 /** A handler the test finishes by hand: resolve or reject each call it received. */
 function heldHandler() {
   const calls: Array<{ resolve: () => void; reject: (error: Error) => void }> = [];
-  const handler: JobHandler = () => new Promise<void>((resolve, reject) => calls.push({ resolve, reject }));
+  const handler: JobHandler<'proposal.escalate'> = () => new Promise<void>((resolve, reject) => calls.push({ resolve, reject }));
   return { handler, calls };
 }
 
@@ -26,9 +27,10 @@ describe.each(drivers)('fenced job outcomes (%s)', (driver) => {
   }, 180_000);
   afterAll(() => database.close());
 
-  async function enqueueOne(kind: string, at: Date): Promise<number> {
-    await createStore(database.db).transaction((tx) => tx.enqueue([{ kind, payload: { n: 1 } }], at));
-    const [row] = await database.db.select().from(jobs).where(eq(jobs.kind, kind));
+  // Each test queues a kind of its own (any kind of the catalogue, with a payload that fits it).
+  async function enqueueOne(job: OutboxJobSpec, at: Date): Promise<number> {
+    await createStore(database.db).transaction((tx) => tx.enqueue([job], at));
+    const [row] = await database.db.select().from(jobs).where(eq(jobs.kind, job.kind));
     return row?.id ?? 0;
   }
   const rowOf = async (id: number) => (await database.db.select().from(jobs).where(eq(jobs.id, id)))[0];
@@ -39,9 +41,9 @@ describe.each(drivers)('fenced job outcomes (%s)', (driver) => {
     const first = heldHandler();
     const second = heldHandler();
     const options = { jobs: store, logger, clock, leaseMs: LEASE_MS, handlerDeadlineMs: LEASE_MS / 2, lanes: [{ name: 'all', concurrency: 1 }] };
-    const workerA = createOutboxWorker({ ...options, workerId: 'A', handlers: { 'test.fenced': first.handler } });
-    const workerB = createOutboxWorker({ ...options, workerId: 'B', handlers: { 'test.fenced': second.handler } });
-    const id = await enqueueOne('test.fenced', clock());
+    const workerA = createOutboxWorker({ ...options, workerId: 'A', handlers: { 'proposal.escalate': first.handler } });
+    const workerB = createOutboxWorker({ ...options, workerId: 'B', handlers: { 'proposal.escalate': second.handler } });
+    const id = await enqueueOne({ kind: 'proposal.escalate', payload: { proposalId: 'prp_fenced' } }, clock());
 
     const runA = workerA.runOnce();
     await vi.waitFor(() => expect(first.calls).toHaveLength(1));
@@ -65,9 +67,9 @@ describe.each(drivers)('fenced job outcomes (%s)', (driver) => {
   it('the store refuses reschedule and bury from a claim that is no longer current', async () => {
     const store = createJobStore(database.db);
     const start = new Date('2026-11-23T11:00:00Z');
-    const id = await enqueueOne('test.stale', start);
-    const [stale] = await store.claimDue(start, 10, 1_000, { workerId: 'A', kinds: ['test.stale'] });
-    const [current] = await store.claimDue(new Date(start.getTime() + 2_000), 10, 1_000, { workerId: 'B', kinds: ['test.stale'] });
+    const id = await enqueueOne({ kind: 'proposal.remind', payload: { proposalId: 'prp_stale', index: 0 } }, start);
+    const [stale] = await store.claimDue(start, 10, 1_000, { workerId: 'A', kinds: ['proposal.remind'] });
+    const [current] = await store.claimDue(new Date(start.getTime() + 2_000), 10, 1_000, { workerId: 'B', kinds: ['proposal.remind'] });
     expect(stale?.id).toBe(id);
     expect(current?.lockedBy).toBe('B:2');
 

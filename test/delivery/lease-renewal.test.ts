@@ -32,7 +32,8 @@ describe.each(drivers)('renewed leases (%s)', (driver) => {
   it("a live worker's long run keeps its job past the lease; once its renewals stop, another worker runs it again", async () => {
     const clock = manualClock();
     const t0 = clock().getTime();
-    const [id = 0] = await store.insertMany([{ kind: 'slack.click', payload: { n: 1 }, maxAttempts: 5 }], clock());
+    const click = { action: 'approve', proposalId: 'prp_renewed', userId: 'U0CLICKER', receivedAt: clock().toISOString(), channel: null };
+    const [id = 0] = await store.insertMany([{ kind: 'slack.click', payload: click, maxAttempts: 5 }], clock());
     let renewing = true;
     // The first worker's renewals reach the database until its process "hangs" (a dead process renews nothing).
     const renewable: JobStore = { ...store, renew: (claimed, until) => (renewing ? store.renew(claimed, until) : Promise.resolve(new Set<number>())) };

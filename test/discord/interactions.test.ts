@@ -2,6 +2,7 @@ import { REST } from 'discord.js';
 import type { FastifyBaseLogger } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { TwokeyError } from '../../src/core/errors.js';
+import { jobPayloadSchemas } from '../../src/core/jobs.js';
 import type { AgentRecord, ProposalRecord } from '../../src/core/model.js';
 import { createInteractionHandler, type InteractionReply } from '../../src/discord/interactions.js';
 import type { DiscordServices } from '../../src/discord/ports.js';
@@ -106,7 +107,10 @@ describe('Discord interactions when the database is slow', () => {
 
   /** Runs the stored clicks as the outbox would, first attempt each. */
   async function decideStored(handler: ReturnType<typeof handlerFor>, stored: StoredClick[]): Promise<void> {
-    for (const click of stored.splice(0)) await handler.decideClick(click.payload, { signal: new AbortController().signal, attempt: 1, jobId: 0 });
+    for (const click of stored.splice(0)) {
+      const payload = jobPayloadSchemas['discord.click'].parse(click.payload);
+      await handler.decideClick(payload, { signal: new AbortController().signal, attempt: 1, jobId: 0 });
+    }
   }
 
   const deferredAndStored = (reply: InteractionReply | null) => expect(reply).toMatchObject({ response: { type: 6 }, stored: expect.any(Number) });

@@ -6,6 +6,7 @@ import { DatabaseConnectionError } from '../../src/lib/driver-errors.js';
 import { createJobStore } from '../../src/db/jobs-store.js';
 import type { JobStore } from '../../src/outbox/ports.js';
 import { jobs } from '../../src/db/schema.js';
+import type { OutboxJobSpec } from '../../src/core/ports.js';
 import { createStore } from '../../src/db/store.js';
 import { createOutboxWorker, type JobOutcome } from '../../src/outbox/worker.js';
 import { drivers, openTestDatabase } from '../support/database.js';
@@ -46,21 +47,25 @@ describe.each(drivers)('an outbox job finished while the database is away (%s)',
     ['fails', { status: 'queued', outcome: 'retry' }],
   ] as const) {
     it(`when its handler ${handlerOutcome}, the outcome is recorded once the database answers, and the handler ran once`, async () => {
-      const kind = `test.outage.${handlerOutcome}`;
-      await createStore(database.db).transaction((tx) => tx.enqueue([{ kind, payload: { n: 1 } }], new Date()));
+      // A kind of its own for each case (they share the database).
+      const job: OutboxJobSpec =
+        handlerOutcome === 'succeeds'
+          ? { kind: 'proposal.remind', payload: { proposalId: 'prp_outage', index: 0 } }
+          : { kind: 'proposal.escalate', payload: { proposalId: 'prp_outage' } };
+      const { kind } = job;
+      await createStore(database.db).transaction((tx) => tx.enqueue([job], new Date()));
       const store = downFor(3, createJobStore(database.db));
       let runs = 0;
+      const handler = async () => {
+        runs += 1;
+        if (handlerOutcome === 'fails') throw new Error('receiver said 503');
+      };
       const outcomes: JobOutcome[] = [];
       const worker = createOutboxWorker({
         jobs: store,
         logger,
         lanes: [{ name: 'all', concurrency: 1 }],
-        handlers: {
-          [kind]: async () => {
-            runs += 1;
-            if (handlerOutcome === 'fails') throw new Error('receiver said 503');
-          },
-        },
+        handlers: { 'proposal.remind': handler, 'proposal.escalate': handler },
         onSettled: (_job, outcome) => outcomes.push(outcome),
       });
       expect(await worker.runOnce()).toBe(1);

@@ -1,0 +1,136 @@
+import { z } from 'zod';
+import type { FinalStatus } from './model.js';
+
+/**
+ * The job catalogue: every kind of outbox job twokey queues, with the schema of its payload. The
+ * kinds are the strings stored in `jobs.kind`, so a row written by an earlier version still runs;
+ * a payload is checked once, by the outbox worker, before its handler sees it (a stored payload
+ * that does not fit is buried, never run). What queues each kind and which lane runs it:
+ * src/outbox/README.md, "The job catalogue".
+ */
+
+/** The chat platforms a job may name; the core knows them by name only. */
+export const chatPlatforms = ['slack', 'discord'] as const;
+export type ChatPlatformName = (typeof chatPlatforms)[number];
+
+const proposalId = z.string().min(1);
+const platform = z.enum(chatPlatforms);
+
+/** A reminder or an escalation, as it is posted next to the proposal's message. */
+export const followUpKinds = ['remind', 'escalate'] as const;
+export type FollowUpKind = (typeof followUpKinds)[number];
+
+/**
+ * A click from Slack or Discord as it is stored before it is answered (src/outbox/inbox.ts): who,
+ * what, on which proposal, and what the form said. Slack's `response_url` and `trigger_id` are not
+ * kept (the outcome is told through the bot's own API, which works at any later time); Discord's
+ * interaction token is kept sealed only (src/discord/clicks.ts).
+ */
+const slackClickBase = { proposalId, userId: z.string().min(1), receivedAt: z.string() };
+const slackClick = z.discriminatedUnion('action', [
+  z.object({ action: z.enum(['approve', 'retry']), ...slackClickBase, channel: z.string().nullable() }),
+  z.object({ action: z.literal('reject'), ...slackClickBase, reason: z.string().nullable() }),
+  z.object({
+    action: z.literal('grant'),
+    ...slackClickBase,
+    grant: z.object({ durationMs: z.number().int().positive(), maxUses: z.number().int().positive().nullable(), bounded: z.boolean() }),
+  }),
+]);
+
+/** A value sealed with AES-256-GCM (src/idempotency/seal.ts): the interaction token of a stored Discord click. */
+const sealed = z.object({ v: z.literal(1), iv: z.string(), tag: z.string(), data: z.string() });
+const discordClickBase = {
+  proposalId,
+  decider: z.object({ identity: z.string(), memberOf: z.array(z.string()).optional(), via: z.string() }),
+  interaction: z.object({ id: z.string(), applicationId: z.string(), token: sealed }),
+  receivedAt: z.string(),
+};
+const discordClick = z.discriminatedUnion('action', [
+  z.object({ action: z.enum(['approve', 'retry']), ...discordClickBase }),
+  z.object({ action: z.literal('reject'), ...discordClickBase, reason: z.string().nullable() }),
+  z.object({
+    action: z.literal('grant'),
+    ...discordClickBase,
+    grant: z.object({ durationMs: z.number(), maxUses: z.number().nullable(), bounded: z.boolean() }),
+  }),
+]);
+
+/** Every job kind, by its stored name, and what its payload holds. */
+export const jobPayloadSchemas = {
+  /** Posts the proposal's message on a platform, or edits it to the proposal's state when it runs. */
+  'chat.sync': z.object({ proposalId, platform }),
+  /** POSTs the proposal's final state to the agent's `callbackUrl`. */
+  'callback.deliver': z.object({
+    proposalId,
+    status: z.enum(['committed', 'rejected', 'expired', 'cancelled'] satisfies FinalStatus[]),
+    // The callbacks lane's caps: at most so many of one agent's callbacks at once, and fewer
+    // towards one host. Rows queued before the per-agent cap existed have no `agentId`.
+    agentId: z.string().min(1).optional(),
+    /** `<agent id> <host:port>`: an agent's hanging receiver holds back its own callbacks only. */
+    destination: z.string().min(1),
+  }),
+  /** The `index`-th reminder of a proposal that waits (counted from 0). */
+  'proposal.remind': z.object({ proposalId, index: z.number().int().nonnegative().default(0) }),
+  /** The escalation of a proposal that still waits. */
+  'proposal.escalate': z.object({ proposalId }),
+  /** A reminder or escalation posted next to the proposal's message, after its edit. */
+  'chat.followup': z.object({
+    proposalId,
+    platform,
+    kind: z.enum(followUpKinds),
+    /** The identities pinged. */
+    mention: z.array(z.string()),
+    /** Where an escalation is also posted; null: next to the message only. */
+    channel: z.string().nullable(),
+  }),
+  'slack.click': slackClick,
+  'discord.click': discordClick,
+} as const;
+
+type Schemas = typeof jobPayloadSchemas;
+export type JobKind = keyof Schemas;
+
+/** Kind → payload as a handler receives it (parsed, defaults applied). */
+export type JobPayloads = { [K in JobKind]: z.output<Schemas[K]> };
+/** Kind → payload as it may be queued (before defaults). */
+export type JobPayloadInputs = { [K in JobKind]: z.input<Schemas[K]> };
+export type PayloadOf<K extends JobKind> = JobPayloads[K];
+
+export const jobKinds = Object.keys(jobPayloadSchemas) as JobKind[];
+
+export const isJobKind = (kind: string): kind is JobKind => Object.hasOwn(jobPayloadSchemas, kind);
+
+/** A job of one kind with its payload: `{ kind: 'chat.sync', payload: { proposalId, platform } } | …`. */
+export type JobOf<Payloads extends Record<JobKind, unknown>> = { [K in JobKind]: { kind: K; payload: Payloads[K] } }[JobKind];
+
+/** What a handler is told besides its payload. */
+export interface JobContext {
+  /** Aborted when the job's deadline passes: stop waiting on the outside world. */
+  signal: AbortSignal;
+  /** 1 on the first run; more when an earlier run failed, or its worker died before recording it. */
+  attempt: number;
+  jobId: number;
+}
+
+export type JobHandler<K extends JobKind = JobKind> = (payload: JobPayloads[K], context: JobContext) => Promise<void>;
+
+/** A handler for every kind: a handler whose payload type is not its kind's is a type error. */
+export type JobHandlers = { [K in JobKind]: JobHandler<K> };
+
+export type ParsedJob = JobOf<JobPayloads>;
+
+/** A stored payload checked against its kind's schema; `problem` names what does not fit (never a value). */
+export function parseJob(kind: JobKind, payload: unknown): { job: ParsedJob } | { problem: string } {
+  const parsed = jobPayloadSchemas[kind].safeParse(payload);
+  if (parsed.success) return { job: { kind, payload: parsed.data } as ParsedJob };
+  const problems = parsed.error.issues.map((issue) => `${issue.path.length > 0 ? issue.path.join('.') : 'payload'}: ${issue.message}`);
+  return { problem: `the stored payload of a ${kind} job does not fit its schema (${problems.join('; ')})` };
+}
+
+/** The handler of a parsed job, bound to its payload; undefined when none is registered for its kind. */
+export function boundHandler(handlers: Partial<JobHandlers>, job: ParsedJob): ((context: JobContext) => Promise<void>) | undefined {
+  // Sound: `parseJob` paired the payload with its own kind's schema, a pairing TypeScript does not
+  // follow through the union of kinds.
+  const handler = handlers[job.kind] as ((payload: ParsedJob['payload'], context: JobContext) => Promise<void>) | undefined;
+  return handler && ((context) => handler(job.payload, context));
+}
