@@ -76,8 +76,8 @@ export interface ApprovalCard {
    * it inline. Listed apart so a converter that must shorten the summary keeps them (`fitSummary`).
    */
   warnings: string[];
-  /** The status's own label, for a layout that shows it as a field ("Status"). */
-  statusLabel: string;
+  /** Labels of the parts a layout may show as fields: the status line, and the subtitle. */
+  labels: { status: string; subtitle: string };
   status: CardLine[];
   fields: CardField[];
   actions: CardAction[];
@@ -207,13 +207,22 @@ function automaticLine(view: ProposalMessageView, decision: NonNullable<Proposal
   };
 }
 
-/**
- * The card of a proposal: every word any channel shows about it, from `words` (the defaults unless a
- * test or a later translation hands in others).
- */
-export function approvalCard(view: ProposalMessageView, words: CardWords = CARD_WORDS): ApprovalCard {
+export interface ApprovalCardOptions {
+  /** The words to use: the defaults unless a test (or, one day, a translation) hands in others. */
+  words?: CardWords;
+  /**
+   * Whether a decision by a rule or a grant gets the compact layout (chat, where it is one line
+   * among many). The console's page of a proposal always wants every field.
+   */
+  compact?: boolean;
+}
+
+/** The card of a proposal: every word any channel shows about it. */
+export function approvalCard(view: ProposalMessageView, options: ApprovalCardOptions = {}): ApprovalCard {
+  const words = options.words ?? CARD_WORDS;
   const tone = toneOf(view);
-  const automatic = view.decision && isAutomaticDecider(view.decision.by) && view.approvals.length === 0 ? view.decision : null;
+  const automatic =
+    options.compact !== false && view.decision && isAutomaticDecider(view.decision.by) && view.approvals.length === 0 ? view.decision : null;
   const layout = automatic ? 'compact' : 'full';
   let status = statusLines(view, words);
   let notification = `${view.operation} (${words.states[tone]}): ${view.summary}`;
@@ -233,7 +242,7 @@ export function approvalCard(view: ProposalMessageView, words: CardWords = CARD_
     state: words.states[tone],
     summary: view.summary,
     warnings: summaryWarnings(view.summary),
-    statusLabel: words.fields.status,
+    labels: { status: words.fields.status, subtitle: words.fields.operation },
     status,
     fields: layout === 'full' ? fieldsOf(view, words) : [],
     actions: actionsOf(view, tone, words, layout),

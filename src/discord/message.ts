@@ -144,7 +144,7 @@ export function renderEmbed(view: ProposalMessageView): APIEmbed {
 /** The card as an embed: the status first, then the card's fields inline, within Discord's limits. */
 export function cardToEmbed(card: ApprovalCard): APIEmbed {
   const fields: APIEmbedField[] = [
-    { name: card.statusLabel, value: truncate(card.status.map(lineText).join('\n'), LIMIT.fieldValue) },
+    { name: card.labels.status, value: truncate(card.status.map(lineText).join('\n'), LIMIT.fieldValue) },
     ...card.fields.slice(0, LIMIT.fields - 1).map((field) => ({
       name: truncate(field.label, LIMIT.short),
       value: truncate(discordText(field.value), field.id === 'approvals' ? LIMIT.fieldValue : LIMIT.short),
