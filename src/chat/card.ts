@@ -221,8 +221,7 @@ export interface ApprovalCardOptions {
 export function approvalCard(view: ProposalMessageView, options: ApprovalCardOptions = {}): ApprovalCard {
   const words = options.words ?? CARD_WORDS;
   const tone = toneOf(view);
-  const automatic =
-    options.compact !== false && view.decision && isAutomaticDecider(view.decision.by) && view.approvals.length === 0 ? view.decision : null;
+  const automatic = options.compact !== false && view.decision && isAutomaticDecider(view.decision.by) && view.approvals.length === 0 ? view.decision : null;
   const layout = automatic ? 'compact' : 'full';
   let status = statusLines(view, words);
   let notification = `${view.operation} (${words.states[tone]}): ${view.summary}`;
@@ -258,7 +257,11 @@ export interface FollowUpCard {
   text: CardText;
 }
 
-export function followUpCard(view: ProposalMessageView, followUp: { kind: ChatFollowUp['kind']; mention: readonly string[] }, words: CardWords = CARD_WORDS): FollowUpCard {
+export function followUpCard(
+  view: ProposalMessageView,
+  followUp: { kind: ChatFollowUp['kind']; mention: readonly string[] },
+  words: CardWords = CARD_WORDS,
+): FollowUpCard {
   const w = words.followUp;
   const who: CardText =
     followUp.mention.length === 0

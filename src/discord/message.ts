@@ -7,7 +7,17 @@ import {
   type APIEmbedField,
   type APIAllowedMentions,
 } from 'discord.js';
-import { approvalCard, fitSummary, followUpCard, type ApprovalCard, type CardActionId, type CardLine, type CardText, type CardTone } from '../chat/card.js';
+import {
+  approvalCard,
+  fitSummary,
+  followUpCard,
+  type ApprovalCard,
+  type CardActionId,
+  type CardLine,
+  type CardText,
+  type CardTone,
+  type FollowUpCard,
+} from '../chat/card.js';
 import type { ProposalMessageView } from '../chat/types.js';
 
 /**
@@ -212,9 +222,12 @@ export interface FollowUpBody {
  * Discord users and roles named in the config: nothing the agent wrote can add a mention.
  */
 export function renderFollowUp(view: ProposalMessageView, followUp: { kind: 'remind' | 'escalate'; mention: readonly string[] }): FollowUpBody {
-  const users = followUp.mention.flatMap((identity) => /^discord:user:(\d{17,20})$/.exec(identity)?.[1] ?? []);
-  const roles = followUp.mention.flatMap((identity) => /^discord:role:(\d{17,20})$/.exec(identity)?.[1] ?? []);
-  const card = followUpCard(view, followUp);
+  return followUpToDiscord(followUpCard(view, followUp));
+}
+
+export function followUpToDiscord(card: FollowUpCard): FollowUpBody {
+  const users = card.mention.flatMap((identity) => /^discord:user:(\d{17,20})$/.exec(identity)?.[1] ?? []);
+  const roles = card.mention.flatMap((identity) => /^discord:role:(\d{17,20})$/.exec(identity)?.[1] ?? []);
   const content = `${card.kind === 'remind' ? '🔔' : '🚨'} ${discordText(card.text)}`;
   // Discord accepts at most 100 ids of each kind.
   return { content: truncate(content, CONTENT_LIMIT), allowed_mentions: { parse: [], users: users.slice(0, 100), roles: roles.slice(0, 100) } };

@@ -1,5 +1,16 @@
 import type { types } from '@slack/bolt';
-import { approvalCard, fitSummary, followUpCard, type ApprovalCard, type CardAction, type CardActionId, type CardLine, type CardText, type CardTone } from '../chat/card.js';
+import {
+  approvalCard,
+  fitSummary,
+  followUpCard,
+  type ApprovalCard,
+  type CardAction,
+  type CardActionId,
+  type CardLine,
+  type CardText,
+  type CardTone,
+  type FollowUpCard,
+} from '../chat/card.js';
 import type { ProposalMessageView } from '../chat/types.js';
 import { durationLabel } from '../config/duration.js';
 
@@ -168,9 +179,10 @@ function compactMessage(card: ApprovalCard): SlackMessage {
 
 /** A reminder or an escalation: who is asked, what waits, until when. */
 export function renderFollowUp(view: ProposalMessageView, followUp: { kind: 'remind' | 'escalate'; mention: string[] }): string {
-  const card = followUpCard(view, followUp);
-  return `${card.kind === 'remind' ? ':bell:' : ':rotating_light:'} ${slackText(card.text)}`;
+  return followUpToSlack(followUpCard(view, followUp));
 }
+
+export const followUpToSlack = (card: FollowUpCard): string => `${card.kind === 'remind' ? ':bell:' : ':rotating_light:'} ${slackText(card.text)}`;
 
 /** The decision trail, posted once as a thread reply when the proposal is final. */
 export function renderTrail(view: ProposalMessageView): string {

@@ -1,7 +1,7 @@
 import type { ApprovalCard, CardField, CardFieldId, CardText } from '../../chat/card.js';
 import type { ProposalMessageView } from '../../chat/types.js';
 import { html, type SafeHtml } from '../html.js';
-import { timeTag } from '../layout.js';
+import { countdown, statusBadge, timeTag } from '../layout.js';
 import type { ProposalItem } from './proposal-card.js';
 
 /**
@@ -77,3 +77,25 @@ export function factsOf(card: ApprovalCard, shown: readonly CardFieldId[]): Safe
 
 /** The card's label of an action; empty when the card offers none (and the console shows no such button). */
 export const actionLabel = (card: ApprovalCard, id: 'approve' | 'reject' | 'retry'): string => card.actions.find((action) => action.id === id)?.label ?? '';
+
+/** The card's head: its state, the operation, the confirmation type, and while pending a countdown. */
+export function cardHead(card: ApprovalCard, now: Date): SafeHtml {
+  const type = cardField(card, 'confirmationType');
+  const expiry = cardField(card, 'expiry')?.value.find((piece) => piece.type === 'time');
+  return html`<div class="card-head">
+    ${statusBadge(card.tone, card.state)}
+    <span class="chip" title="operation">${card.title}</span>
+    ${type ? html`<span class="chip chip-type">${cardHtml(type.value)}</span>` : ''}
+    ${card.tone === 'pending' && expiry?.type === 'time' ? countdown(expiry.at, now) : ''}
+  </div>`;
+}
+
+/** The card as a list item shows it: head, the summary linking to the proposal's page, the facts. */
+export function cardToHtml(card: ApprovalCard, now: Date): SafeHtml {
+  const open = card.actions.find((action) => action.id === 'open');
+  return html`${cardHead(card, now)}
+    <h2 class="summary" id="summary-${card.proposalId}"><a href="${open?.url ?? `/console/proposals/${card.proposalId}`}">${card.summary}</a></h2>
+    <dl class="facts">
+      ${factsOf(card, ['agent', 'cost', 'approvals'])} ${statusFact(card)}
+    </dl>`;
+}

@@ -2,8 +2,8 @@ import type { GrantBound } from '../../core/grants.js';
 import { approvalCard, type ApprovalCard } from '../../chat/card.js';
 import type { ApprovalRecord, ProposalRecord } from '../../core/model.js';
 import { html, type SafeHtml } from '../html.js';
-import { countdown, formFields, prettyJson, statusBadge, type Viewer } from '../layout.js';
-import { actionLabel, cardField, cardHtml, cardViewOf, factsOf, statusFact } from './card-html.js';
+import { formFields, prettyJson, type Viewer } from '../layout.js';
+import { actionLabel, cardToHtml, cardViewOf } from './card-html.js';
 import { approveForForm } from './grants.js';
 
 /** Whether the viewer may press Approve / Reject on a proposal, and if not, why (shown to them). */
@@ -59,28 +59,12 @@ export function decisionControls(item: ProposalItem, card: ApprovalCard, viewer:
   </div>`;
 }
 
-/** The card's head: its state, the operation, the confirmation type, and while pending a countdown. */
-export function cardHead(card: ApprovalCard, expiresAt: Date, now: Date): SafeHtml {
-  const type = cardField(card, 'confirmationType');
-  return html`<div class="card-head">
-    ${statusBadge(card.tone, card.state)}
-    <span class="chip" title="operation">${card.title}</span>
-    ${type ? html`<span class="chip chip-type">${cardHtml(type.value)}</span>` : ''}
-    ${card.tone === 'pending' ? countdown(expiresAt, now) : ''}
-  </div>`;
-}
-
 export function proposalCard(item: ProposalItem, viewer: Viewer, now: Date, returnTo: string): SafeHtml {
   const { proposal } = item;
   const id = proposal.id;
   const card = approvalCard(cardViewOf(item), { compact: false });
-  const open = card.actions.find((action) => action.id === 'open');
   return html`<article class="card proposal-card" id="card-${id}" data-id="${id}" data-version="${proposal.updatedAt.toISOString()}">
-    ${cardHead(card, proposal.expiresAt, now)}
-    <h2 class="summary" id="summary-${id}"><a href="${open?.url ?? `/console/proposals/${id}`}">${card.summary}</a></h2>
-    <dl class="facts">
-      ${factsOf(card, ['agent', 'cost', 'approvals'])} ${statusFact(card)}
-    </dl>
+    ${cardToHtml(card, now)}
     <details class="params">
       <summary>Params</summary>
       <pre><code>${prettyJson(proposal.params)}</code></pre>

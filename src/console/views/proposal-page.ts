@@ -3,8 +3,8 @@ import { approvalCard } from '../../chat/card.js';
 import type { AuditEventRecord } from '../../core/model.js';
 import { html, type SafeHtml } from '../html.js';
 import { prettyJson, timeTag, type Viewer } from '../layout.js';
-import { cardViewOf, factsOf, statusFact } from './card-html.js';
-import { cardHead, decisionControls, type ProposalItem } from './proposal-card.js';
+import { cardHead, cardViewOf, factsOf, statusFact } from './card-html.js';
+import { decisionControls, type ProposalItem } from './proposal-card.js';
 
 const EVENT_LABELS: Record<string, string> = {
   'proposal.created': 'Proposed',
@@ -99,7 +99,7 @@ export function proposalPage(input: {
   const card = approvalCard(cardViewOf(item), { compact: false });
   return html`<nav class="crumbs" aria-label="Breadcrumb"><a href="/console">Pending</a> / <a href="/console/history">History</a> / <span aria-current="page">${proposal.id}</span></nav>
     <article class="card detail" data-id="${proposal.id}">
-      ${cardHead(card, proposal.expiresAt, now)}
+      ${cardHead(card, now)}
       <h1 class="summary" id="summary-${proposal.id}">${card.summary}</h1>
       <dl class="facts">
         ${factsOf(card, ['agent', 'cost', 'expiry', 'approvals', 'proposal'])}
