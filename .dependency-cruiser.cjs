@@ -35,7 +35,7 @@ const ALLOWED = {
   http: ['lib', 'core', 'config', 'limits', 'tracing', 'idempotency', 'http-kit'],
   agp: ['lib', 'core', 'config', 'limits', 'tracing', 'idempotency', 'http-kit'],
   mcp: ['lib', 'core', 'config', 'limits', 'tracing', 'idempotency', 'executors', 'http-kit'],
-  console: ['lib', 'core', 'config', 'http-kit'],
+  console: ['lib', 'core', 'config', 'chat', 'http-kit'],
   slack: ['lib', 'core', 'config', 'chat', 'outbox', 'http-kit'],
   discord: ['lib', 'core', 'config', 'chat', 'outbox', 'idempotency', 'http-kit'],
   admin: ['lib', 'core', 'policy', 'config', 'audit', 'outbox', 'console'],

@@ -1,3 +1,4 @@
+import { CARD_WORDS, type CardTone } from '../chat/card-words.js';
 import type { ProposalStatus } from '../core/model.js';
 import { displaySafeJson } from '../config/display-text.js';
 import { html, type HtmlValue, type SafeHtml } from './html.js';
@@ -22,25 +23,24 @@ export interface PageOptions {
   body: HtmlValue;
 }
 
-/** Status is shown as a word and a symbol as well as a colour, so it never depends on colour alone. */
-const STATUS_LOOK: Record<ProposalStatus, { label: string; symbol: string }> = {
-  pending: { label: 'Pending', symbol: '◷' },
-  approved: { label: 'Approved', symbol: '✓' },
-  executing: { label: 'Executing', symbol: '↻' },
-  committed: { label: 'Committed', symbol: '✔' },
-  rejected: { label: 'Rejected', symbol: '✕' },
-  expired: { label: 'Expired', symbol: '◌' },
-  cancelled: { label: 'Cancelled', symbol: '⊘' },
+/** Each tone's symbol beside its name, so a state never depends on colour alone. */
+const TONE_SYMBOL: Record<CardTone, string> = {
+  pending: '◷',
+  approved: '✓',
+  executing: '↻',
+  committed: '✔',
+  rejected: '✕',
+  expired: '◌',
+  cancelled: '⊘',
+  failed: '!',
 };
 
-export const statusLabel = (status: ProposalStatus): string => STATUS_LOOK[status].label;
+/** A state's name, as the approval card words it (src/chat/card-words.ts). */
+export const statusLabel = (status: ProposalStatus): string => CARD_WORDS.states[status];
 
-export function statusBadge(status: ProposalStatus, failed = false): SafeHtml {
-  if (failed && status === 'approved') {
-    return html`<span class="badge status-failed"><span aria-hidden="true">!</span> Approved, execution failed</span>`;
-  }
-  const look = STATUS_LOOK[status];
-  return html`<span class="badge status-${status}"><span aria-hidden="true">${look.symbol}</span> ${look.label}</span>`;
+/** A state as a badge: the card's word for it (its `state`), a symbol, and a colour. */
+export function statusBadge(tone: CardTone, label: string = CARD_WORDS.states[tone]): SafeHtml {
+  return html`<span class="badge status-${tone}"><span aria-hidden="true">${TONE_SYMBOL[tone]}</span> ${label}</span>`;
 }
 
 /** Times are shown in UTC, always with the zone, so two people comparing notes agree. */

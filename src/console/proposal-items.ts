@@ -3,7 +3,7 @@ import { boundsFrom } from '../core/grants.js';
 import { operationFor, type AgentRecord, type ApprovalRecord, type ProposalRecord } from '../core/model.js';
 import { isFailedExecution } from '../core/outcome.js';
 import type { ConsoleQueries, ConsoleServices } from './ports.js';
-import type { Eligibility, ProposalItem } from './views/proposal-card.js';
+import type { Eligibility, ProposalItem } from './views/proposal-item.js';
 
 const PENDING_LIMIT = 200;
 

@@ -7,10 +7,18 @@ import {
   type APIEmbedField,
   type APIAllowedMentions,
 } from 'discord.js';
+import {
+  approvalCard,
+  fitSummary,
+  followUpCard,
+  type ApprovalCard,
+  type CardActionId,
+  type CardLine,
+  type CardText,
+  type CardTone,
+  type FollowUpCard,
+} from '../chat/card.js';
 import type { ProposalMessageView } from '../chat/types.js';
-import { durationLabel } from '../lib/duration.js';
-import { isAutomaticDecider } from '../core/model.js';
-import { isFailedExecution } from '../core/outcome.js';
 
 /**
  * The buttons twokey puts on a message (`grant` is "Approve for…"); the proposal id rides in the
@@ -29,7 +37,7 @@ export function parseCustomId(customId: string): { action: DiscordAction; propos
 }
 
 // Discord's embed limits: going over any of them turns the message into a 400 that no retry can fix.
-const LIMIT = { title: 256, description: 4096, fieldValue: 1024, footer: 256, short: 256, embed: 6000 } as const;
+const LIMIT = { title: 256, description: 4096, fieldValue: 1024, footer: 256, short: 256, embed: 6000, fields: 25 } as const;
 
 function truncate(text: string, max: number): string {
   return text.length <= max ? text : `${text.slice(0, max - 1)}…`;
@@ -54,7 +62,7 @@ export function renderIdentity(identity: string): string {
   return escapeDiscordMarkdown(identity);
 }
 
-const COLOUR = {
+const COLOUR: Record<CardTone, number> = {
   pending: 0xf1c40f,
   approved: 0x3498db,
   executing: 0x3498db,
@@ -63,127 +71,109 @@ const COLOUR = {
   rejected: 0xe74c3c,
   expired: 0x95a5a6,
   cancelled: 0x95a5a6,
-} as const;
+};
+
+/** Each tone's symbol: the state never relies on the embed's colour alone. */
+const TONE_EMOJI: Record<CardTone, string> = {
+  pending: '⏳',
+  approved: '✅',
+  executing: '⚙️',
+  committed: '✅',
+  rejected: '❌',
+  expired: '⌛',
+  cancelled: '🚫',
+  failed: '⚠️',
+};
 
 const unix = (date: Date): number => Math.floor(date.getTime() / 1000);
 
-function oneLine(value: unknown): string {
-  const text = typeof value === 'string' ? value : (JSON.stringify(value) ?? String(value));
-  return text.replace(/\s+/g, ' ').trim();
-}
+const oneLine = (text: string): string => text.replace(/\s+/g, ' ').trim();
 
 /**
  * Results and errors are machine text (JSON, an executor's message): shown verbatim in a code span,
  * where Discord renders no markdown. A code span cannot hold a backtick, so those are swapped.
  */
-const codeSpan = (value: unknown, max: number): string => `\`${truncate(oneLine(value).replace(/`/g, 'ˋ'), max) || ' '}\``;
+const codeSpan = (value: string, max: number): string => `\`${truncate(oneLine(value).replace(/`/g, 'ˋ'), max) || ' '}\``;
 
-/** True after a failed execution: the proposal is back to approved, with the error kept. */
-const hasFailed = (view: ProposalMessageView): boolean => isFailedExecution(view);
+/** A decider or an id inside a code span, where Discord renders no markdown (a span cannot hold a backtick). */
+const codeText = (text: string): string => `\`${text.replace(/`/g, 'ˋ')}\``;
 
-/**
- * The state in words, so the message never relies on its colour alone (colour-blind readers, screen
- * readers, notification previews).
- */
-function statusLine(view: ProposalMessageView): string {
-  const approvals = `${view.approvals.length} of ${view.quorum}`;
-  const by = view.decision ? renderIdentity(view.decision.by) : 'unknown';
-  switch (view.status) {
-    case 'pending': {
-      const reminded = view.reminders ? `; reminded ${view.reminders}×` : '';
-      const escalated = view.escalatedAt ? `; escalated <t:${unix(view.escalatedAt)}:R>` : '';
-      return `⏳ **Pending**: waiting for approval (${approvals})${reminded}${escalated}`;
-    }
-    case 'approved':
-      return hasFailed(view)
-        ? `⚠️ **Execution failed**: ${codeSpan(view.error, 600)}\nStill approved; press Retry to run it again.`
-        : `✅ **Approved** by ${by}: waiting for execution`;
-    case 'executing':
-      return '⚙️ **Executing**';
-    case 'committed':
-      // The result only as the operation chose to show it (docs/discord.md); the whole of it is in the console.
-      return view.result === null ? '✅ **Committed**' : `✅ **Committed**: ${codeSpan(view.result, 600)}`;
-    case 'rejected': {
-      const reason = view.decision?.reason ? `: ${escapeDiscordMarkdown(truncate(oneLine(view.decision.reason), 600))}` : ' (no reason given)';
-      return `❌ **Rejected** by ${by}${reason}`;
-    }
-    case 'expired':
-      return `⌛ **Expired**: nobody approved it in time (${approvals})`;
-    case 'cancelled':
-      return '🚫 **Cancelled** by the agent';
-  }
+/** A card's line as Discord markdown: twokey's words as they are, everything else escaped or in a code span. */
+export function discordText(text: CardText): string {
+  return text
+    .map((piece) => {
+      switch (piece.type) {
+        case 'text':
+          return piece.text;
+        case 'strong':
+          return `**${escapeDiscordMarkdown(piece.text)}**`;
+        case 'value':
+          return escapeDiscordMarkdown(truncate(oneLine(piece.text), 600));
+        case 'verbatim':
+          return codeSpan(piece.text, 600);
+        case 'code':
+          return codeText(piece.text);
+        case 'identity':
+          return renderIdentity(piece.identity);
+        case 'time':
+          return `<t:${unix(piece.at)}:${piece.style === 'relative' ? 'R' : 'f'}>`;
+        case 'link':
+          // Angle brackets: a link without a preview card.
+          return `[${escapeDiscordMarkdown(piece.text)}](<${piece.url}>)`;
+      }
+    })
+    .join('');
 }
 
-function colourOf(view: ProposalMessageView): number {
-  return hasFailed(view) ? COLOUR.failed : COLOUR[view.status];
-}
+const lineText = (line: CardLine): string => `${line.tone ? `${TONE_EMOJI[line.tone]} ` : ''}${discordText(line.text)}`;
 
-function buttonsFor(view: ProposalMessageView): APIActionRowComponent<APIComponentInMessageActionRow>[] {
-  if (view.status === 'pending') {
-    return [
-      {
-        type: ComponentType.ActionRow,
-        components: [
-          { type: ComponentType.Button, style: ButtonStyle.Success, label: 'Approve', custom_id: customIdFor('approve', view.id) },
-          // Only where the operation allows grants (chat sync leaves the durations empty otherwise).
-          ...(view.grantDurationsMs && view.grantDurationsMs.length > 0
-            ? [
-                {
-                  type: ComponentType.Button as const,
-                  style: ButtonStyle.Primary as const,
-                  label: `Approve for ${durationLabel(view.grantDurationsMs[0] ?? 0)}…`,
-                  custom_id: customIdFor('grant', view.id),
-                },
-              ]
-            : []),
-          { type: ComponentType.Button, style: ButtonStyle.Danger, label: 'Reject', custom_id: customIdFor('reject', view.id) },
-        ],
-      },
-    ];
-  }
-  if (hasFailed(view)) {
-    return [
-      {
-        type: ComponentType.ActionRow,
-        components: [{ type: ComponentType.Button, style: ButtonStyle.Primary, label: 'Retry', custom_id: customIdFor('retry', view.id) }],
-      },
-    ];
-  }
+/** Discord's look of each card action; `open` is the embed's title link instead. */
+const BUTTON_STYLE: Partial<Record<CardActionId, ButtonStyle.Success | ButtonStyle.Primary | ButtonStyle.Danger>> = {
+  approve: ButtonStyle.Success,
+  grant: ButtonStyle.Primary,
+  reject: ButtonStyle.Danger,
+  retry: ButtonStyle.Primary,
+};
+
+function buttonsFor(card: ApprovalCard): APIActionRowComponent<APIComponentInMessageActionRow>[] {
+  const buttons = card.actions.flatMap((action) => {
+    const style = BUTTON_STYLE[action.id];
+    if (!style || action.id === 'open') return [];
+    return [{ type: ComponentType.Button as const, style, label: truncate(action.label, 80), custom_id: customIdFor(action.id, card.proposalId) }];
+  });
   // Final or in flight: nothing left to press. An empty array removes earlier buttons on edit.
-  return [];
+  return buttons.length === 0 ? [] : [{ type: ComponentType.ActionRow, components: buttons }];
 }
+
+const openUrl = (card: ApprovalCard): string | undefined => card.actions.find((action) => action.id === 'open')?.url;
 
 export function renderEmbed(view: ProposalMessageView): APIEmbed {
-  const approvers = view.approvals.map((a) => renderIdentity(a.approver)).join(', ');
+  return cardToEmbed(approvalCard(view));
+}
+
+/** The card as an embed: the status first, then the card's fields inline, within Discord's limits. */
+export function cardToEmbed(card: ApprovalCard): APIEmbed {
   const fields: APIEmbedField[] = [
-    { name: 'Status', value: truncate(statusLine(view), LIMIT.fieldValue) },
-    { name: 'Agent', value: truncate(escapeDiscordMarkdown(view.agent), LIMIT.short), inline: true },
-    { name: 'Confirmation type', value: view.confirmationType, inline: true },
-  ];
-  if (view.cost) fields.push({ name: 'Cost', value: truncate(escapeDiscordMarkdown(view.cost), LIMIT.short), inline: true });
-  fields.push(
-    view.status === 'pending'
-      ? { name: 'Expires', value: `<t:${unix(view.expiresAt)}:R>`, inline: true }
-      : { name: 'Expiry', value: `<t:${unix(view.expiresAt)}:f>`, inline: true },
-    {
-      name: 'Approvals',
-      value: truncate(`${view.approvals.length} of ${view.quorum}${approvers ? `: ${approvers}` : ''}`, LIMIT.fieldValue),
+    { name: card.labels.status, value: truncate(card.status.map(lineText).join('\n'), LIMIT.fieldValue) },
+    ...card.fields.slice(0, LIMIT.fields - 1).map((field) => ({
+      name: truncate(field.label, LIMIT.short),
+      value: truncate(discordText(field.value), field.id === 'approvals' ? LIMIT.fieldValue : LIMIT.short),
       inline: true,
-    },
-    { name: 'Proposal', value: `\`${view.id}\``, inline: true },
-  );
-  const title = truncate(view.operation, LIMIT.title);
-  const footer = truncate(view.description, LIMIT.footer);
+    })),
+  ];
+  const title = truncate(card.title, LIMIT.title);
+  const footer = truncate(card.subtitle, LIMIT.footer);
   // The summary gets what the rest leaves of the 6000 characters the whole embed may hold.
   const used = title.length + footer.length + fields.reduce((sum, field) => sum + field.name.length + field.value.length, 0);
   const embed: APIEmbed = {
     title,
-    description: truncate(escapeDiscordMarkdown(view.summary), Math.min(LIMIT.description, LIMIT.embed - used)),
-    color: colourOf(view),
+    description: fitSummary(card, Math.min(LIMIT.description, LIMIT.embed - used), escapeDiscordMarkdown),
+    color: COLOUR[card.tone],
     fields,
     footer: { text: footer },
   };
-  if (view.consoleUrl) embed.url = view.consoleUrl;
+  const url = openUrl(card);
+  if (url) embed.url = url;
   return embed;
 }
 
@@ -196,32 +186,26 @@ export interface DiscordMessageBody {
 
 /** The whole message body; the same for the first post and every edit, so an edit replaces everything. */
 export function renderMessage(view: ProposalMessageView): DiscordMessageBody {
-  if (view.decision && isAutomaticDecider(view.decision.by) && view.approvals.length === 0) return renderAutomaticDecision(view, view.decision);
+  return cardToDiscord(approvalCard(view));
+}
+
+export function cardToDiscord(card: ApprovalCard): DiscordMessageBody {
   return {
-    embeds: [renderEmbed(view)],
-    components: buttonsFor(view),
+    embeds: [card.layout === 'compact' ? compactEmbed(card) : cardToEmbed(card)],
+    components: buttonsFor(card),
     // Mentions in the embed render names; this makes sure nothing in the message ever pings anyone.
     allowed_mentions: { parse: [] },
   };
 }
 
-/** A decider or an id inside a code span, where Discord renders no markdown (a span cannot hold a backtick). */
-const codeText = (text: string): string => `\`${text.replace(/`/g, 'ˋ')}\``;
-
-/**
- * A decision no human made (a policy rule or a grant): one compact line, never buttons, saying which
- * rule or grant decided and why, then the outcome as it changes.
- */
-function renderAutomaticDecision(view: ProposalMessageView, decision: NonNullable<ProposalMessageView['decision']>): DiscordMessageBody {
-  const denied = view.status === 'rejected';
-  const by = decision.by.startsWith('grant:') ? `grant ${codeText(decision.by.slice(6))}` : `rule ${codeText(decision.by)}`;
-  const why = decision.reason ? ` (${escapeDiscordMarkdown(truncate(oneLine(decision.reason), 300))})` : '';
-  const outcome = denied || (view.status === 'approved' && !hasFailed(view)) ? '' : `\n${statusLine(view)}`;
-  const line = `${denied ? '❌' : '✅'} ${codeText(view.id)} ${denied ? 'auto-denied' : 'auto-approved'} by ${by}${why} for ${escapeDiscordMarkdown(view.agent)}.`;
-  const description = truncate(`${line}${outcome}\n${escapeDiscordMarkdown(view.summary)}`, LIMIT.description);
-  const embed: APIEmbed = { title: truncate(view.operation, LIMIT.title), description, color: colourOf(view) };
-  if (view.consoleUrl) embed.url = view.consoleUrl;
-  return { embeds: [embed], components: [], allowed_mentions: { parse: [] } };
+/** A decision no human made: its line, the outcome as it changes, then the summary; never fields. */
+function compactEmbed(card: ApprovalCard): APIEmbed {
+  const lines = card.status.map(lineText).join('\n');
+  const description = truncate(`${lines}\n${escapeDiscordMarkdown(card.summary)}`, LIMIT.description);
+  const embed: APIEmbed = { title: truncate(card.title, LIMIT.title), description, color: COLOUR[card.tone] };
+  const url = openUrl(card);
+  if (url) embed.url = url;
+  return embed;
 }
 
 /** Discord's limit on a message's text. */
@@ -238,14 +222,13 @@ export interface FollowUpBody {
  * Discord users and roles named in the config: nothing the agent wrote can add a mention.
  */
 export function renderFollowUp(view: ProposalMessageView, followUp: { kind: 'remind' | 'escalate'; mention: readonly string[] }): FollowUpBody {
-  const users = followUp.mention.flatMap((identity) => /^discord:user:(\d{17,20})$/.exec(identity)?.[1] ?? []);
-  const roles = followUp.mention.flatMap((identity) => /^discord:role:(\d{17,20})$/.exec(identity)?.[1] ?? []);
-  const who = followUp.mention.map(renderIdentity).join(' ') || 'the approvers';
-  const missing = Math.max(0, view.quorum - view.approvals.length);
-  const what = `**${escapeDiscordMarkdown(view.operation)}** (${codeText(view.id)}) by ${escapeDiscordMarkdown(view.agent)} still waits for ${missing} approval${missing === 1 ? '' : 's'}; it expires <t:${unix(view.expiresAt)}:R> and then does not run.`;
-  // Angle brackets: a link without a preview card.
-  const link = view.consoleUrl ? ` [Open it](<${view.consoleUrl}>)` : '';
-  const content = followUp.kind === 'remind' ? `🔔 Reminder ${who}: ${what}${link}` : `🚨 Escalated to ${who}, who may now decide: ${what}${link}`;
+  return followUpToDiscord(followUpCard(view, followUp));
+}
+
+export function followUpToDiscord(card: FollowUpCard): FollowUpBody {
+  const users = card.mention.flatMap((identity) => /^discord:user:(\d{17,20})$/.exec(identity)?.[1] ?? []);
+  const roles = card.mention.flatMap((identity) => /^discord:role:(\d{17,20})$/.exec(identity)?.[1] ?? []);
+  const content = `${card.kind === 'remind' ? '🔔' : '🚨'} ${discordText(card.text)}`;
   // Discord accepts at most 100 ids of each kind.
   return { content: truncate(content, CONTENT_LIMIT), allowed_mentions: { parse: [], users: users.slice(0, 100), roles: roles.slice(0, 100) } };
 }

@@ -1,6 +1,17 @@
 import type { types } from '@slack/bolt';
+import {
+  approvalCard,
+  fitSummary,
+  followUpCard,
+  type ApprovalCard,
+  type CardAction,
+  type CardActionId,
+  type CardLine,
+  type CardText,
+  type CardTone,
+  type FollowUpCard,
+} from '../chat/card.js';
 import type { ProposalMessageView } from '../chat/types.js';
-import { isFailedExecution } from '../core/outcome.js';
 import { durationLabel } from '../lib/duration.js';
 
 /** The action and callback ids Slack sends back; docs/api.md (Chat endpoints) fixes the first two. */
@@ -63,33 +74,8 @@ function mrkdwn(text: string): types.MrkdwnElement {
   return { type: 'mrkdwn', text };
 }
 
-function oneLine(text: string): string {
-  return truncate(text.replace(/\s+/g, ' '), 300);
-}
-
-const failedExecution = (view: ProposalMessageView) => isFailedExecution(view);
-
-function headline(view: ProposalMessageView): string {
-  if (failedExecution(view)) return 'execution failed';
-  switch (view.status) {
-    case 'pending':
-      return 'approval needed';
-    case 'approved':
-      return 'approved';
-    case 'executing':
-      return 'executing';
-    case 'committed':
-      return 'committed';
-    case 'rejected':
-      return 'rejected';
-    case 'expired':
-      return 'expired';
-    case 'cancelled':
-      return 'cancelled';
-  }
-}
-
-const STATUS_EMOJI: Record<ProposalMessageView['status'], string> = {
+/** Each tone's symbol, so a state never relies on words alone in a busy channel. */
+const TONE_EMOJI: Record<CardTone, string> = {
   pending: ':hourglass_flowing_sand:',
   approved: ':large_green_circle:',
   executing: ':gear:',
@@ -97,79 +83,62 @@ const STATUS_EMOJI: Record<ProposalMessageView['status'], string> = {
   rejected: ':no_entry:',
   expired: ':hourglass:',
   cancelled: ':heavy_multiplication_x:',
+  failed: ':warning:',
 };
 
-/** One line saying where the proposal stands and who put it there. */
-function statusLine(view: ProposalMessageView): string {
-  const by = view.decision ? formatIdentity(view.decision.by) : 'someone';
-  if (failedExecution(view)) {
-    return `:warning: *Execution failed:* ${escapeMrkdwn(truncate(view.error ?? '', 1000))}\nThe approval stands and the confirmation token is unused: *Retry* runs the operation again.`;
-  }
-  switch (view.status) {
-    case 'pending': {
-      const missing = Math.max(0, view.quorum - view.approvals.length);
-      const reminded = view.reminders ? ` Reminded ${view.reminders}×.` : '';
-      const escalated = view.escalatedAt ? ` Escalated ${slackDate(view.escalatedAt)}.` : '';
-      return `${STATUS_EMOJI.pending} Waiting for ${missing} more approval${missing === 1 ? '' : 's'}.${reminded}${escalated}`;
-    }
-    case 'approved':
-      return `${STATUS_EMOJI.approved} *Approved* by ${by}.`;
-    case 'executing':
-      return `${STATUS_EMOJI.executing} *Approved* by ${by}; executing…`;
-    case 'committed':
-      // The result only as the operation chose to show it (docs/slack.md); the whole of it is in the console.
-      return `${STATUS_EMOJI.committed} *Committed.*${view.result === null ? '' : ` Result: ${escapeMrkdwn(oneLine(view.result))}`}`;
-    case 'rejected': {
-      const reason = view.decision?.reason;
-      return `${STATUS_EMOJI.rejected} *Rejected* by ${by}${reason ? `: “${escapeMrkdwn(reason)}”` : ' (no reason given)'}.`;
-    }
-    case 'expired':
-      return `${STATUS_EMOJI.expired} *Expired* before enough approvals arrived. Nothing was run.`;
-    case 'cancelled':
-      return `${STATUS_EMOJI.cancelled} *Cancelled* by the agent. Nothing was run.`;
-  }
+/** A card's line as mrkdwn: every piece escaped; only twokey's own markup formats. */
+export function slackText(text: CardText): string {
+  return text
+    .map((piece) => {
+      switch (piece.type) {
+        case 'text':
+        case 'value':
+          return escapeMrkdwn(piece.text);
+        case 'verbatim':
+          return escapeMrkdwn(truncate(piece.text.replace(/\s+/g, ' '), 1000));
+        case 'strong':
+          return `*${escapeMrkdwn(piece.text)}*`;
+        case 'code':
+          return `\`${escapeMrkdwn(piece.text)}\``;
+        case 'identity':
+          return formatIdentity(piece.identity);
+        case 'time':
+          return slackDate(piece.at);
+        case 'link':
+          return `<${piece.url}|${escapeMrkdwn(piece.text)}>`;
+      }
+    })
+    .join('');
 }
 
-function approvalsText(view: ProposalMessageView): string {
-  const names = view.approvals.map((a) => formatIdentity(a.approver)).join(', ');
-  return `${view.approvals.length} of ${view.quorum}${names ? `: ${names}` : ''}`;
-}
+const lineText = (line: CardLine): string => `${line.tone ? `${TONE_EMOJI[line.tone]} ` : ''}${slackText(line.text)}`;
 
-function approveButton(view: ProposalMessageView, actionId: string, label: string): types.Button {
-  const button: types.Button = { type: 'button', action_id: actionId, text: plain(label), style: 'primary', value: view.id };
-  // A payment is the one decision worth a second look before it leaves the channel.
-  if (view.confirmationType === 'payment') {
-    button.confirm = {
-      title: plain(actionId === RETRY_ACTION ? 'Retry this payment?' : 'Approve this payment?'),
+/** The action ids Slack sends back; `open` is a link, not a button. */
+const ACTION_IDS: Partial<Record<CardActionId, string>> = { approve: APPROVE_ACTION, grant: GRANT_ACTION, reject: REJECT_ACTION, retry: RETRY_ACTION };
+
+function button(card: ApprovalCard, action: CardAction, actionId: string): types.Button {
+  const element: types.Button = { type: 'button', action_id: actionId, text: plain(action.label), value: card.proposalId };
+  if (action.style !== 'default') element.style = action.style;
+  if (action.confirm) {
+    element.confirm = {
+      title: plain(action.confirm.title),
       // plain_text like the summary section: nothing the agent chose may format the last look before a payment.
-      text: { type: 'plain_text', text: truncate(view.summary, LIMITS.confirmText), emoji: false },
-      confirm: plain(label),
-      deny: plain('Cancel'),
+      text: { type: 'plain_text', text: fitSummary({ summary: action.confirm.text, warnings: card.warnings }, LIMITS.confirmText), emoji: false },
+      confirm: plain(action.confirm.confirm),
+      deny: plain(action.confirm.deny),
       style: 'primary',
     };
   }
-  return button;
+  return element;
 }
 
-function actions(view: ProposalMessageView): types.ActionsBlock | null {
-  if (view.status === 'pending') {
-    return {
-      type: 'actions',
-      block_id: 'twokey_decision',
-      elements: [
-        approveButton(view, APPROVE_ACTION, 'Approve'),
-        ...(view.grantDurationsMs && view.grantDurationsMs.length > 0
-          ? [{ type: 'button' as const, action_id: GRANT_ACTION, text: plain(`Approve for ${durationLabel(view.grantDurationsMs[0] ?? 0)}…`), value: view.id }]
-          : []),
-        { type: 'button', action_id: REJECT_ACTION, text: plain('Reject'), style: 'danger', value: view.id },
-      ],
-    };
-  }
-  if (failedExecution(view)) {
-    return { type: 'actions', block_id: 'twokey_retry', elements: [approveButton(view, RETRY_ACTION, 'Retry')] };
-  }
-  // Any other state has nothing left for a human to decide: no buttons.
-  return null;
+function actions(card: ApprovalCard): types.ActionsBlock | null {
+  const buttons = card.actions.flatMap((action) => {
+    const actionId = ACTION_IDS[action.id];
+    return actionId ? [button(card, action, actionId)] : [];
+  });
+  if (buttons.length === 0) return null;
+  return { type: 'actions', block_id: card.tone === 'failed' ? 'twokey_retry' : 'twokey_decision', elements: buttons };
 }
 
 /**
@@ -177,59 +146,43 @@ function actions(view: ProposalMessageView): types.ActionsBlock | null {
  * operation's template, the button values are the proposal id, and the token is never in the view.
  */
 export function renderProposalMessage(view: ProposalMessageView): SlackMessage {
-  if (view.decision && /^(policy|grant):/.test(view.decision.by) && view.approvals.length === 0) return renderAutomaticDecision(view, view.decision);
-  const fields: types.MrkdwnElement[] = [
-    mrkdwn(`*Agent*\n${escapeMrkdwn(view.agent)}`),
-    mrkdwn(`*Confirmation type*\n${view.confirmationType}`),
-    ...(view.cost ? [mrkdwn(`*Cost*\n${escapeMrkdwn(view.cost)}`)] : []),
-    mrkdwn(`*${view.status === 'expired' ? 'Expired' : 'Expires'}*\n${slackDate(view.expiresAt)}`),
-    mrkdwn(`*Approvals*\n${approvalsText(view)}`),
-    mrkdwn(`*Proposal*\n\`${escapeMrkdwn(view.id)}\``),
-  ].map((field) => ({ ...field, text: truncate(field.text, LIMITS.field) }));
-
-  const blocks: types.KnownBlock[] = [{ type: 'header', text: plain(truncate(`${view.operation}: ${headline(view)}`, LIMITS.header)) }];
-  if (view.description) blocks.push({ type: 'context', elements: [plain(truncate(view.description, LIMITS.field))] });
-  // plain_text: the summary embeds agent-chosen params, so nothing in it may format, link or mention.
-  blocks.push({ type: 'section', text: { type: 'plain_text', text: truncate(view.summary, LIMITS.sectionText), emoji: false } });
-  blocks.push({ type: 'section', fields });
-  blocks.push({ type: 'section', text: mrkdwn(truncate(statusLine(view), LIMITS.sectionText)) });
-  const buttons = actions(view);
-  if (buttons) blocks.push(buttons);
-  if (view.consoleUrl) {
-    blocks.push({ type: 'context', elements: [mrkdwn(`<${view.consoleUrl}|Open proposal ${escapeMrkdwn(view.id)} in the twokey console>`)] });
-  }
-  return {
-    text: truncate(`${view.operation} (${headline(view)}): ${escapeMrkdwn(view.summary)}`, LIMITS.sectionText),
-    blocks,
-  };
+  return cardToBlockKit(approvalCard(view));
 }
 
-/**
- * A decision no human made (a policy rule or a grant): one compact message, never buttons, saying
- * which rule or grant decided and why, then the outcome as it changes.
- */
-function renderAutomaticDecision(view: ProposalMessageView, decision: NonNullable<ProposalMessageView['decision']>): SlackMessage {
-  const denied = view.status === 'rejected';
-  const verb = denied ? 'auto-denied' : 'auto-approved';
-  const by = decision.by.startsWith('grant:') ? `grant \`${escapeMrkdwn(decision.by.slice(6))}\`` : `rule \`${escapeMrkdwn(decision.by)}\``;
-  const why = decision.reason ? ` (${escapeMrkdwn(truncate(decision.reason, 300))})` : '';
-  const outcome = denied || (view.status === 'approved' && !failedExecution(view)) ? '' : `\n${statusLine(view)}`;
-  const head = `${denied ? STATUS_EMOJI.rejected : STATUS_EMOJI.committed} *${escapeMrkdwn(view.operation)}* (\`${escapeMrkdwn(view.id)}\`) ${verb} by ${by}${why} for ${escapeMrkdwn(view.agent)}.`;
+/** The card as Block Kit: layout, escaping and Slack's limits; the words are the card's. */
+export function cardToBlockKit(card: ApprovalCard): SlackMessage {
+  if (card.layout === 'compact') return compactMessage(card);
+  const fields = card.fields.map((field) => mrkdwn(truncate(`*${escapeMrkdwn(field.label)}*\n${slackText(field.value)}`, LIMITS.field)));
+  const blocks: types.KnownBlock[] = [{ type: 'header', text: plain(truncate(`${card.title}: ${card.state}`, LIMITS.header)) }];
+  if (card.subtitle) blocks.push({ type: 'context', elements: [plain(truncate(card.subtitle, LIMITS.field))] });
+  // plain_text: the summary embeds agent-chosen params, so nothing in it may format, link or mention.
+  blocks.push({ type: 'section', text: { type: 'plain_text', text: fitSummary(card, LIMITS.sectionText), emoji: false } });
+  blocks.push({ type: 'section', fields });
+  blocks.push({ type: 'section', text: mrkdwn(truncate(card.status.map(lineText).join('\n'), LIMITS.sectionText)) });
+  const buttons = actions(card);
+  if (buttons) blocks.push(buttons);
+  const open = card.actions.find((action) => action.id === 'open' && action.url);
+  if (open?.url) blocks.push({ type: 'context', elements: [mrkdwn(slackText([{ type: 'link', text: open.label, url: open.url }]))] });
+  return { text: truncate(escapeMrkdwn(card.notification), LIMITS.sectionText), blocks };
+}
+
+/** A decision no human made: one section, never buttons, then the summary as plain text. */
+function compactMessage(card: ApprovalCard): SlackMessage {
+  const [head, ...outcome] = card.status;
+  const first = head ? `${head.tone ? `${TONE_EMOJI[head.tone]} ` : ''}*${escapeMrkdwn(card.title)}* ${slackText(head.text)}` : '';
   const blocks: types.KnownBlock[] = [
-    { type: 'section', text: mrkdwn(truncate(`${head}${outcome}`, LIMITS.sectionText)) },
-    { type: 'context', elements: [{ type: 'plain_text', text: truncate(view.summary, LIMITS.field), emoji: false }] },
+    { type: 'section', text: mrkdwn(truncate([first, ...outcome.map(lineText)].join('\n'), LIMITS.sectionText)) },
+    { type: 'context', elements: [{ type: 'plain_text', text: fitSummary(card, LIMITS.field), emoji: false }] },
   ];
-  return { text: truncate(`${view.operation} ${verb}: ${escapeMrkdwn(view.summary)}`, LIMITS.sectionText), blocks };
+  return { text: truncate(escapeMrkdwn(card.notification), LIMITS.sectionText), blocks };
 }
 
 /** A reminder or an escalation: who is asked, what waits, until when. */
 export function renderFollowUp(view: ProposalMessageView, followUp: { kind: 'remind' | 'escalate'; mention: string[] }): string {
-  const who = followUp.mention.map(formatIdentity).join(' ');
-  const missing = Math.max(0, view.quorum - view.approvals.length);
-  const what = `*${escapeMrkdwn(view.operation)}* (\`${escapeMrkdwn(view.id)}\`) by ${escapeMrkdwn(view.agent)} still waits for ${missing} approval${missing === 1 ? '' : 's'}; it expires ${slackDate(view.expiresAt)} and then does not run.`;
-  const link = view.consoleUrl ? ` <${view.consoleUrl}|Open it>` : '';
-  return followUp.kind === 'remind' ? `:bell: Reminder ${who}: ${what}${link}` : `:rotating_light: Escalated to ${who}, who may now decide: ${what}${link}`;
+  return followUpToSlack(followUpCard(view, followUp));
 }
+
+export const followUpToSlack = (card: FollowUpCard): string => `${card.kind === 'remind' ? ':bell:' : ':rotating_light:'} ${slackText(card.text)}`;
 
 /** The decision trail, posted once as a thread reply when the proposal is final. */
 export function renderTrail(view: ProposalMessageView): string {

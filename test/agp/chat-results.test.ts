@@ -155,7 +155,7 @@ describe.each(drivers)('an AGP order approved in chat commits (%s)', (driver) =>
 
   it("shows the operation's result template instead, when it has one", async () => {
     const { slackText, discordText } = await orderAndApprove('echo-short');
-    expect(slackText).toContain('Result: pending_confirmation, for argus');
+    expect(slackText).toContain('*Committed*: pending_confirmation, for argus');
     expect(discordText).toContain('pending_confirmation, for argus');
     expect(discordText).not.toContain('confirmationToken');
   });

@@ -157,7 +157,7 @@ describe.each(drivers)('results reach chat as a status, not a dump (%s)', (drive
       expectNoLeak(text);
       expect(text).not.toContain('refunded');
     }
-    expect(slackText).toContain('*Committed.*"');
+    expect(slackText).toContain(':white_check_mark: *Committed*"');
     expect(discordText).toContain('✅ **Committed**"');
     // Not through the harness's request(), whose scan would flag the keys the agent is meant to get back.
     const agentView = await twokey.app.inject({ method: 'GET', url: `/v1/proposals/${id}`, headers: { authorization: `Bearer ${apiKey}` } });

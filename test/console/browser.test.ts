@@ -97,7 +97,7 @@ describe('web console in a real browser', () => {
     const deletion = await twokey.propose(apiKey, 'delete_workspace', { workspace: 'staging-2019' });
     await twokey.services.proposals.approve(deletion.id, { identity: 'web:reviewer', via: 'web' });
     await page.locator(`#card-${mailing.id}`).waitFor({ timeout: 10_000 });
-    await page.locator(`#card-${deletion.id}`).getByText('1 of 2 approvals').waitFor({ timeout: 10_000 });
+    await page.locator(`#card-${deletion.id}`).getByText('1 of 2: web:reviewer').waitFor({ timeout: 10_000 });
     await page.locator(`#card-${deletion.id} details.reject-box summary`).click();
     await page.locator(`#reason-${deletion.id}`).fill('Keep it until the audit closes.');
     await page.screenshot({ path: `${RESULTS}console-pending.png`, fullPage: true });

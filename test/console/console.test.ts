@@ -283,7 +283,7 @@ describe.each(drivers)('web console over HTTP (%s)', (driver) => {
       expect((await twokey.form(url, { _csrf: operator.csrf }, { cookie: operator.cookie })).headers.location).toContain('done=approve');
       expect((await twokey.form(url, { _csrf: operator.csrf }, { cookie: operator.cookie })).headers.location).toContain('done=already');
       const page = await twokey.page(`/console/proposals/${proposal.id}`, operator.cookie);
-      expect(page.body).toContain('1 of 2 approvals');
+      expect(page.body).toContain('1 of 2: web:operator');
       expect(page.body).toContain('You approved; waiting for 1 more.');
       expect(await twokey.services.proposals.get(proposal.id)).toMatchObject({ status: 'pending' });
     });

@@ -51,7 +51,7 @@ describe.each(drivers)('reminders and escalation (%s)', (driver) => {
     await vi.waitFor(() => expect(texts(thread)).toHaveLength(1), WAIT);
     expect(texts(thread)[0]).toMatch(/^:bell: Reminder <@U0ALICE>: \*refund\*/);
     // The message itself shows it.
-    await vi.waitFor(() => expect(JSON.stringify(fake.callsTo('chat.update').at(-1)?.args.blocks)).toContain('Reminded 1×'), WAIT);
+    await vi.waitFor(() => expect(JSON.stringify(fake.callsTo('chat.update').at(-1)?.args.blocks)).toContain('reminded 1×'), WAIT);
 
     clock.advance(20 * MINUTE);
     await vi.waitFor(() => expect(texts(thread)).toHaveLength(2), WAIT);

@@ -40,11 +40,10 @@ describe('Slack proposal message', () => {
     expect(message.text).toContain('&lt;!channel&gt;');
   });
 
-  it('says "Committed." and shows a result only when the operation chose one', () => {
+  it('says "Committed" and shows a result only when the operation chose one', () => {
     const committed = (result: string | null) => mrkdwnTexts(renderProposalMessage(view({ status: 'committed', result })).blocks);
-    expect(committed(null)).toContain('*Committed.*"');
-    expect(committed(null)).not.toContain('Result');
-    expect(committed('refunded as re_1001')).toContain('*Committed.* Result: refunded as re_1001');
+    expect(committed(null)).toContain(':white_check_mark: *Committed*"');
+    expect(committed('refunded as re_1001')).toContain(':white_check_mark: *Committed*: refunded as re_1001"');
   });
 
   it("shows the expiry in each reader's time zone, with a fallback", () => {

@@ -1,8 +1,8 @@
-import { isFailedExecution } from '../../core/outcome.js';
+import { toneOf } from '../../chat/card.js';
 import { PROPOSAL_STATUSES, type ProposalStatus } from '../../core/model.js';
 import { html, type SafeHtml } from '../html.js';
 import { notice, statusBadge, timeTag } from '../layout.js';
-import type { ProposalItem } from './proposal-card.js';
+import type { ProposalItem } from './proposal-item.js';
 
 const STATUSES: readonly ProposalStatus[] = PROPOSAL_STATUSES;
 
@@ -33,7 +33,7 @@ export function historyPage(input: {
     const decided = proposal.decidedBy && !['pending'].includes(proposal.status) ? proposal.decidedBy : null;
     return html`<tr>
       <td data-label="Created">${timeTag(proposal.createdAt)}</td>
-      <td data-label="Status">${statusBadge(proposal.status, isFailedExecution(proposal))}</td>
+      <td data-label="Status">${statusBadge(toneOf(proposal))}</td>
       <td data-label="Summary" class="cell-summary"><a href="/console/proposals/${proposal.id}">${proposal.summary}</a></td>
       <td data-label="Agent">${agentName}</td>
       <td data-label="Operation"><span class="chip">${proposal.operation}</span></td>

@@ -1,46 +1,22 @@
-import type { GrantBound } from '../../core/grants.js';
-import { isFailedExecution } from '../../core/outcome.js';
-import type { ApprovalRecord, ProposalRecord } from '../../core/model.js';
+import { approvalCard, type ApprovalCard } from '../../chat/card.js';
 import { html, type SafeHtml } from '../html.js';
-import { countdown, formFields, prettyJson, statusBadge, type Viewer } from '../layout.js';
+import { formFields, prettyJson, type Viewer } from '../layout.js';
+import { actionLabel, cardToHtml, cardViewOf } from './card-html.js';
 import { approveForForm } from './grants.js';
-
-/** Whether the viewer may press Approve / Reject on a proposal, and if not, why (shown to them). */
-export type Eligibility = { can: true; approved: boolean } | { can: false; why: string };
-
-export interface ProposalItem {
-  proposal: ProposalRecord;
-  agentName: string;
-  description: string;
-  approvals: ApprovalRecord[];
-  eligibility: Eligibility;
-  /** "Approve for…" durations from the operation's `grants:`; empty when it allows none. */
-  grantDurationsMs: readonly number[];
-  /** The bounds a bounded grant given on this proposal would set: every declared param. */
-  grantBounds: readonly GrantBound[];
-}
-
-const approvalsText = (item: Pick<ProposalItem, 'approvals' | 'proposal'>): string =>
-  `${item.approvals.length} of ${item.proposal.quorum} approval${item.proposal.quorum === 1 ? '' : 's'}`;
-
-export function approvalsLine(item: ProposalItem): SafeHtml {
-  const names = item.approvals.map((a) => a.approver).join(', ');
-  return html`<span class="approvals"><strong>${approvalsText(item)}</strong>${names ? html` <span class="muted">(${names})</span>` : ''}</span>`;
-}
+import type { ProposalItem } from './proposal-item.js';
 
 /** Approve, Reject with a reason, or the reason the viewer cannot: plain forms, no script needed. */
-export function decisionControls(item: ProposalItem, viewer: Viewer, returnTo: string): SafeHtml {
+export function decisionControls(item: ProposalItem, card: ApprovalCard, viewer: Viewer, returnTo: string): SafeHtml {
   const { proposal, eligibility } = item;
   const id = proposal.id;
-  const failed = isFailedExecution(proposal);
-  // A final proposal has nothing left to decide, for anyone.
-  if (proposal.status !== 'pending' && !failed) return html``;
+  // A final proposal has nothing left to decide, for anyone: the card offers no decision.
+  if (!card.actions.some((action) => action.id === 'approve' || action.id === 'retry')) return html``;
   if (!eligibility.can) return html`<p class="why">${eligibility.why}</p>`;
-  if (failed) {
+  if (card.tone === 'failed') {
     return html`<div class="actions">
       <form method="post" action="/console/proposals/${id}/retry" class="inline">
         ${formFields(viewer, returnTo)}
-        <button type="submit" class="btn btn-primary" aria-describedby="summary-${id}">Retry execution</button>
+        <button type="submit" class="btn btn-primary" aria-describedby="summary-${id}">${actionLabel(card, 'retry')}</button>
       </form>
     </div>`;
   }
@@ -50,12 +26,13 @@ export function decisionControls(item: ProposalItem, viewer: Viewer, returnTo: s
         ? html`<p class="done-note"><span aria-hidden="true">✓</span> You approved; waiting for ${proposal.quorum - item.approvals.length} more.</p>`
         : html`<form method="post" action="/console/proposals/${id}/approve" class="inline">
           ${formFields(viewer, returnTo)}
-          <button type="submit" class="btn btn-approve" aria-describedby="summary-${id}">Approve</button>
+          <button type="submit" class="btn btn-approve" aria-describedby="summary-${id}">${actionLabel(card, 'approve')}</button>
         </form>
         ${item.grantDurationsMs.length > 0 ? approveForForm(proposal, item.grantDurationsMs, item.grantBounds, viewer, returnTo) : ''}`
     }
     <details class="reject-box">
-      <summary class="btn btn-reject-outline" aria-describedby="summary-${id}">Reject…</summary>
+      <!-- The ellipsis marks a disclosure: the form opens in place, as the chat buttons open theirs. -->
+      <summary class="btn btn-reject-outline" aria-describedby="summary-${id}">${actionLabel(card, 'reject')}…</summary>
       <form method="post" action="/console/proposals/${id}/reject" class="reject-form">
         ${formFields(viewer, returnTo)}
         <label for="reason-${id}">Reason <span class="muted">(optional; the agent sees it)</span></label>
@@ -69,26 +46,14 @@ export function decisionControls(item: ProposalItem, viewer: Viewer, returnTo: s
 export function proposalCard(item: ProposalItem, viewer: Viewer, now: Date, returnTo: string): SafeHtml {
   const { proposal } = item;
   const id = proposal.id;
+  const card = approvalCard(cardViewOf(item), { compact: false });
   return html`<article class="card proposal-card" id="card-${id}" data-id="${id}" data-version="${proposal.updatedAt.toISOString()}">
-    <div class="card-head">
-      ${statusBadge(proposal.status, isFailedExecution(proposal))}
-      <span class="chip" title="operation">${proposal.operation}</span>
-      <span class="chip chip-type">${proposal.confirmationType}</span>
-      ${proposal.status === 'pending' ? countdown(proposal.expiresAt, now) : ''}
-    </div>
-    <h2 class="summary" id="summary-${id}"><a href="/console/proposals/${id}">${proposal.summary}</a></h2>
-    <dl class="facts">
-      <div><dt>Agent</dt><dd>${item.agentName}</dd></div>
-      <div><dt>Operation</dt><dd>${item.description}</dd></div>
-      ${proposal.cost ? html`<div><dt>Cost</dt><dd>${proposal.cost}</dd></div>` : ''}
-      <div><dt>Approvals</dt><dd>${approvalsLine(item)}</dd></div>
-      ${proposal.error ? html`<div class="fact-wide"><dt>Execution error</dt><dd class="error-text">${proposal.error}</dd></div>` : ''}
-    </dl>
+    ${cardToHtml(card, now)}
     <details class="params">
       <summary>Params</summary>
       <pre><code>${prettyJson(proposal.params)}</code></pre>
     </details>
-    ${decisionControls(item, viewer, returnTo)}
+    ${decisionControls(item, card, viewer, returnTo)}
   </article>`;
 }
 

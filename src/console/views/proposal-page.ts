@@ -1,9 +1,11 @@
 import type { ChainVerdict } from '../../core/audit-chain.js';
-import { isFailedExecution } from '../../core/outcome.js';
+import { approvalCard } from '../../chat/card.js';
 import type { AuditEventRecord } from '../../core/model.js';
 import { html, type SafeHtml } from '../html.js';
-import { countdown, prettyJson, statusBadge, timeTag, type Viewer } from '../layout.js';
-import { approvalsLine, decisionControls, type ProposalItem } from './proposal-card.js';
+import { prettyJson, timeTag, type Viewer } from '../layout.js';
+import { cardHead, cardViewOf, factsOf, statusFact } from './card-html.js';
+import { decisionControls } from './proposal-card.js';
+import type { ProposalItem } from './proposal-item.js';
 
 const EVENT_LABELS: Record<string, string> = {
   'proposal.created': 'Proposed',
@@ -95,27 +97,18 @@ export function proposalPage(input: {
           proposal.decisionReason ? html`<div class="reason">Reason: “${proposal.decisionReason}”</div>` : ''
         }</dd></div>`
       : '';
+  const card = approvalCard(cardViewOf(item), { compact: false });
   return html`<nav class="crumbs" aria-label="Breadcrumb"><a href="/console">Pending</a> / <a href="/console/history">History</a> / <span aria-current="page">${proposal.id}</span></nav>
     <article class="card detail" data-id="${proposal.id}">
-      <div class="card-head">
-        ${statusBadge(proposal.status, isFailedExecution(proposal))}
-        <span class="chip">${proposal.operation}</span>
-        <span class="chip chip-type">${proposal.confirmationType}</span>
-        ${proposal.status === 'pending' ? countdown(proposal.expiresAt, now) : ''}
-      </div>
-      <h1 class="summary" id="summary-${proposal.id}">${proposal.summary}</h1>
+      ${cardHead(card, now)}
+      <h1 class="summary" id="summary-${proposal.id}">${card.summary}</h1>
       <dl class="facts">
-        <div><dt>Proposal</dt><dd><code>${proposal.id}</code></dd></div>
-        <div><dt>Agent</dt><dd>${item.agentName}</dd></div>
-        <div><dt>Operation</dt><dd>${item.description}</dd></div>
+        ${factsOf(card, ['agent', 'cost', 'expiry', 'approvals', 'proposal'])}
         <div><dt>Commit</dt><dd>${input.commitMode === 'agent' ? 'by the agent, with its token, after approval' : 'on approval'}</dd></div>
-        ${proposal.cost ? html`<div><dt>Cost</dt><dd>${proposal.cost}</dd></div>` : ''}
         <div><dt>Created</dt><dd>${timeTag(proposal.createdAt)}</dd></div>
-        <div><dt>Expires</dt><dd>${timeTag(proposal.expiresAt)}</dd></div>
-        <div><dt>Approvals</dt><dd>${approvalsLine(item)}</dd></div>
-        ${decision}
+        ${decision} ${statusFact(card)}
       </dl>
-      ${decisionControls(item, viewer, self)}
+      ${decisionControls(item, card, viewer, self)}
     </article>
     ${
       proposal.status === 'committed'
