@@ -46,6 +46,19 @@ const ALLOWED = {
 };
 
 const FOLDERS = Object.keys(ALLOWED);
+
+// The table itself must be a direction: a folder cycle allowed here would pass every rule below.
+(function assertAcyclic() {
+  const state = new Map(); // folder → 'visiting' | 'done'
+  const visit = (folder, path) => {
+    if (state.get(folder) === 'done') return;
+    if (state.get(folder) === 'visiting') throw new Error(`.dependency-cruiser.cjs: ALLOWED has a cycle: ${[...path, folder].join(' → ')}`);
+    state.set(folder, 'visiting');
+    for (const next of ALLOWED[folder] ?? []) visit(next, [...path, folder]);
+    state.set(folder, 'done');
+  };
+  for (const folder of FOLDERS) visit(folder, []);
+})();
 /** The folders whose storage ports src/db implements. */
 const PORT_OWNERS = FOLDERS.filter((folder) => !['lib', 'policy', 'core', 'db', 'runtime', 'cli', 'client'].includes(folder));
 
