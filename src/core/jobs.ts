@@ -10,11 +10,11 @@ import type { FinalStatus } from './model.js';
  */
 
 /** The chat platforms a job may name; the core knows them by name only. */
-export const chatPlatforms = ['slack', 'discord'] as const;
-export type ChatPlatformName = (typeof chatPlatforms)[number];
+export const chatPlatformNames = ['slack', 'discord'] as const;
+export type ChatPlatformName = (typeof chatPlatformNames)[number];
 
 const proposalId = z.string().min(1);
-const platform = z.enum(chatPlatforms);
+const platform = z.enum(chatPlatformNames);
 
 /** A reminder or an escalation, as it is posted next to the proposal's message. */
 export const followUpKinds = ['remind', 'escalate'] as const;
@@ -94,9 +94,6 @@ export type JobKind = keyof Schemas;
 export type JobPayloads = { [K in JobKind]: z.output<Schemas[K]> };
 /** Kind → payload as it may be queued (before defaults). */
 export type JobPayloadInputs = { [K in JobKind]: z.input<Schemas[K]> };
-export type PayloadOf<K extends JobKind> = JobPayloads[K];
-
-export const jobKinds = Object.keys(jobPayloadSchemas) as JobKind[];
 
 export const isJobKind = (kind: string): kind is JobKind => Object.hasOwn(jobPayloadSchemas, kind);
 

@@ -10,8 +10,8 @@ import type { OutboxLane } from './worker.js';
  */
 
 /** The job kinds of stored clicks; both run in the `clicks` lane. */
-export const SLACK_CLICK_JOB = 'slack.click' as const;
-export const DISCORD_CLICK_JOB = 'discord.click' as const;
+export const SLACK_CLICK_JOB = 'slack.click';
+export const DISCORD_CLICK_JOB = 'discord.click';
 export type ClickJobKind = typeof SLACK_CLICK_JOB | typeof DISCORD_CLICK_JOB;
 
 /**
