@@ -23,8 +23,7 @@ export interface AdminCommand<Input extends z.ZodType = z.ZodType, Output extend
 }
 
 /** Keeps the types of one definition (input → run → output → print) tied together. */
-export const defineCommand = <Input extends z.ZodType, Output extends z.ZodType>(command: AdminCommand<Input, Output>): AdminCommand<Input, Output> =>
-  command;
+export const defineCommand = <Input extends z.ZodType, Output extends z.ZodType>(command: AdminCommand<Input, Output>): AdminCommand<Input, Output> => command;
 
 function describeIssue(issue: z.core.$ZodIssue): ErrorDetail {
   const path = issue.path.map(String).join('.') || '(input)';

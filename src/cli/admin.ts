@@ -36,7 +36,12 @@ export function printAnswer<Name extends AdminCommandName>(name: Name, output: O
   if (text !== '') console.log(text);
 }
 
-export async function runAndPrint<Name extends AdminCommandName>(env: Env, name: Name, input: unknown, options: { json?: boolean } = {}): Promise<Output<Name>> {
+export async function runAndPrint<Name extends AdminCommandName>(
+  env: Env,
+  name: Name,
+  input: unknown,
+  options: { json?: boolean } = {},
+): Promise<Output<Name>> {
   const output = await execute(env, name, input);
   printAnswer(name, output, options);
   const command = adminCommands[name] as unknown as { failed?(output: Output<Name>): boolean };

@@ -22,7 +22,5 @@ export class DataDirLockedError extends Error {
 }
 
 export async function isDataDirLocked(dataDir: string): Promise<boolean> {
-  return lockfile
-    .check(resolve(dataDir), { lockfilePath: dataDirLockFile(dataDir), stale: DATA_DIR_LOCK_STALE_MS, realpath: false })
-    .catch(() => false);
+  return lockfile.check(resolve(dataDir), { lockfilePath: dataDirLockFile(dataDir), stale: DATA_DIR_LOCK_STALE_MS, realpath: false }).catch(() => false);
 }

@@ -105,7 +105,6 @@ async function openPrivatePglite(directory: string): Promise<PGlite> {
   }
 }
 
-
 export interface OpenOptions {
   databaseUrl?: string | undefined;
   dataDir: string;

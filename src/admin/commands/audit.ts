@@ -76,7 +76,9 @@ export const auditVerify = defineCommand({
   print: (verdict) =>
     verdict.ok
       ? `audit chain ok: ${verdict.rows} rows verified` +
-        (typeof verdict.checkpoints === 'number' ? `, consistent with ${verdict.checkpoints} signed checkpoint(s) covering ${String(verdict.covered)} rows` : '') +
+        (typeof verdict.checkpoints === 'number'
+          ? `, consistent with ${verdict.checkpoints} signed checkpoint(s) covering ${String(verdict.covered)} rows`
+          : '') +
         (verdict.pending > 0 ? ` (${verdict.pending} newer rows not yet in the chain)` : '')
       : `audit chain BROKEN at row seq ${String(verdict.seq)}: ${String(verdict.reason)}`,
   failed: (verdict) => !verdict.ok,

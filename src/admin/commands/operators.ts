@@ -50,8 +50,7 @@ export const approversRevokeSessions = defineCommand({
     const { consoleAuthFor } = await import('../../console/stores.js');
     return consoleAuthFor(services).revokeSessions(input.name);
   },
-  print: (revoked) =>
-    `${revoked.approver}: ${revoked.sessions} console session(s) ended, ${revoked.links} unused sign-in link(s) cancelled.`,
+  print: (revoked) => `${revoked.approver}: ${revoked.sessions} console session(s) ended, ${revoked.links} unused sign-in link(s) cancelled.`,
 });
 
 export const jobsList = defineCommand({

@@ -77,11 +77,7 @@ export const proposalsApprove = defineCommand({
     as: decider,
     /** And a grant for the same operation and agent, for this long. */
     grant: durationMs.optional(),
-    uses: z
-      .string()
-      .regex(/^\d+$/, '--uses must be a whole number')
-      .transform(Number)
-      .optional(),
+    uses: z.string().regex(/^\d+$/, '--uses must be a whole number').transform(Number).optional(),
     bounded: z.boolean().optional(),
   }),
   output: z.object({
