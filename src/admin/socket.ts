@@ -1,18 +1,33 @@
 import { chmod, rm } from 'node:fs/promises';
-import { createServer, request as httpRequest, type Server } from 'node:http';
-import { join, resolve } from 'node:path';
-import { TwokeyError, isTwokeyError, type ErrorCode } from '../core/errors.js';
+import { createServer, type Server } from 'node:http';
+import { TwokeyError, isTwokeyError } from '../core/errors.js';
 import type { AdminServices } from './ports.js';
+import { adminSocketPath } from './client.js';
 import { runAdminOperation } from './operations.js';
+
+export { adminSocketPath, callAdminSocket } from './client.js';
 
 /**
  * A running server holds the embedded database, so the CLI cannot open it; it asks the server over
  * this unix socket instead. The socket is readable only by the user running twokey (mode 0600):
- * file permissions are its authentication, as with the PostgreSQL socket.
+ * file permissions are its authentication, as with the PostgreSQL socket. Each request names a
+ * command of the table (commands.ts) and is checked against its input schema before anything runs.
  */
-export const adminSocketPath = (dataDir: string): string => join(resolve(dataDir), 'admin.sock');
 
 const MAX_REQUEST_BYTES = 64 * 1024;
+
+/** `{ operation, args }`, or an `invalid_request` saying what is wrong with the envelope. */
+function parseRequest(body: string): { operation: string; args: unknown } {
+  let request: unknown;
+  try {
+    request = JSON.parse(body);
+  } catch {
+    throw new TwokeyError('invalid_json', 'the request is not JSON');
+  }
+  const operation = (request as { operation?: unknown } | null)?.operation;
+  if (typeof operation !== 'string') throw new TwokeyError('invalid_request', 'operation: expected the name of an admin operation');
+  return { operation, args: (request as { args?: unknown }).args ?? {} };
+}
 
 export async function startAdminSocket(services: AdminServices, dataDir: string): Promise<Server> {
   const path = adminSocketPath(dataDir);
@@ -29,8 +44,8 @@ export async function startAdminSocket(services: AdminServices, dataDir: string)
     req.on('end', () => {
       void (async () => {
         try {
-          const { operation, args } = JSON.parse(Buffer.concat(chunks).toString('utf8')) as { operation: string; args: Record<string, unknown> };
-          const result = await runAdminOperation(services, operation, args ?? {});
+          const { operation, args } = parseRequest(Buffer.concat(chunks).toString('utf8'));
+          const result = await runAdminOperation(services, operation, args);
           res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ result }));
         } catch (error) {
           const known = isTwokeyError(error) ? error : new TwokeyError('internal', 'admin operation failed');
@@ -42,26 +57,4 @@ export async function startAdminSocket(services: AdminServices, dataDir: string)
   await new Promise<void>((done, fail) => server.once('error', fail).listen(path, done));
   await chmod(path, 0o600);
   return server;
-}
-
-/** The CLI's side: runs an admin operation in the server that holds the data directory. */
-export function callAdminSocket(dataDir: string, operation: string, args: Record<string, unknown>): Promise<unknown> {
-  const body = JSON.stringify({ operation, args });
-  return new Promise((done, fail) => {
-    const req = httpRequest({ socketPath: adminSocketPath(dataDir), path: '/rpc', method: 'POST', headers: { 'content-type': 'application/json' } }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (chunk: Buffer) => chunks.push(chunk));
-      res.on('end', () => {
-        try {
-          const answer = JSON.parse(Buffer.concat(chunks).toString('utf8')) as { result?: unknown; error?: { code: ErrorCode; message: string } };
-          if (answer.error) fail(new TwokeyError(answer.error.code, answer.error.message));
-          else done(answer.result);
-        } catch (error) {
-          fail(error instanceof Error ? error : new Error(String(error)));
-        }
-      });
-    });
-    req.on('error', (error) => fail(new Error(`the data directory is locked by a twokey server, but its admin socket does not answer (${error.message})`)));
-    req.end(body);
-  });
 }

@@ -4,7 +4,7 @@ import { defaultCheckpointDir } from '../audit/sinks.js';
 import type { Env } from '../config/env.js';
 import { ConfigError } from '../config/errors.js';
 import { isTwokeyError } from '../core/errors.js';
-import { DataDirLockedError } from '../db/database.js';
+import { DataDirLockedError } from '../db/data-dir-lock.js';
 import { scrubSecrets } from '../lib/secrets.js';
 import { systemErrorText } from '../lib/system-errors.js';
 

@@ -1,4 +1,5 @@
-import { countWindowsOf, evaluatePolicy, policyDecider, type PolicyVerdict } from '../policy/rules.js';
+import { explainVerdict } from '../policy/explain.js';
+import { countWindowsOf, evaluatePolicy, type PolicyVerdict } from '../policy/rules.js';
 import { grantCovers, grantDecider, type GrantRecord } from './grants.js';
 import { approversOf, type AgentRecord, type OperationSpec, type ProposalRecord } from './model.js';
 import type { AuditEventInput } from './model.js';
@@ -68,34 +69,33 @@ async function decideByPolicy(tx: StoreTransaction, context: ProposeContext, aud
   }
   if (!operation.policy || operation.policy.length === 0) return { proposal, grantsMayApply: true };
   const verdict = await policyVerdict(tx, { agent, operation, params: proposal.params, proposalId: proposal.id, now });
-  switch (verdict.kind) {
+  // The same explanation `twokey policy test` prints: what is recorded here is what it shows.
+  const explained = explainVerdict(verdict, operation.name, { quorum: proposal.quorum, approvers: operation.approval.approvers });
+  switch (explained.kind) {
     case 'none':
       return { proposal, grantsMayApply: true };
     case 'fallback':
       // Fail closed: the proposal waits for the operation's normal approval; no grant stands in.
-      audit('policy.error', 'system', { rule: verdict.rule.path, when: verdict.rule.when.source, error: verdict.error, fallback: 'require' });
+      audit('policy.error', 'system', { rule: explained.rule.path, when: explained.rule.when, error: explained.error, fallback: 'require' });
       return { proposal, grantsMayApply: false };
     case 'require': {
-      const patch: Partial<ProposalRecord> = {};
-      if (verdict.quorum !== undefined) patch.quorum = verdict.quorum;
-      if (verdict.approvers !== undefined) patch.approvers = verdict.approvers;
-      audit('policy.required', policyDecider(operation.name, verdict.rule), {
-        rule: verdict.rule.path,
-        when: verdict.rule.when.source,
-        reason: verdict.reason,
-        quorum: patch.quorum ?? proposal.quorum,
-        approvers: patch.approvers ?? operation.approval.approvers,
+      audit('policy.required', explained.decidedBy, {
+        rule: explained.rule.path,
+        when: explained.rule.when,
+        reason: explained.reason,
+        quorum: explained.quorum,
+        approvers: explained.approvers,
       });
-      const updated = Object.keys(patch).length > 0 ? await tx.updateProposal(proposal.id, patch) : proposal;
+      const updated = Object.keys(explained.changes).length > 0 ? await tx.updateProposal(proposal.id, explained.changes) : proposal;
       return { proposal: updated, grantsMayApply: true };
     }
     case 'approve':
     case 'deny': {
       const decided = await decide(tx, context, audit, {
-        kind: verdict.kind,
-        decider: policyDecider(operation.name, verdict.rule),
-        reason: verdict.reason,
-        details: { rule: verdict.rule.path, when: verdict.rule.when.source },
+        kind: explained.decision,
+        decider: explained.decidedBy,
+        reason: explained.reason,
+        details: { rule: explained.rule.path, when: explained.rule.when },
       });
       return { proposal: decided, grantsMayApply: false };
     }

@@ -10,6 +10,7 @@ import { drizzle as drizzlePostgres } from 'drizzle-orm/postgres-js';
 import { migrate as migratePostgres } from 'drizzle-orm/postgres-js/migrator';
 import postgres from 'postgres';
 import lockfile from 'proper-lockfile';
+import { DATA_DIR_LOCK_STALE_MS, DataDirLockedError, dataDirLockFile } from './data-dir-lock.js';
 import { createEmbeddedStorage, explainOpenFailure, type StorageLog } from './embedded-storage.js';
 import { createNotifier, type Notifier } from './notifier.js';
 import { pooledClient } from './postgres-client.js';
@@ -43,15 +44,7 @@ export const migrationsFolder = fileURLToPath(new URL('../../drizzle', import.me
 /** Any constant works; it only has to be the same for every twokey process on one database. */
 const MIGRATION_LOCK_KEY = 0x74776f6b; // "twok"
 
-export class DataDirLockedError extends Error {
-  override readonly name = 'DataDirLockedError';
-  constructor(readonly dataDir: string) {
-    super(
-      `the data directory ${dataDir} is in use by another twokey process; stop it, or use its admin socket ` +
-        '(the CLI does this by itself), or set TWOKEY_DATA_DIR to another directory',
-    );
-  }
-}
+export { DataDirLockedError, isDataDirLocked } from './data-dir-lock.js';
 
 export const pgliteDirectory = (dataDir: string): string => join(resolve(dataDir), 'pglite');
 
@@ -65,8 +58,8 @@ async function lockDataDir(dataDir: string): Promise<() => Promise<void>> {
   await mkdir(dir, { recursive: true, mode: PRIVATE_DIR });
   try {
     return await lockfile.lock(dir, {
-      lockfilePath: join(dir, 'twokey.lock'),
-      stale: 5_000,
+      lockfilePath: dataDirLockFile(dir),
+      stale: DATA_DIR_LOCK_STALE_MS,
       update: 1_000,
       // A holder killed with -9 leaves its lock until it goes stale: wait that long before refusing.
       retries: { retries: 7, minTimeout: 1_000, maxTimeout: 1_000, factor: 1 },
@@ -112,11 +105,6 @@ async function openPrivatePglite(directory: string): Promise<PGlite> {
     process.umask(previous);
     await makePrivate(directory);
   }
-}
-
-export async function isDataDirLocked(dataDir: string): Promise<boolean> {
-  const dir = resolve(dataDir);
-  return lockfile.check(dir, { lockfilePath: join(dir, 'twokey.lock'), stale: 5_000, realpath: false }).catch(() => false);
 }
 
 export interface OpenOptions {

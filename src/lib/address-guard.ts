@@ -1,7 +1,14 @@
 import { lookup as dnsLookup, type LookupAddress, type LookupOptions } from 'node:dns';
+import { createRequire } from 'node:module';
 import { isIP, type Socket } from 'node:net';
 import ipaddr from 'ipaddr.js';
-import { Agent, buildConnector } from 'undici';
+import type * as Undici from 'undici';
+
+/**
+ * undici (a hundred modules) is loaded by the first guarded agent, not with this module: the
+ * environment's checks use `parseAllowList`, and every CLI command reads the environment.
+ */
+const loadUndici = () => createRequire(import.meta.url)('undici') as typeof Undici;
 
 /**
  * Where twokey may connect when the URL was chosen by someone other than the operator (an agent's
@@ -117,9 +124,10 @@ const systemLookup: Lookup = (hostname, options, callback) => dnsLookup(hostname
  * checked before connecting, and the socket's peer address is checked again once connected. TLS
  * still verifies the certificate against the URL's host name.
  */
-export function createGuardedAgent(policy: AddressPolicy, options: { lookup?: Lookup; connectTimeoutMs?: number } = {}): Agent {
+export function createGuardedAgent(policy: AddressPolicy, options: { lookup?: Lookup; connectTimeoutMs?: number } = {}): Undici.Agent {
   const resolve = options.lookup ?? systemLookup;
-  const connect = buildConnector({ timeout: options.connectTimeoutMs ?? 10_000 });
+  const undici = loadUndici();
+  const connect = undici.buildConnector({ timeout: options.connectTimeoutMs ?? 10_000 });
   type ConnectOptions = Parameters<typeof connect>[0];
   type ConnectCallback = Parameters<typeof connect>[1];
 
@@ -136,7 +144,7 @@ export function createGuardedAgent(policy: AddressPolicy, options: { lookup?: Lo
     });
   }
 
-  return new Agent({
+  return new undici.Agent({
     connect(connectOptions, callback) {
       const hostname = connectOptions.hostname;
       const trusted = policy.allowsHostname(hostname);

@@ -1,5 +1,4 @@
-import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
 import {
@@ -28,6 +27,12 @@ export function mcpEndpoint(base: string): URL {
 }
 
 async function connectHttp(options: StdioProxyOptions, capabilities: Record<string, unknown>): Promise<Client> {
+  // The SDK's client (and its JSON Schema validator) loads on first use, so `initialize` from the
+  // desktop client is answered without waiting for it.
+  const [{ Client }, { StreamableHTTPClientTransport }] = await Promise.all([
+    import('@modelcontextprotocol/sdk/client/index.js'),
+    import('@modelcontextprotocol/sdk/client/streamableHttp.js'),
+  ]);
   const client = new Client({ name: 'twokey-mcp-stdio', version: '0.1.0' }, { capabilities });
   await client.connect(
     new StreamableHTTPClientTransport(mcpEndpoint(options.url), { requestInit: { headers: { authorization: `Bearer ${options.apiKey}` } } }),

@@ -1,0 +1,121 @@
+/**
+ * What each kind of `twokey` command loads, recorded by a resolve hook (test/support/module-log):
+ * `--help` and `--version` load commander and nothing of the server; an operator command against a
+ * running server loads the command table and the admin socket client; `twokey mcp` the stdio proxy.
+ * Counted in modules, never in milliseconds: `npm run bench:cli` measures the time.
+ */
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startAdminSocket } from '../../src/admin/socket.js';
+import { parseConfig } from '../../src/config/config-file.js';
+import { openDatabase, type Database } from '../../src/db/database.js';
+import { createServices } from '../../src/runtime/services.js';
+import { configYaml, refundOperation } from '../support/operations.js';
+import { binPath, freePort, PROCESS_TEST_TIMEOUT_MS, runCommand, type CliResult } from '../support/processes.js';
+
+const recorder = fileURLToPath(new URL('../support/module-log/register.mjs', import.meta.url));
+const sources = fileURLToPath(new URL('../../src/', import.meta.url));
+
+/** The packages that make up the server: none of them belongs to a command that only asks or prints. */
+const SERVER_PACKAGES = ['fastify', '@slack/bolt', 'discord.js', '@electric-sql/pglite', 'drizzle-orm', 'postgres', '@modelcontextprotocol/sdk'];
+
+const packageOf = (url: string): string | null => {
+  const match = /\/node_modules\/((?:@[^/]+\/)?[^/]+)\//.exec(url);
+  return match?.[1] ?? null;
+};
+
+/** The src/ modules among the loaded ones, as `folder/file.ts`. */
+const ownModules = (urls: readonly string[]) =>
+  urls.filter((url) => url.startsWith('file:') && fileURLToPath(url).startsWith(sources)).map((url) => fileURLToPath(url).slice(sources.length));
+
+describe('the modules each twokey command loads', { timeout: PROCESS_TEST_TIMEOUT_MS }, () => {
+  let dir: string;
+  let logCount = 0;
+
+  /** Runs the CLI from its sources, as tests do, with the recorder: its output and every module it loaded. */
+  async function runRecorded(args: string[], env: Record<string, string>): Promise<CliResult & { modules: string[]; packages: Set<string> }> {
+    const log = join(dir, `modules-${(logCount += 1)}.txt`);
+    const result = await runCommand(process.execPath, ['--import', recorder, binPath, ...args], {
+      cwd: dir,
+      env: { ...process.env, TWOKEY_CONFIG: '', DATABASE_URL: '', ...env, TWOKEY_MODULE_LOG: log },
+    });
+    const modules = [...new Set((await readFile(log, 'utf8')).split('\n').filter(Boolean))];
+    return { ...result, modules, packages: new Set(modules.map(packageOf).filter((name) => name !== null)) };
+  }
+
+  beforeAll(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'twokey-modules-'));
+  });
+  afterAll(async () => {
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  it('--help and --version load commander and no module of twokey beyond the command list', async () => {
+    for (const flag of ['--help', '--version']) {
+      const run = await runRecorded([flag], {});
+      expect(run.code, run.stderr).toBe(0);
+      // The recorder sees what it should: the launcher's own modules and commander.
+      expect(run.packages).toContain('commander');
+      for (const name of SERVER_PACKAGES) expect(run.packages, `${flag} loaded ${name}`).not.toContain(name);
+      expect(ownModules(run.modules).sort()).toEqual(['cli/main.ts', 'cli/program.ts']);
+    }
+  });
+
+  it('twokey mcp loads the stdio proxy and its MCP SDK, nothing of the server', async () => {
+    // Nothing listens there: it loads, tries, and exits 1 naming the URL.
+    const run = await runRecorded(['mcp'], { TWOKEY_URL: `http://127.0.0.1:${await freePort()}`, TWOKEY_AGENT_KEY: 'tk_agent_unused' });
+    expect(run.code).toBe(1);
+    expect(run.stderr).toContain('twokey mcp: cannot use');
+    expect(run.packages).toContain('@modelcontextprotocol/sdk');
+    for (const name of SERVER_PACKAGES.filter((name) => name !== '@modelcontextprotocol/sdk')) expect(run.packages, `mcp loaded ${name}`).not.toContain(name);
+    expect(ownModules(run.modules).sort()).toEqual(['cli/main.ts', 'cli/mcp.ts', 'cli/program.ts', 'mcp/stdio-proxy.ts']);
+  });
+
+  describe('beside a server that holds the embedded database', () => {
+    let dataDir: string;
+    let database: Database;
+    let socket: Awaited<ReturnType<typeof startAdminSocket>>;
+
+    beforeAll(async () => {
+      dataDir = join(dir, 'data');
+      // What `twokey serve` does for the CLI: hold the data directory (its lock) and answer on the admin socket.
+      database = await openDatabase({ dataDir });
+      const config = parseConfig(configYaml([refundOperation({ approvers: ['web:alice'] })]), {}, join(dir, 'twokey.config.yaml'));
+      socket = await startAdminSocket(createServices({ database, config }), dataDir);
+    }, PROCESS_TEST_TIMEOUT_MS);
+    afterAll(async () => {
+      await new Promise((done) => socket.close(done));
+      await database.close();
+    });
+
+    it('an operator command asks over the socket, loading the command table and the socket client, not the server', async () => {
+      const created = await runRecorded(['agents', 'create', 'argus'], { TWOKEY_DATA_DIR: dataDir });
+      expect(created.code, created.stderr).toBe(0);
+      expect(created.stdout).toContain('Agent "argus" created');
+      const listed = await runRecorded(['agents', 'list'], { TWOKEY_DATA_DIR: dataDir });
+      expect(listed.stdout).toContain('argus');
+      for (const run of [created, listed]) {
+        for (const name of SERVER_PACKAGES) expect(run.packages, `an admin command loaded ${name}`).not.toContain(name);
+        const own = ownModules(run.modules);
+        expect(own).toContain('admin/client.ts');
+        expect(own).toContain('admin/commands.ts');
+        for (const module of own)
+          expect(module, `an admin command loaded ${module}`).not.toMatch(/^(runtime|http|db\/database|admin\/socket|slack|discord|outbox)\b/);
+      }
+    });
+
+    it('a bad input is refused by the command schema on the server, naming the field, and changes nothing', async () => {
+      const refused = await runRecorded(['proposals', 'list', '--status', 'zombie'], { TWOKEY_DATA_DIR: dataDir });
+      expect(refused.code).toBe(1);
+      expect(refused.stderr.trim()).toBe('twokey: --status must be one of pending, approved, executing, committed, rejected, expired, cancelled');
+      const unnamed = await runRecorded(['agents', 'create', ''], { TWOKEY_DATA_DIR: dataDir });
+      expect(unnamed.code).toBe(1);
+      expect(unnamed.stderr.trim()).toBe('twokey: name: missing name');
+      const listed = await runRecorded(['agents', 'list'], { TWOKEY_DATA_DIR: dataDir });
+      expect(listed.stdout.trim().split('\n')).toHaveLength(2);
+    });
+  });
+});
