@@ -14,7 +14,12 @@ export const adminSocketPath = (dataDir: string): string => join(resolve(dataDir
 
 const MAX_REQUEST_BYTES = 64 * 1024;
 
-export async function startAdminSocket(services: Services, dataDir: string): Promise<Server> {
+export interface AdminSocketOptions {
+  /** The server's own public URL: a sign-in link it mints points there, whatever port the CLI's environment names. */
+  publicBaseUrl?: () => string;
+}
+
+export async function startAdminSocket(services: Services, dataDir: string, options: AdminSocketOptions = {}): Promise<Server> {
   const path = adminSocketPath(dataDir);
   // A socket file left by a crashed server would make listen fail; the data directory lock proves it is stale.
   await rm(path, { force: true });
@@ -30,7 +35,8 @@ export async function startAdminSocket(services: Services, dataDir: string): Pro
       void (async () => {
         try {
           const { operation, args } = JSON.parse(Buffer.concat(chunks).toString('utf8')) as { operation: string; args: Record<string, unknown> };
-          const result = await runAdminOperation(services, operation, args ?? {});
+          const own = operation === 'approvers.link' && options.publicBaseUrl ? { baseUrl: options.publicBaseUrl() } : {};
+          const result = await runAdminOperation(services, operation, { ...(args ?? {}), ...own });
           res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ result }));
         } catch (error) {
           const known = isTwokeyError(error) ? error : new TwokeyError('internal', 'admin operation failed');

@@ -2,6 +2,8 @@ import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { explainDecisionError, type DecisionAction } from '../../core/decision-preview.js';
 import { TwokeyError, isTwokeyError, type ErrorCode } from '../../core/errors.js';
+import { oidcGroupIdentity } from '../../core/identity.js';
+import type { Decider } from '../../core/model.js';
 import type { ConsoleContext } from '../context.js';
 import { grantRequestFrom } from '../grant-form.js';
 import { field, refusal, safeReturn, viewerOf, withParams } from '../respond.js';
@@ -19,7 +21,15 @@ const REFUSAL_TITLES: Partial<Record<ErrorCode, string>> = {
   execution_failed: 'The execution failed',
 };
 
-const decider = (session: ConsoleSession) => ({ identity: session.approver, via: 'web' });
+/**
+ * The person deciding. A session an issuer opened carries its groups: as `oidc:group:NAME` they match
+ * approvers lists, as bare names approver rules read them (`"finance-leads" in approver.groups`).
+ */
+const decider = (session: ConsoleSession): Decider => {
+  if (session.groups.length === 0) return { identity: session.approver, via: 'web' };
+  const memberOf = session.groups.map(oidcGroupIdentity).filter((group): group is string => group !== null);
+  return { identity: session.approver, memberOf, groups: [...session.groups], via: 'web' };
+};
 
 /** Approve, approve for a while (a grant), reject and retry: each a CSRF-guarded form that calls the core. */
 export const decisionRoutes: FastifyPluginAsync<ConsoleContext> = async (scope, { services, guard, send }) => {
