@@ -2,6 +2,7 @@ import { policyVerdict } from '../core/automatic-decisions.js';
 import { TwokeyError } from '../core/errors.js';
 import { describeBound, grantState } from '../core/grants.js';
 import type { AgentRecord } from '../core/model.js';
+import { approverRuleAllows } from '../policy/approver-rule.js';
 import { policyDecider } from '../policy/rules.js';
 import type { Services } from '../runtime/services.js';
 
@@ -22,6 +23,34 @@ function parseParams(text: string): Record<string, unknown> {
   }
   if (typeof params !== 'object' || params === null || Array.isArray(params)) throw new TwokeyError('invalid_request', '--params must be a JSON object');
   return params as Record<string, unknown>;
+}
+
+/**
+ * The operation's approver rule for one would-be approver (`--approver`, `--groups`): whether it lets
+ * them approve such a proposal, and the reason shown when it does not. Null when there is no rule.
+ */
+function approverRuleCheck(
+  services: Services,
+  operation: NonNullable<ReturnType<Services['operation']>>,
+  agent: AgentRecord,
+  params: Record<string, unknown>,
+  args: Record<string, unknown>,
+) {
+  const rule = operation.approval.approverRule;
+  if (!rule) return null;
+  const identity = typeof args.approver === 'string' && args.approver ? args.approver : null;
+  if (!identity) return { when: rule.source, result: 'not evaluated: give --approver (and --groups) to test it' };
+  const groups = Array.isArray(args.groups) ? args.groups.filter((group): group is string => typeof group === 'string') : [];
+  const asPerson = (id: string): string => services.people.nameOf(id) ?? id;
+  const verdict = approverRuleAllows(rule, {
+    approver: { identity, person: asPerson(identity), groups },
+    agent: agent.name,
+    owners: agent.owners.map(asPerson),
+    operation: operation.name,
+    params,
+  });
+  const result = verdict.allowed ? 'allows' : verdict.error ? `refuses (error: ${verdict.error}): ${verdict.reason}` : `refuses: ${verdict.reason}`;
+  return { when: rule.source, approver: identity, groups, result };
 }
 
 export const policyOperations = {
@@ -53,7 +82,7 @@ export const policyOperations = {
       when: step.when,
       result: step.verdict.kind === 'undecided' ? `error: ${step.verdict.error}` : step.verdict.kind === 'match' ? 'true' : 'false',
     }));
-    const base = { operation: name, agent: agentName, rules: operation.policy?.length ?? 0, trace };
+    const base = { operation: name, agent: agentName, rules: operation.policy?.length ?? 0, trace, approverRule: approverRuleCheck(services, operation, agent, params, args) };
     switch (verdict.kind) {
       case 'none':
         return {

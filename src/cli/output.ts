@@ -61,6 +61,10 @@ export function printAdminResult(operation: string, result: unknown, options: { 
         `decision: ${String(value.decision)}${value.decidedBy ? ` by ${String(value.decidedBy)}` : ''}${value.reason ? ` (${String(value.reason)})` : ''}` +
           (value.decision === 'require' ? `; needs ${String(value.quorum)} of ${formatCell(value.approvers)}` : ''),
       );
+      if (value.approverRule) {
+        const rule = value.approverRule as Row;
+        console.log(`approver rule: ${String(rule.when)} → ${rule.approver ? `${String(rule.approver)}: ` : ''}${String(rule.result)}`);
+      }
       return;
     case 'grants.list':
       console.log(table(value, ['id', 'state', 'operation', 'agent', 'grantedBy', 'quorum', 'uses', 'bounds', 'expiresAt']));

@@ -33,6 +33,11 @@ export interface ApproverRule {
   source: string;
   /** Shown to the person refused; defaults to a sentence quoting the rule. */
   reason: string;
+  /**
+   * Group identities the rule names (`"slack:group:S0FIN" in approver.groups`): a channel that learns
+   * groups by asking (Slack's user groups) asks about these too, or the rule would never see them.
+   */
+  mentionedGroups: string[];
   evaluate(input: ApproverRuleInput): ConditionVerdict;
 }
 
@@ -52,6 +57,7 @@ const VARIABLES = {
 const environment = celEnv({ variables: VARIABLES });
 const NAMES = { names: new Set(Object.keys(VARIABLES)), listed: 'approver, agent, owners, operation and params' };
 const APPROVER_FIELDS = new Set(['identity', 'person', 'groups']);
+const GROUP_IDENTITY = /slack:group:S[A-Z0-9]{1,31}|discord:role:\d{17,20}/g;
 
 /**
  * Compiles an approver rule at start: syntax, names, declared params, `approver.<field>`, and a
@@ -88,7 +94,12 @@ export function compileApproverRule(definition: ApproverRuleDefinition, context:
     const trial = evaluate({ approver: { identity: 'web:sample', person: 'sample', groups: [] }, agent: 'agent', owners: [], operation: context.operation, params });
     if (trial.kind === 'undecided') throw new ConditionError(trial.error);
   }
-  return { source: definition.when, reason: definition.reason ?? `the approver rule of ${context.operation} (${definition.when}) does not allow you`, evaluate };
+  return {
+    source: definition.when,
+    reason: definition.reason ?? `the approver rule of ${context.operation} (${definition.when}) does not allow you`,
+    mentionedGroups: [...new Set(definition.when.match(GROUP_IDENTITY) ?? [])],
+    evaluate,
+  };
 }
 
 /** The verdict at a click, explained: allowed only on a real `true`. */

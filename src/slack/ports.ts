@@ -7,7 +7,7 @@ import type { ClickInbox } from '../outbox/inbox.js';
 /** How Slack sees an operation: who approves it, and which standing approvals it offers. */
 export interface SlackOperationView {
   name: string;
-  approval: { approvers: string[] };
+  approval: { approvers: string[]; approverRule?: { mentionedGroups: readonly string[] } };
   grants?: { allow: boolean; durationsMs: number[] } | null;
 }
 
