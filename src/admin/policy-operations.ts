@@ -82,7 +82,13 @@ export const policyOperations = {
       when: step.when,
       result: step.verdict.kind === 'undecided' ? `error: ${step.verdict.error}` : step.verdict.kind === 'match' ? 'true' : 'false',
     }));
-    const base = { operation: name, agent: agentName, rules: operation.policy?.length ?? 0, trace, approverRule: approverRuleCheck(services, operation, agent, params, args) };
+    const base = {
+      operation: name,
+      agent: agentName,
+      rules: operation.policy?.length ?? 0,
+      trace,
+      approverRule: approverRuleCheck(services, operation, agent, params, args),
+    };
     switch (verdict.kind) {
       case 'none':
         return {

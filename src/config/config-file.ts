@@ -273,7 +273,8 @@ function buildUpstream(parsed: z.output<typeof upstreamSchema>, index: number, i
   // A tool's params are known only once its server answers, after the config is read.
   if (parsed.approval?.approverRule) issues.push(`upstreams[${index}].approval.approverRule: approver rules are for operations, not upstream tools`);
   for (const [tool, override] of Object.entries(parsed.tools)) {
-    if (override.approval?.approverRule) issues.push(`upstreams[${index}].tools.${tool}.approval.approverRule: approver rules are for operations, not upstream tools`);
+    if (override.approval?.approverRule)
+      issues.push(`upstreams[${index}].tools.${tool}.approval.approverRule: approver rules are for operations, not upstream tools`);
     let expiresInMs: number | undefined;
     if (override.expiresIn !== undefined) {
       const checked = toolExpiry.safeParse(override.expiresIn);

@@ -32,7 +32,10 @@ export function peopleIssues(people: readonly PersonDefinition[]): string[] {
 }
 
 /** Only individuals bound the quorum, counted as people: two identities of one person are one approver. */
-export function quorumIssues(operations: readonly { approval: { approvers: readonly string[]; quorum: number } }[], people: readonly PersonDefinition[]): string[] {
+export function quorumIssues(
+  operations: readonly { approval: { approvers: readonly string[]; quorum: number } }[],
+  people: readonly PersonDefinition[],
+): string[] {
   const directory = createPeople(people);
   return operations.flatMap((operation, i) => {
     const { approvers, quorum } = operation.approval;
@@ -43,4 +46,3 @@ export function quorumIssues(operations: readonly { approval: { approvers: reado
     return [`operations[${i}].approval.quorum: cannot exceed the number of ${unit} (${persons})`];
   });
 }
-

@@ -125,7 +125,11 @@ export function createConsoleAuth({ sessions, clock }: ConsoleAuthDeps) {
     await sessions.transaction(async (tx) => {
       await tx.insertSession({ idHash, approver, groups: [...groups], createdAt: now, expiresAt });
       await tx.appendAudit(
-        { type: 'console.signed_in', actor: approver, data: { session: sessionRef(idHash), expiresAt: expiresAt.toISOString(), via: 'oidc', issuer, groups: [...groups] } },
+        {
+          type: 'console.signed_in',
+          actor: approver,
+          data: { session: sessionRef(idHash), expiresAt: expiresAt.toISOString(), via: 'oidc', issuer, groups: [...groups] },
+        },
         now,
       );
     });

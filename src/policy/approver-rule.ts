@@ -91,7 +91,13 @@ export function compileApproverRule(definition: ApproverRuleDefinition, context:
     );
   const params = sampleParams(context.paramsSchema);
   if (params) {
-    const trial = evaluate({ approver: { identity: 'web:sample', person: 'sample', groups: [] }, agent: 'agent', owners: [], operation: context.operation, params });
+    const trial = evaluate({
+      approver: { identity: 'web:sample', person: 'sample', groups: [] },
+      agent: 'agent',
+      owners: [],
+      operation: context.operation,
+      params,
+    });
     if (trial.kind === 'undecided') throw new ConditionError(trial.error);
   }
   return {

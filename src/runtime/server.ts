@@ -417,7 +417,11 @@ export async function startTwokey(options: StartOptions): Promise<RunningTwokey>
   // A sign-in link goes to a terminal only: the log stream is collected, kept and read by others.
   if (url && integrations.length === 0) {
     if (options.announceConsole) options.announceConsole(await webConsole.firstRunSignIn(url));
-    else logger.info({ console: consoleUrl(publicBaseUrl(env, url)) }, 'no Slack or Discord configured: approve in the web console; run `twokey approvers link NAME` for a sign-in link');
+    else
+      logger.info(
+        { console: consoleUrl(publicBaseUrl(env, url)) },
+        'no Slack or Discord configured: approve in the web console; run `twokey approvers link NAME` for a sign-in link',
+      );
   }
 
   const sweeping = startSweeper(options, foundation, limits.sharedRateLimits);

@@ -27,7 +27,11 @@ describe('console.oidc in the config file', () => {
   const oidc = (extra = '') => `console:\n  oidc:\n    issuer: https://login.example.com/tenant/v2.0\n    clientId: twokey\n${extra}`;
 
   it('reads the issuer, with the client secret from the environment variable it names', () => {
-    const config = parseConfig(`${oidc('    groupsClaim: groups\n')}${refund('      approvers: [oidc:group:finance, oidc:alice@example.com]')}`, { TWOKEY_OIDC_CLIENT_SECRET: 's3cret' }, 't.yaml');
+    const config = parseConfig(
+      `${oidc('    groupsClaim: groups\n')}${refund('      approvers: [oidc:group:finance, oidc:alice@example.com]')}`,
+      { TWOKEY_OIDC_CLIENT_SECRET: 's3cret' },
+      't.yaml',
+    );
     expect(config.console.oidc).toEqual({
       issuer: 'https://login.example.com/tenant/v2.0',
       name: 'login.example.com',
@@ -53,7 +57,11 @@ describe('console.oidc in the config file', () => {
   });
 
   it('an issuer identity is one person in people:, a group is not', () => {
-    const config = parseConfig(`people:\n  - { name: alice, identities: [web:alice, oidc:alice@example.com] }\n${refund('      approvers: [web:alice]')}`, {}, 't.yaml');
+    const config = parseConfig(
+      `people:\n  - { name: alice, identities: [web:alice, oidc:alice@example.com] }\n${refund('      approvers: [web:alice]')}`,
+      {},
+      't.yaml',
+    );
     expect(config.people?.[0]?.identities).toContain('oidc:alice@example.com');
     expect(issues(`people:\n  - { name: alice, identities: [oidc:group:finance] }\n${refund('      approvers: [web:alice]')}`)).toEqual([
       'people[0].identities[0]: expected one person (slack:U…, slack:W…, discord:user:<id>, web:<name> or oidc:<claim>), not a group or role',
@@ -64,7 +72,9 @@ describe('console.oidc in the config file', () => {
 describe('approval.approverRule in the config file', () => {
   it('compiles a rule with its reason', () => {
     const config = parseConfig(
-      refund('      approvers: [web:a, web:b]\n      approverRule: { when: \'params.amount_cents <= 100000 || "finance-leads" in approver.groups\', reason: big refunds need finance }'),
+      refund(
+        '      approvers: [web:a, web:b]\n      approverRule: { when: \'params.amount_cents <= 100000 || "finance-leads" in approver.groups\', reason: big refunds need finance }',
+      ),
       {},
       't.yaml',
     );

@@ -16,7 +16,9 @@ describe('approver rules', () => {
       allowed: false,
       reason: 'refunds over $1,000 need finance-leads',
     });
-    expect(approverRuleAllows(rule, { ...base, approver: approver('web:a', 'a', ['finance-leads']), params: { amount_cents: 100_001 } })).toEqual({ allowed: true });
+    expect(approverRuleAllows(rule, { ...base, approver: approver('web:a', 'a', ['finance-leads']), params: { amount_cents: 100_001 } })).toEqual({
+      allowed: true,
+    });
     // The trap: a type mismatch is returned, not thrown. It refuses, and says why.
     const broken = approverRuleAllows(rule, { ...base, approver: approver('web:a', 'a'), params: { amount_cents: 'lots' } });
     expect(broken).toMatchObject({ allowed: false, reason: 'refunds over $1,000 need finance-leads', error: expect.stringContaining('no matching overload') });

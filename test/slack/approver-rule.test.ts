@@ -29,8 +29,7 @@ describe.each(drivers)('approver rules at a Slack click (%s)', (driver) => {
   });
   afterAll(() => twokey?.close());
 
-  const click = (proposalId: string, userId: string) =>
-    twokey.post(interactionBody(buttonClick({ actionId: 'twokey_approve', proposalId, userId })));
+  const click = (proposalId: string, userId: string) => twokey.post(interactionBody(buttonClick({ actionId: 'twokey_approve', proposalId, userId })));
   const ephemeralsTo = (user: string) => twokey.fake.callsTo('chat.postEphemeral').filter((c) => c.args.user === user);
 
   it('a named approver outside the group is told the rule’s reason; a member of the group approves', async () => {

@@ -29,7 +29,9 @@ export async function startTestIssuer(options: { redirectUri: string; groups?: R
   const jwk = { ...privateKey.export({ format: 'jwk' }), kid: 'test-key', use: 'sig', alg: 'RS256' };
 
   const provider = new Provider(issuer, {
-    clients: [{ client_id: clientId, client_secret: clientSecret, redirect_uris: [options.redirectUri], grant_types: ['authorization_code'], response_types: ['code'] }],
+    clients: [
+      { client_id: clientId, client_secret: clientSecret, redirect_uris: [options.redirectUri], grant_types: ['authorization_code'], response_types: ['code'] },
+    ],
     jwks: { keys: [jwk as never] },
     cookies: { keys: [randomBytes(32).toString('hex')] },
     pkce: { required: () => true },
@@ -76,7 +78,12 @@ export function cookieBrowser() {
     const headers: Record<string, string> = {};
     if (jar.size > 0) headers.cookie = [...jar].map(([name, value]) => `${name}=${value}`).join('; ');
     if (init.body !== undefined) headers['content-type'] = 'application/x-www-form-urlencoded';
-    const response = await fetch(target, { method: init.method ?? 'GET', headers, redirect: 'manual', ...(init.body !== undefined ? { body: init.body } : {}) });
+    const response = await fetch(target, {
+      method: init.method ?? 'GET',
+      headers,
+      redirect: 'manual',
+      ...(init.body !== undefined ? { body: init.body } : {}),
+    });
     for (const line of response.headers.getSetCookie()) {
       const [pair = ''] = line.split(';');
       const at = pair.indexOf('=');

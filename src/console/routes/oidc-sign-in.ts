@@ -42,7 +42,13 @@ export const oidcSignInRoutes: FastifyPluginAsync<ConsoleContext> = async (scope
     const previous = await guard.sessionOf(request);
     if (previous) await auth.signOut(previous);
     const { secret, session } = await auth.signInVerified(result.identity, result.groups, oidc.issuer);
-    reply.setCookie(cookieName, secret, { path: '/console', httpOnly: true, sameSite: 'strict', secure: secureCookies, maxAge: Math.floor(SESSION_TTL_MS / 1000) });
+    reply.setCookie(cookieName, secret, {
+      path: '/console',
+      httpOnly: true,
+      sameSite: 'strict',
+      secure: secureCookies,
+      maxAge: Math.floor(SESSION_TTL_MS / 1000),
+    });
     request.log.info({ approver: session.approver, via: 'oidc' }, 'console sign-in');
     // A page, not a redirect: this request came from the issuer's site, so a browser would leave the
     // Strict session cookie off a redirect that follows it. The link below is a same-site navigation.
