@@ -93,6 +93,11 @@ people:
     // The flow cookie is spent; only the session stays.
     expect([...browser.cookies(base).keys()]).toEqual(['twokey_session']);
     expect(twokey.logs.join('')).toContain('"via":"oidc"');
+    // The request log shows the callback, never its authorization code.
+    const code = new URL(callback).searchParams.get('code') ?? '';
+    expect(code.length).toBeGreaterThan(10);
+    expect(twokey.logs.join('')).toContain('/console/auth/callback?code=[REDACTED]');
+    expect(twokey.logs.join('')).not.toContain(code);
   });
 
   it('a person counts once in a quorum across their issuer and link identities, and the owner ban covers both', async () => {
