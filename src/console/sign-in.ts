@@ -1,7 +1,7 @@
 import { createHmac, randomBytes } from 'node:crypto';
 import { TwokeyError } from '../core/errors.js';
-import { webIdentity as parseWebIdentity } from '../core/identity.js';
-import type { Clock } from '../core/model.js';
+import { oidcGroupIdentity, webIdentity as parseWebIdentity } from '../core/identity.js';
+import type { Clock, Decider } from '../core/model.js';
 import { digestsEqual, sha256Hex } from '../core/secrets.js';
 import type { ApproverLinkRecord, ConsoleSessionRecord, ConsoleSessionStore } from './ports.js';
 
@@ -42,6 +42,16 @@ export interface ConsoleSession {
   expiresAt: Date;
   /** The synchronizer token every form of this session must carry. */
   csrfToken: string;
+}
+
+/**
+ * The person a session decides as. A session an issuer opened carries its groups: as
+ * `oidc:group:NAME` they match approvers lists, as bare names approver rules read them.
+ */
+export function deciderOf(session: Pick<ConsoleSession, 'approver' | 'groups'>): Decider {
+  if (session.groups.length === 0) return { identity: session.approver, via: 'web' };
+  const memberOf = session.groups.map(oidcGroupIdentity).filter((group): group is string => group !== null);
+  return { identity: session.approver, memberOf, groups: [...session.groups], via: 'web' };
 }
 
 /** Whether a stored session is live at `now`. Pure, so tests pin the boundary. */

@@ -67,6 +67,11 @@ describe.each(drivers)('approver rules at a console click (%s)', (driver) => {
     expect((await twokey.form(`/console/proposals/${large.id}/approve`, { _csrf: outsider.csrf }, { cookie: outsider.cookie })).status).toBe(403);
 
     const lead = await signInVerified('oidc:lead', ['finance-leads']);
+    // The card shows the button to the lead (through the issuer's group) and the rule's reason to others.
+    expect((await twokey.page(`/console/proposals/${large.id}`, lead.cookie)).body).toContain(`action="/console/proposals/${large.id}/approve"`);
+    const outsiderPage = (await twokey.page(`/console/proposals/${large.id}`, outsider.cookie)).body;
+    expect(outsiderPage).not.toContain(`action="/console/proposals/${large.id}/approve"`);
+    expect(outsiderPage).toContain('refunds over $1,000 need someone in finance-leads');
     const approved = await twokey.form(`/console/proposals/${large.id}/approve`, { _csrf: lead.csrf }, { cookie: lead.cookie });
     expect(approved.status).toBe(303);
     expect((await twokey.services.proposals.get(large.id)).status).toBe('committed');
