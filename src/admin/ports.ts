@@ -3,6 +3,7 @@ import type { AgentService } from '../core/agents.js';
 import type { AuditService } from '../core/audit.js';
 import type { GrantService } from '../core/grant-service.js';
 import type { Clock } from '../core/model.js';
+import type { People } from '../core/people.js';
 import type { Store } from '../core/ports.js';
 import type { ProposalService } from '../core/proposals.js';
 import type { AuditLog } from '../audit/ports.js';
@@ -20,6 +21,8 @@ export interface AdminServices {
   operations(): OperationDefinition[];
   operation(name: string): OperationDefinition | undefined;
   agents: Pick<AgentService, 'create' | 'list' | 'revoke'>;
+  /** Who is who: `policy test --approver` names the person an approver rule reads. */
+  people: Pick<People, 'nameOf'>;
   proposals: Pick<ProposalService, 'get' | 'approve' | 'reject' | 'retry'>;
   grants: Pick<GrantService, 'approveAndGrant' | 'list' | 'revoke'>;
   audit: Pick<AuditService, 'list' | 'verify'>;

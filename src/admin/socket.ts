@@ -4,6 +4,7 @@ import { TwokeyError, isTwokeyError } from '../core/errors.js';
 import type { AdminServices } from './ports.js';
 import { adminSocketPath } from './client.js';
 import { runAdminOperation } from './operations.js';
+import { isRecord } from '../lib/records.js';
 
 export { adminSocketPath, callAdminSocket } from './client.js';
 
@@ -29,7 +30,12 @@ function parseRequest(body: string): { operation: string; args: unknown } {
   return { operation, args: (request as { args?: unknown }).args ?? {} };
 }
 
-export async function startAdminSocket(services: AdminServices, dataDir: string): Promise<Server> {
+export interface AdminSocketOptions {
+  /** The server's own public URL: a sign-in link it mints points there, whatever port the CLI's environment names. */
+  publicBaseUrl?: () => string;
+}
+
+export async function startAdminSocket(services: AdminServices, dataDir: string, options: AdminSocketOptions = {}): Promise<Server> {
   const path = adminSocketPath(dataDir);
   // A socket file left by a crashed server would make listen fail; the data directory lock proves it is stale.
   await rm(path, { force: true });
@@ -45,7 +51,8 @@ export async function startAdminSocket(services: AdminServices, dataDir: string)
       void (async () => {
         try {
           const { operation, args } = parseRequest(Buffer.concat(chunks).toString('utf8'));
-          const result = await runAdminOperation(services, operation, args);
+          const own = operation === 'approvers.link' && options.publicBaseUrl && isRecord(args) ? { baseUrl: options.publicBaseUrl() } : {};
+          const result = await runAdminOperation(services, operation, isRecord(args) ? { ...args, ...own } : args);
           res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ result }));
         } catch (error) {
           const known = isTwokeyError(error) ? error : new TwokeyError('internal', 'admin operation failed');

@@ -134,9 +134,17 @@ function addPolicyAndGrantCommands(program: Command, context: Context): void {
     .argument('<operation>')
     .requiredOption('--params <json>', 'the params a proposal would carry, as JSON')
     .requiredOption('--agent <name>', 'the proposing agent')
+    .option('--approver <identity>', "who would approve: tests the operation's approver rule")
+    .option('--groups <list>', "the approver's groups, comma-separated (for the approver rule)", commaList, [])
     .description('print which rule would decide such a proposal, and why (writes nothing)')
-    .action((operation: string, options: { params: string; agent: string }) =>
-      run(context, 'policy.test', { operation, params: options.params, agent: options.agent }),
+    .action((operation: string, options: { params: string; agent: string; approver?: string; groups: string[] }) =>
+      run(context, 'policy.test', {
+        operation,
+        params: options.params,
+        agent: options.agent,
+        ...(options.approver ? { approver: options.approver } : {}),
+        groups: options.groups,
+      }),
     );
 
   const grants = program.command('grants').description('standing approvals given from chat, the console or the CLI');

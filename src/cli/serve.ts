@@ -9,7 +9,10 @@ export async function serve(settings: Env, version: string): Promise<void> {
   // Before anything creates a span: OTEL_EXPORTER_OTLP_ENDPOINT alone turns tracing on.
   const telemetry = await startTelemetry(process.env, version);
   // Printed, not logged: the logger would (rightly) scrub the sign-in token out of it.
-  const running = await startTwokey({ env: settings, announceConsole: (text) => process.stdout.write(text) });
+  // A sign-in link is for the person at this terminal, never for the log stream (stdout is often
+  // collected): printed on stderr when it is a terminal, otherwise not at all.
+  const announceConsole = process.stderr.isTTY ? (text: string) => void process.stderr.write(text) : undefined;
+  const running = await startTwokey({ env: settings, ...(announceConsole ? { announceConsole } : {}) });
   // From here on: opening a new embedded database legitimately holds the loop for seconds.
   watchdogFromEnv(settings);
   // A database driver's error is survived; anything else that nothing caught ends the process.

@@ -9,9 +9,12 @@ import { closeParamsSchema, compileParamsSchema, describeSchemaPath, ParamsSchem
 import { compileResultTemplate, compileSummaryTemplate } from './summary-template.js';
 import type { ResultContext } from './summary-template.js';
 import type { CommitMode, OperationSpec } from '../core/model.js';
-import { parseIdentity, isPersonKind, type IdentityKind } from '../core/identity.js';
-import { createPeople, type PersonDefinition } from '../core/people.js';
-import { buildPolicy, type EscalationSettings, type GrantSettings } from './policy-config.js';
+import { parseIdentity, type IdentityKind } from '../core/identity.js';
+import type { PersonDefinition } from '../core/people.js';
+import { peopleIssues, quorumIssues } from './people-config.js';
+import { buildApproverRule, buildPolicy, type EscalationSettings, type GrantSettings } from './policy-config.js';
+import { buildConsoleConfig, type ConsoleSignInConfig } from './console-config.js';
+import type { ApproverRule } from '../policy/approver-rule.js';
 import { configErrorMap, configSchema, describeIssues, duration } from './config-schema.js';
 import type { approvalSchema, mcpConnectionFields, operationSchema, upstreamSchema } from './config-schema.js';
 import type { PolicyRule } from '../policy/rules.js';
@@ -45,6 +48,8 @@ export interface OperationDefinition extends OperationSpec {
     /** Delays after the proposal at which undecided approvers are pinged again. */
     remindMs: number[];
     escalate?: EscalationSettings;
+    /** Who among the approvers may approve a given proposal (src/policy/approver-rule.ts). */
+    approverRule?: ApproverRule;
   };
   commit: CommitMode;
   /** Evaluated in order at propose time; the first match decides (see src/policy). */
@@ -120,6 +125,8 @@ export interface TwokeyConfig {
   businesses: Record<string, unknown>;
   /** MCP servers whose tools are imported as operations at start (src/mcp/upstreams.ts). */
   upstreams: UpstreamDefinition[];
+  /** How people sign in to the web console besides one-time links (an OpenID Connect issuer). */
+  console: ConsoleSignInConfig;
 }
 
 export type ApproverKind = IdentityKind;
@@ -127,47 +134,6 @@ export type ApproverKind = IdentityKind;
 /** What an approver identity names, or undefined when it is not a valid identity (the core's grammar). */
 export function approverKind(identity: string): ApproverKind | undefined {
   return parseIdentity(identity)?.kind;
-}
-
-/** Groups and roles may hold any number of people, so only these bound the quorum. */
-function isIndividual(identity: string): boolean {
-  const kind = approverKind(identity);
-  return kind !== undefined && isPersonKind(kind);
-}
-
-/**
- * A person's name and each identity belong to one person only: otherwise "who is this" would have
- * two answers, and quorum and the owner rule would depend on which one was read.
- */
-function peopleIssues(people: readonly PersonDefinition[]): string[] {
-  const issues: string[] = [];
-  const names = new Map<string, number>();
-  const owners = new Map<string, string>();
-  people.forEach((person, i) => {
-    const first = names.get(person.name);
-    if (first !== undefined) issues.push(`people[${i}].name: duplicate person name (also people[${first}])`);
-    else names.set(person.name, i);
-    person.identities.forEach((identity, j) => {
-      const where = `people[${i}].identities[${j}]`;
-      const previous = owners.get(identity);
-      if (previous !== undefined) issues.push(`${where}: ${identity} is already listed (${previous})`);
-      else owners.set(identity, where);
-    });
-  });
-  return issues;
-}
-
-/** Only individuals bound the quorum, counted as people: two identities of one person are one approver. */
-function quorumIssues(operations: readonly ParsedOperation[], people: readonly PersonDefinition[]): string[] {
-  const directory = createPeople(people);
-  return operations.flatMap((operation, i) => {
-    const { approvers, quorum } = operation.approval;
-    if (!approvers.every(isIndividual)) return [];
-    const persons = new Set(approvers.map((identity) => directory.personOf(identity))).size;
-    if (quorum <= persons) return [];
-    const unit = persons === approvers.length ? 'individual approvers' : 'individual approvers, counted as people';
-    return [`operations[${i}].approval.quorum: cannot exceed the number of ${unit} (${persons})`];
-  });
 }
 
 /** Checked on the raw data because zod skips refinements once any field has failed. */
@@ -237,6 +203,7 @@ function buildOperation(parsed: ParsedOperation, index: number, issues: string[]
   const renderCost = parsed.cost === undefined ? undefined : compile('cost', parsed.cost);
   const { approvers, quorum } = parsed.approval;
   const policy = buildPolicy(parsed.policy, { operation: parsed.name, index, paramsSchema, approvers, quorum }, issues);
+  const approverRule = buildApproverRule(parsed.approval.approverRule, { operation: parsed.name, path: field('approval.approverRule'), paramsSchema }, issues);
   let renderResult: OperationDefinition['renderResult'];
   try {
     renderResult = parsed.result === undefined ? undefined : compileResultTemplate(parsed.result, paramsSchema);
@@ -260,7 +227,7 @@ function buildOperation(parsed: ParsedOperation, index: number, issues: string[]
     ...(renderResult === undefined ? {} : { renderResult }),
     chatResult: parsed.chatResult,
     expiresInMs: parsed.expiresIn,
-    approval: approvalOf(parsed.approval),
+    approval: { ...approvalOf(parsed.approval), ...(approverRule ? { approverRule } : {}) },
     commit: parsed.commit,
     policy,
     grants: parsed.grants ?? null,
@@ -310,7 +277,11 @@ const toolExpiry = duration('5m', 10_000, 7 * 86_400_000, '10s and 7d');
 
 function buildUpstream(parsed: z.output<typeof upstreamSchema>, index: number, issues: string[]): UpstreamDefinition {
   const tools: Record<string, UpstreamToolOverride> = {};
+  // A tool's params are known only once its server answers, after the config is read.
+  if (parsed.approval?.approverRule) issues.push(`upstreams[${index}].approval.approverRule: approver rules are for operations, not upstream tools`);
   for (const [tool, override] of Object.entries(parsed.tools)) {
+    if (override.approval?.approverRule)
+      issues.push(`upstreams[${index}].tools.${tool}.approval.approverRule: approver rules are for operations, not upstream tools`);
     let expiresInMs: number | undefined;
     if (override.expiresIn !== undefined) {
       const checked = toolExpiry.safeParse(override.expiresIn);
@@ -367,6 +338,7 @@ export function parseConfig(text: string, env: NodeJS.ProcessEnv, sourceName: st
 
   const operations = result.data.operations.map((operation, i) => buildOperation(operation, i, issues));
   const upstreams = result.data.upstreams.map((upstream, i) => buildUpstream(upstream, i, issues));
+  const consoleConfig = buildConsoleConfig(result.data.console, env, issues);
   if (issues.length > 0) throw new ConfigError(heading, issues);
   return {
     source: sourceName,
@@ -374,6 +346,7 @@ export function parseConfig(text: string, env: NodeJS.ProcessEnv, sourceName: st
     ...(result.data.people.length > 0 ? { people: result.data.people } : {}),
     businesses: result.data.businesses,
     upstreams,
+    console: consoleConfig,
   };
 }
 

@@ -2,6 +2,7 @@ import * as z from 'zod';
 import { DISCORD_SNOWFLAKE, IDENTITY_FORMS, WEB_NAME, identityProblem } from '../core/identity.js';
 import { parseDuration } from '../lib/duration.js';
 import { formatFieldPath } from './errors.js';
+import { consoleSchema } from './console-config.js';
 import { policySchemas } from './policy-config.js';
 
 /**
@@ -68,6 +69,7 @@ export const approvalSchema = z
       .optional(),
     remind: automatic.remind,
     escalate: automatic.escalate,
+    approverRule: automatic.approverRule,
   })
   .superRefine((approval, ctx) => {
     const seen = new Set<string>();
@@ -183,6 +185,7 @@ const personSchema = z.strictObject({
 });
 
 export const configSchema = z.strictObject({
+  console: consoleSchema,
   people: z.array(personSchema).default([]),
   operations: z.array(operationSchema).default([]),
   businesses: z.record(z.string(), z.unknown()).default({}),

@@ -1,4 +1,6 @@
 import * as z from 'zod';
+import { compileApproverRule, type ApproverRule, type ApproverRuleDefinition } from '../policy/approver-rule.js';
+import { ConditionError } from '../policy/condition.js';
 import { compilePolicy, policyRuleSchema, type PolicyRule } from '../policy/rules.js';
 import { parseDuration } from '../lib/duration.js';
 
@@ -55,8 +57,13 @@ export function policySchemas(approverIdentity: z.ZodType<string>) {
     slack: z.strictObject({ channel: z.string().min(1) }).optional(),
     discord: z.strictObject({ channel: z.string().regex(/^\d{17,20}$/, { error: 'expected a Discord channel id (17 to 20 digits)' }) }).optional(),
   });
+  const approverRule = z.strictObject({
+    when: z.string().min(1, { error: 'expected a CEL expression' }),
+    reason: z.string().min(1).max(500).optional(),
+  });
   return {
     policy: z.array(rule).max(100).default([]),
+    approverRule: approverRule.optional(),
     grants: grants.optional(),
     /** How a policy's or grant's decision shows in chat: a compact message, or none. */
     automaticDecisions: z.enum(['message', 'silent']).default('message'),
@@ -80,10 +87,26 @@ export function buildPolicy(
   );
   for (const rule of rules) {
     const approvers = rule.approvers ?? context.approvers;
-    const individuals = approvers.filter((identity) => !/^(slack:group:|discord:role:)/.test(identity));
+    const individuals = approvers.filter((identity) => !/^(slack:group:|discord:role:|oidc:group:)/.test(identity));
     if (rule.quorum !== undefined && individuals.length === approvers.length && rule.quorum > new Set(individuals).size) {
       issues.push(`${rule.path}.quorum: cannot exceed the number of individual approvers (${new Set(individuals).size})`);
     }
   }
   return rules;
+}
+
+/** `approval.approverRule`, compiled at start; a problem is reported as `<path>.when: …`. */
+export function buildApproverRule(
+  definition: ApproverRuleDefinition | undefined,
+  context: { operation: string; path: string; paramsSchema: Record<string, unknown> },
+  issues: string[],
+): ApproverRule | undefined {
+  if (!definition) return undefined;
+  try {
+    return compileApproverRule(definition, context);
+  } catch (error) {
+    if (!(error instanceof ConditionError)) throw error;
+    issues.push(`${context.path}.when: ${error.message}`);
+    return undefined;
+  }
 }

@@ -1,4 +1,5 @@
 import type { ConsoleGuard } from './guard.js';
+import type { OidcSignIn } from './oidc.js';
 import type { ConsoleQueries, ConsoleServices } from './ports.js';
 import type { ProposalItems } from './proposal-items.js';
 import type { SendPage } from './respond.js';
@@ -8,6 +9,8 @@ import type { ConsoleAuth } from './sign-in.js';
 export interface ConsoleContext {
   services: ConsoleServices;
   auth: ConsoleAuth;
+  /** Sign-in through an OpenID Connect issuer, when the config names one. */
+  oidc: OidcSignIn | null;
   queries: ConsoleQueries;
   guard: ConsoleGuard;
   items: ProposalItems;

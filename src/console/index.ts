@@ -1,7 +1,9 @@
 import type { FastifyInstance } from 'fastify';
+import type { ConsoleSignInConfig } from '../config/console-config.js';
 import type { Env } from '../config/env.js';
 import { formatTime } from './layout.js';
 import { registerConsoleRoutes } from './plugin.js';
+import { createOidcSignIn } from './oidc.js';
 import type { ConsoleServices, ConsoleStores } from './ports.js';
 import { createConsoleAuth } from './sign-in.js';
 import { consoleUrl, publicBaseUrl, servedOverHttps, signInUrl } from './urls.js';
@@ -16,12 +18,23 @@ export interface WebConsoleOptions {
   services: ConsoleServices;
   /** Its own storage (sign-in links, sessions, the history's queries). */
   stores: ConsoleStores;
+  /** `console:` of the config file: an OpenID Connect issuer people may sign in with. */
+  signIn?: ConsoleSignInConfig;
+  /** The address the gateway listens on, once it does (the base of links when TWOKEY_PUBLIC_URL is unset). */
+  listenUrl?: () => string | null;
 }
 
 /** The web console (docs/console.md): pages under /console, sign-in links, sessions. */
-export function createWebConsole({ env, services, stores }: WebConsoleOptions) {
+export function createWebConsole({ env, services, stores, signIn, listenUrl }: WebConsoleOptions) {
   const auth = createConsoleAuth({ sessions: stores.sessions, clock: services.clock });
   const queries = stores.queries;
+  const oidc = signIn?.oidc
+    ? createOidcSignIn({
+        config: signIn.oidc,
+        clock: services.clock,
+        redirectUri: () => new URL('/console/auth/callback', publicBaseUrl(env, listenUrl?.())).toString(),
+      })
+    : null;
 
   return {
     auth,
@@ -30,6 +43,7 @@ export function createWebConsole({ env, services, stores }: WebConsoleOptions) {
       return registerConsoleRoutes(app, {
         services,
         auth,
+        oidc,
         queries,
         secureCookies: servedOverHttps(env),
         publicOrigin: env.TWOKEY_PUBLIC_URL ? new URL(env.TWOKEY_PUBLIC_URL).origin : null,
@@ -37,11 +51,15 @@ export function createWebConsole({ env, services, stores }: WebConsoleOptions) {
     },
     /**
      * The first minute of a new user: with no Slack or Discord configured, the runtime prints this at
-     * start. It mints a sign-in link for `web:operator` and returns the text to print. Print it on
-     * stdout, not through the logger: the logger scrubs `tk_link_…`, as it should everywhere else.
+     * start. It mints a sign-in link for `web:operator` and returns the text to print. Print it to a
+     * terminal only, never through the logger or into a collected stream.
      */
     async firstRunSignIn(listenUrl?: string | null): Promise<string> {
       const base = publicBaseUrl(env, listenUrl);
+      if (oidc) {
+        // People sign in with the issuer; no link is minted that nobody asked for.
+        return ['', `twokey web console: ${consoleUrl(base)}`, `Sign in with ${oidc.name} there. Break-glass: npx twokey approvers link NAME`, ''].join('\n');
+      }
       let link: Awaited<ReturnType<typeof auth.mintLink>>;
       try {
         link = await auth.mintLink('operator', 'system');

@@ -16,13 +16,16 @@ import { decisionRoutes } from './routes/decisions.js';
 import { eventRoutes } from './routes/events.js';
 import { grantRoutes } from './routes/grants.js';
 import { pageRoutes } from './routes/pages.js';
+import { oidcSignInRoutes } from './routes/oidc-sign-in.js';
 import { signInRoutes } from './routes/sign-in.js';
 import { SECURITY_HEADERS } from './security.js';
+import type { OidcSignIn } from './oidc.js';
 import type { ConsoleAuth } from './sign-in.js';
 
 export interface ConsoleRouteDeps {
   services: ConsoleServices;
   auth: ConsoleAuth;
+  oidc: OidcSignIn | null;
   queries: ConsoleQueries;
   /** Cookies get `Secure` when people reach twokey over https (TWOKEY_PUBLIC_URL). */
   secureCookies: boolean;
@@ -35,12 +38,13 @@ export interface ConsoleRouteDeps {
  * parser, and inside it one plugin per part (sign-in, pages, decisions, agents, grants, events).
  */
 export async function registerConsoleRoutes(app: FastifyInstance, deps: ConsoleRouteDeps): Promise<void> {
-  const { services, auth, queries, secureCookies } = deps;
+  const { services, auth, oidc, queries, secureCookies } = deps;
   const cookieName = secureCookies ? '__Secure-twokey_session' : 'twokey_session';
   const send = pageSender(services.clock);
   const context: ConsoleContext = {
     services,
     auth,
+    oidc,
     queries,
     guard: createConsoleGuard({ auth, cookieName, publicOrigin: deps.publicOrigin, send }),
     items: proposalItems(services, queries),
@@ -88,6 +92,7 @@ export async function registerConsoleRoutes(app: FastifyInstance, deps: ConsoleR
 
       await scope.register(assetRoutes);
       await scope.register(signInRoutes, context);
+      await scope.register(oidcSignInRoutes, context);
       await scope.register(pageRoutes, context);
       await scope.register(eventRoutes, context);
       await scope.register(decisionRoutes, context);

@@ -61,6 +61,8 @@ export interface ApproverLinkRecord {
 export interface ConsoleSessionRecord {
   idHash: string;
   approver: string;
+  /** The issuer's groups at sign-in; null for a session a one-time link opened. */
+  groups: string[] | null;
   createdAt: Date;
   expiresAt: Date;
   revokedAt: Date | null;

@@ -1,6 +1,6 @@
 import { previewDecision } from '../core/decision-preview.js';
 import { boundsFrom } from '../core/grants.js';
-import { operationFor, type AgentRecord, type ApprovalRecord, type ProposalRecord } from '../core/model.js';
+import { operationFor, type AgentRecord, type ApprovalRecord, type Decider, type ProposalRecord } from '../core/model.js';
 import { isFailedExecution } from '../core/outcome.js';
 import type { ConsoleQueries, ConsoleServices } from './ports.js';
 import type { Eligibility, ProposalItem } from './views/proposal-item.js';
@@ -10,7 +10,7 @@ const PENDING_LIMIT = 200;
 /** Proposals as the viewer sees them: agent names, approvals, and which buttons the core allows. */
 export function proposalItems(services: ConsoleServices, queries: ConsoleQueries) {
   /** The core's preview for the viewer: which button to show, or the reason there is none. */
-  function eligibility(approver: string, proposal: ProposalRecord, agent: AgentRecord | undefined, approvals: ApprovalRecord[]): Eligibility {
+  function eligibility(decider: Decider, proposal: ProposalRecord, agent: AgentRecord | undefined, approvals: ApprovalRecord[]): Eligibility {
     const configured = services.operation(proposal.operation);
     const facts = {
       proposalId: proposal.id,
@@ -18,7 +18,7 @@ export function proposalItems(services: ConsoleServices, queries: ConsoleQueries
       operation: configured ? operationFor(proposal, configured) : undefined,
       agent: agent ?? null,
       approvals,
-      decider: { identity: approver, via: 'web' },
+      decider,
       now: services.clock(),
       people: services.people,
       showName: (name: string) => name,
@@ -32,7 +32,7 @@ export function proposalItems(services: ConsoleServices, queries: ConsoleQueries
     return approve.code === 'already_counted' ? { can: true, approved: true } : { can: false, why: approve.message };
   }
 
-  async function itemsFor(proposals: ProposalRecord[], approver: string): Promise<ProposalItem[]> {
+  async function itemsFor(proposals: ProposalRecord[], viewer: Decider): Promise<ProposalItem[]> {
     const agents = new Map((await services.agents.list()).map((agent) => [agent.id, agent]));
     const approvals = await queries.approvalsOf(proposals.map((p) => p.id));
     return proposals.map((proposal) => {
@@ -44,21 +44,21 @@ export function proposalItems(services: ConsoleServices, queries: ConsoleQueries
         agentName: agent?.name ?? proposal.agentId,
         description: operation ? `${operation.description} (${operation.name})` : proposal.operation,
         approvals: list,
-        eligibility: eligibility(approver, proposal, agent, list),
+        eligibility: eligibility(viewer, proposal, agent, list),
         grantDurationsMs: operation?.grants?.allow ? operation.grants.durationsMs : [],
         grantBounds: operation?.grants?.allow ? boundsFrom(proposal.params, operation.paramsSchema) : [],
       };
     });
   }
 
-  async function pendingItems(approver: string) {
+  async function pendingItems(viewer: Decider) {
     const now = services.clock().getTime();
     // The sweeper marks expired proposals within a second; until then they are no longer decidable.
     const pending = (await services.store.listProposals({ status: 'pending', limit: PENDING_LIMIT }))
       .filter((p) => p.expiresAt.getTime() > now)
       .sort((a, b) => a.expiresAt.getTime() - b.expiresAt.getTime());
     const failed = (await services.store.listProposals({ status: 'approved', limit: 50 })).filter(isFailedExecution);
-    return { items: await itemsFor(pending, approver), failed: await itemsFor(failed, approver) };
+    return { items: await itemsFor(pending, viewer), failed: await itemsFor(failed, viewer) };
   }
 
   return { itemsFor, pendingItems };

@@ -1,7 +1,7 @@
 import { createHmac, randomBytes } from 'node:crypto';
 import { TwokeyError } from '../core/errors.js';
-import { webIdentity as parseWebIdentity } from '../core/identity.js';
-import type { Clock } from '../core/model.js';
+import { oidcGroupIdentity, webIdentity as parseWebIdentity } from '../core/identity.js';
+import type { Clock, Decider } from '../core/model.js';
 import { digestsEqual, sha256Hex } from '../core/secrets.js';
 import type { ApproverLinkRecord, ConsoleSessionRecord, ConsoleSessionStore } from './ports.js';
 
@@ -36,10 +36,22 @@ export function checkLink(row: ApproverLinkRecord | null, now: Date): LinkCheck 
 
 export interface ConsoleSession {
   approver: string;
+  /** The issuer's groups claim when an OpenID Connect issuer signed this person in; empty otherwise. */
+  groups: readonly string[];
   idHash: string;
   expiresAt: Date;
   /** The synchronizer token every form of this session must carry. */
   csrfToken: string;
+}
+
+/**
+ * The person a session decides as. A session an issuer opened carries its groups: as
+ * `oidc:group:NAME` they match approvers lists, as bare names approver rules read them.
+ */
+export function deciderOf(session: Pick<ConsoleSession, 'approver' | 'groups'>): Decider {
+  if (session.groups.length === 0) return { identity: session.approver, via: 'web' };
+  const memberOf = session.groups.map(oidcGroupIdentity).filter((group): group is string => group !== null);
+  return { identity: session.approver, memberOf, groups: [...session.groups], via: 'web' };
 }
 
 /** Whether a stored session is live at `now`. Pure, so tests pin the boundary. */
@@ -99,7 +111,7 @@ export function createConsoleAuth({ sessions, clock }: ConsoleAuthDeps) {
     const link = await sessions.transaction(async (tx) => {
       const used = await tx.useLink(tokenHash, now);
       if (!used) return null;
-      await tx.insertSession({ idHash, approver: used.approver, createdAt: now, expiresAt });
+      await tx.insertSession({ idHash, approver: used.approver, groups: null, createdAt: now, expiresAt });
       await tx.appendAudit({ type: 'console.signed_in', actor: used.approver, data: { session: sessionRef(idHash), expiresAt: expiresAt.toISOString() } }, now);
       return used;
     });
@@ -108,7 +120,30 @@ export function createConsoleAuth({ sessions, clock }: ConsoleAuthDeps) {
       // The UPDATE refused it, so the row says why; a link that looks valid here lost a race.
       return { ok: false, problem: check.ok ? 'used' : check.problem };
     }
-    return { ok: true, secret, session: { approver: link.approver, idHash, expiresAt, csrfToken: csrfTokenFor(secret) } };
+    return { ok: true, secret, session: { approver: link.approver, groups: [], idHash, expiresAt, csrfToken: csrfTokenFor(secret) } };
+  }
+
+  /**
+   * Opens a session for a person an OpenID Connect issuer vouched for (the caller checked the code,
+   * state, nonce and ID token). The groups are kept as the issuer said them at sign-in.
+   */
+  async function signInVerified(approver: string, groups: readonly string[], issuer: string) {
+    const now = clock();
+    const secret = randomBytes(32).toString('base64url');
+    const idHash = sha256Hex(secret);
+    const expiresAt = new Date(now.getTime() + SESSION_TTL_MS);
+    await sessions.transaction(async (tx) => {
+      await tx.insertSession({ idHash, approver, groups: [...groups], createdAt: now, expiresAt });
+      await tx.appendAudit(
+        {
+          type: 'console.signed_in',
+          actor: approver,
+          data: { session: sessionRef(idHash), expiresAt: expiresAt.toISOString(), via: 'oidc', issuer, groups: [...groups] },
+        },
+        now,
+      );
+    });
+    return { secret, session: { approver, groups: [...groups], idHash, expiresAt, csrfToken: csrfTokenFor(secret) } satisfies ConsoleSession };
   }
 
   async function authenticate(secret: string | undefined): Promise<ConsoleSession | null> {
@@ -116,7 +151,7 @@ export function createConsoleAuth({ sessions, clock }: ConsoleAuthDeps) {
     const idHash = sha256Hex(secret);
     const row = await sessions.getSession(idHash);
     if (!sessionIsLive(row, clock())) return null;
-    return { approver: row.approver, idHash, expiresAt: row.expiresAt, csrfToken: csrfTokenFor(secret) };
+    return { approver: row.approver, groups: row.groups ?? [], idHash, expiresAt: row.expiresAt, csrfToken: csrfTokenFor(secret) };
   }
 
   async function signOut(session: ConsoleSession): Promise<void> {
@@ -139,7 +174,7 @@ export function createConsoleAuth({ sessions, clock }: ConsoleAuthDeps) {
     });
   }
 
-  return { mintLink, inspectLink, signIn, authenticate, signOut, revokeSessions };
+  return { mintLink, inspectLink, signIn, signInVerified, authenticate, signOut, revokeSessions };
 }
 
 export type ConsoleAuth = ReturnType<typeof createConsoleAuth>;

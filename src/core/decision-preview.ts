@@ -2,6 +2,7 @@ import { TwokeyError, isTwokeyError, type ErrorCode } from './errors.js';
 import type { AgentRecord, ApprovalRecord, Decider, OperationSpec, ProposalRecord, ProposalStatus } from './model.js';
 import { isFailedExecution } from './outcome.js';
 import { noPeople, samePerson, type People } from './people.js';
+import { approverRuleAllows, type ApproverRule } from '../policy/approver-rule.js';
 
 /**
  * Who may do what to a proposal, decided once. Transports call `previewDecision` to answer a click
@@ -13,7 +14,15 @@ import { noPeople, samePerson, type People } from './people.js';
 export type DecisionAction = 'approve' | 'reject' | 'retry';
 
 export type RefusalCode =
-  'not_found' | 'operation_removed' | 'owner_cannot_approve' | 'not_an_approver' | 'already_counted' | 'not_pending' | 'expired' | 'nothing_to_retry';
+  | 'not_found'
+  | 'operation_removed'
+  | 'owner_cannot_approve'
+  | 'not_an_approver'
+  | 'approver_rule'
+  | 'already_counted'
+  | 'not_pending'
+  | 'expired'
+  | 'nothing_to_retry';
 
 export type DecisionPreview =
   | { allowed: true; action: DecisionAction; /** The approvers-list entry that lets this person decide. */ matchedRule: string }
@@ -23,7 +32,7 @@ export interface DecisionFacts {
   action: DecisionAction;
   proposalId: string;
   proposal: ProposalRecord | null;
-  operation: (Pick<OperationSpec, 'name'> & { approval: { approvers: readonly string[] } }) | undefined;
+  operation: (Pick<OperationSpec, 'name'> & { approval: { approvers: readonly string[]; approverRule?: ApproverRule | undefined } }) | undefined;
   agent: Pick<AgentRecord, 'name' | 'owners'> | null;
   /** Needed for `approve` (already counted); ignored otherwise. */
   approvals: readonly ApprovalRecord[];
@@ -106,6 +115,8 @@ function refusalWords(code: RefusalCode, facts: DecisionFacts, detail: string | 
     }
     case 'not_an_approver':
       return `You (${decider.identity}) are not an approver of ${operation?.name ?? ''}: you are not on the approvers list by name, group or role.`;
+    case 'approver_rule':
+      return `You (${decider.identity}) may not approve this proposal: ${sentence(detail ?? 'the approver rule does not allow you')}`;
     case 'already_counted': {
       const as = detail && detail !== decider.identity ? `, given as ${detail}` : '';
       const counted = operation && agent ? countedApprovers(facts.approvals, operation, agent.owners, facts.people).length : facts.approvals.length;
@@ -118,6 +129,27 @@ function refusalWords(code: RefusalCode, facts: DecisionFacts, detail: string | 
     case 'nothing_to_retry':
       return `There is nothing to retry: ${proposal ? retryWords[proposal.status] : 'the proposal is gone'}.`;
   }
+}
+
+const sentence = (text: string): string => (/[.!?]$/.test(text) ? text : `${text}.`);
+
+/**
+ * The operation's approver rule, for an approval or a retry (both make the operation run; a
+ * rejection stops it, so anyone on the list may still reject). The reason when it refuses, or null.
+ */
+function approverRuleRefusal(facts: DecisionFacts, people: People): string | null {
+  const rule = facts.operation?.approval.approverRule;
+  if (!rule || facts.action === 'reject' || !facts.proposal) return null;
+  const { decider } = facts;
+  const asPerson = (identity: string): string => people.nameOf(identity) ?? identity;
+  const verdict = approverRuleAllows(rule, {
+    approver: { identity: decider.identity, person: asPerson(decider.identity), groups: [...(decider.groups ?? []), ...(decider.memberOf ?? [])] },
+    agent: facts.agent?.name ?? facts.proposal.agentId,
+    owners: (facts.agent?.owners ?? []).map(asPerson),
+    operation: facts.proposal.operation,
+    params: facts.proposal.params,
+  });
+  return verdict.allowed ? null : verdict.reason;
 }
 
 function notPendingWords(status: ProposalStatus | null): string {
@@ -149,6 +181,8 @@ export function previewDecision(facts: DecisionFacts): DecisionPreview {
   if (owner) return refuse('owner_cannot_approve', owner);
   const matchedRule = matchApprover(operation.approval.approvers, decider);
   if (!matchedRule) return refuse('not_an_approver');
+  const ruleRefusal = approverRuleRefusal(facts, people);
+  if (ruleRefusal !== null) return refuse('approver_rule', ruleRefusal);
   if (action === 'retry') {
     return isFailedExecution(proposal) ? { allowed: true, action, matchedRule } : refuse('nothing_to_retry');
   }
@@ -166,6 +200,7 @@ const errorCodes: Record<Exclude<RefusalCode, 'already_counted'>, ErrorCode> = {
   operation_removed: 'operation_removed',
   owner_cannot_approve: 'owner_cannot_approve',
   not_an_approver: 'not_an_approver',
+  approver_rule: 'not_an_approver',
   not_pending: 'not_pending',
   expired: 'expired',
   nothing_to_retry: 'nothing_to_retry',

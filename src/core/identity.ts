@@ -10,8 +10,11 @@
  *   could never click a button can never be an owner either.
  * - `web:NAME`: a console person; NAME is 1–64 of letters, digits, `.`, `_`, `@`, `-`, starting
  *   with a letter or digit.
+ * - `oidc:VALUE`: a person signed in to the console through the OpenID Connect issuer; VALUE is the
+ *   claim the config names (`sub` by default, or `email`), 1–255 printable ASCII characters.
+ * - `oidc:group:NAME`: a value of the issuer's groups claim.
  */
-export type IdentityKind = 'slack_user' | 'slack_group' | 'discord_user' | 'discord_role' | 'web';
+export type IdentityKind = 'slack_user' | 'slack_group' | 'discord_user' | 'discord_role' | 'web' | 'oidc_user' | 'oidc_group';
 
 export interface Identity {
   kind: IdentityKind;
@@ -25,6 +28,8 @@ export const SLACK_USER_ID = /^[UW][A-Z0-9]{1,31}$/;
 export const SLACK_GROUP_ID = /^S[A-Z0-9]{1,31}$/;
 export const DISCORD_SNOWFLAKE = /^\d{17,20}$/;
 export const WEB_NAME = /^[A-Za-z0-9][A-Za-z0-9._@-]{0,63}$/;
+/** A claim value as an identity: printable ASCII without spaces, so it reads the same in every log and config. */
+export const OIDC_VALUE = /^[\x21-\x7E]{1,255}$/;
 
 const PREFIXES: ReadonlyArray<[IdentityKind, string, RegExp]> = [
   ['slack_group', 'slack:group:', SLACK_GROUP_ID],
@@ -32,12 +37,14 @@ const PREFIXES: ReadonlyArray<[IdentityKind, string, RegExp]> = [
   ['discord_user', 'discord:user:', DISCORD_SNOWFLAKE],
   ['discord_role', 'discord:role:', DISCORD_SNOWFLAKE],
   ['web', 'web:', WEB_NAME],
+  ['oidc_group', 'oidc:group:', OIDC_VALUE],
+  ['oidc_user', 'oidc:', OIDC_VALUE],
 ];
 
 /** Every form, for error messages. */
-export const IDENTITY_FORMS = 'slack:U…, slack:W…, slack:group:S…, discord:user:<id>, discord:role:<id> or web:<name>';
+export const IDENTITY_FORMS = 'slack:U…, slack:W…, slack:group:S…, discord:user:<id>, discord:role:<id>, web:<name>, oidc:<claim> or oidc:group:<name>';
 /** The forms that name one person (who can click), for owners, `--as` and people. */
-export const PERSON_FORMS = 'slack:U…, slack:W…, discord:user:<id> or web:<name>';
+export const PERSON_FORMS = 'slack:U…, slack:W…, discord:user:<id>, web:<name> or oidc:<claim>';
 
 /** The identity a text names, or null when it is not one. */
 export function parseIdentity(text: unknown): Identity | null {
@@ -52,7 +59,7 @@ export function parseIdentity(text: unknown): Identity | null {
 }
 
 /** Groups and roles hold any number of people; every other identity is one person. */
-export const isPersonKind = (kind: IdentityKind): boolean => kind === 'slack_user' || kind === 'discord_user' || kind === 'web';
+export const isPersonKind = (kind: IdentityKind): boolean => kind === 'slack_user' || kind === 'discord_user' || kind === 'web' || kind === 'oidc_user';
 
 /** The identity if the text names one person (not a group or role), else null. */
 export function parsePersonIdentity(text: unknown): Identity | null {
@@ -72,6 +79,17 @@ export const slackUserIdentity = (userId: string): string => `slack:${userId}`;
 export const slackGroupIdentity = (groupId: string): string => `slack:group:${groupId}`;
 export const discordUserIdentity = (userId: string): string => `discord:user:${userId}`;
 export const discordRoleIdentity = (roleId: string): string => `discord:role:${roleId}`;
+
+/**
+ * The identity of a person the issuer vouched for, or null when the claim value cannot be one (empty,
+ * too long, spaces or non-ASCII, or shaped like a group, which would let a claim pass for a group).
+ */
+export function oidcIdentity(value: string): string | null {
+  if (!OIDC_VALUE.test(value) || value.startsWith('group:')) return null;
+  return `oidc:${value}`;
+}
+
+export const oidcGroupIdentity = (group: string): string | null => (OIDC_VALUE.test(group) ? `oidc:group:${group}` : null);
 
 /** `operator` or `web:operator` → `web:operator`; null when the name is not a valid web name. */
 export function webIdentity(name: string): string | null {

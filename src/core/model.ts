@@ -1,4 +1,5 @@
 /** The records the core reasons about. Storage maps its rows to these; nothing here knows SQL. */
+import type { ApproverRule } from '../policy/approver-rule.js';
 import type { PolicyRule } from '../policy/rules.js';
 
 /**
@@ -129,6 +130,8 @@ export interface OperationSpec {
     discord?: { channel: string };
     remindMs?: number[];
     escalate?: { afterMs: number; approvers: string[]; slack?: { channel: string }; discord?: { channel: string } };
+    /** Who among the approvers may approve this proposal: checked at every click, after the approvers list. */
+    approverRule?: ApproverRule;
   };
   commit: CommitMode;
   policy?: PolicyRule[];
@@ -140,7 +143,7 @@ export interface OperationSpec {
 
 /** What a chat transport reads of an operation: who approves it, and which standing approvals it offers. */
 export type OperationApprovalView = Pick<OperationSpec, 'name'> & {
-  approval: Pick<OperationSpec['approval'], 'approvers'>;
+  approval: Pick<OperationSpec['approval'], 'approvers' | 'approverRule'>;
   grants?: Pick<NonNullable<OperationSpec['grants']>, 'allow' | 'durationsMs'> | null;
 };
 
@@ -161,8 +164,10 @@ export function operationFor<T extends { approval: { approvers: readonly string[
 export interface Decider {
   /** `slack:U…`, `discord:user:…`, `web:NAME`. */
   identity: string;
-  /** Groups or roles the transport resolved for this person (`slack:group:S…`, `discord:role:…`). */
+  /** Groups or roles the transport resolved for this person (`slack:group:S…`, `discord:role:…`, `oidc:group:…`). */
   memberOf?: string[];
+  /** The issuer's own group names (its groups claim), for approver rules: `"finance-leads" in approver.groups`. */
+  groups?: string[];
   /** How the decision arrived: `slack`, `discord`, `web`, `cli`. */
   via: string;
 }

@@ -253,6 +253,8 @@ export const consoleSessions = pgTable(
   {
     idHash: text('id_hash').primaryKey(),
     approver: text('approver').notNull(),
+    /** The issuer's groups claim at sign-in (OpenID Connect sessions); null for a one-time link's session. */
+    groups: jsonb('groups').$type<string[]>(),
     createdAt: instant('created_at').notNull(),
     expiresAt: instant('expires_at').notNull(),
     revokedAt: instant('revoked_at'),

@@ -12,6 +12,9 @@ export const secretPatterns: readonly RegExp[] = [
   /https:\/\/hooks\.slack\.com\/[^\s"'\\]+/g,
   /\b[MNO][A-Za-z0-9_-]{23,28}\.[A-Za-z0-9_-]{6}\.[A-Za-z0-9_-]{27,}\b/g,
   /(\/(?:webhooks|interactions)\/\d{15,21}\/)[A-Za-z0-9_.-]{20,}/g,
+  // An OpenID Connect authorization code in the console's callback URL (a request log line): short-lived
+  // and bound to its PKCE verifier, but a bearer of a sign-in until redeemed.
+  /(\/console\/auth\/callback\?(?:[^\s"'\\]*?[?&])?code=)[^&\s"'\\]+/g,
 ];
 
 /** Replaces every secret-shaped run with `[REDACTED]`; a pattern's first group (a URL's public part) is kept. */

@@ -62,7 +62,7 @@ export interface CompiledCondition {
   evaluate(input: ConditionInput): ConditionVerdict;
 }
 
-function describe(error: unknown): string {
+export function describe(error: unknown): string {
   const message = error instanceof Error ? error.message : String(error);
   return message.split('\n')[0]?.slice(0, 300) || 'evaluation failed';
 }
@@ -82,13 +82,20 @@ export function verdictOf(evaluate: () => unknown): ConditionVerdict {
   return { kind: 'undecided', error: `the condition returned ${typeof result === 'bigint' ? 'an int' : `a ${typeof result}`}, not a boolean` };
 }
 
-interface ReferenceCheck {
+export interface ReferenceCheck {
   /** Declared top-level param names; undefined when the schema does not list them. */
   declaredParams?: readonly string[] | undefined;
+  /** The names an expression may read, and how an error lists them; default: a policy condition's. */
+  variables?: { names: ReadonlySet<string>; listed: string };
+  /** Variables whose fields are known (`approver.groups`): any other field is a typo. */
+  knownFields?: Readonly<Record<string, ReadonlySet<string>>>;
 }
 
+const POLICY_VARIABLES = { names: new Set(Object.keys(VARIABLES)), listed: 'agent, operation and params' };
+
 /** Names and calls the expression uses that cannot be right whatever the params are. */
-function referenceProblems(root: Expr, check: ReferenceCheck): { problems: string[]; countWindows: number[] } {
+export function referenceProblems(root: Expr, check: ReferenceCheck): { problems: string[]; countWindows: number[] } {
+  const variables = check.variables ?? POLICY_VARIABLES;
   const problems: string[] = [];
   const countWindows: number[] = [];
   const visit = (expr: Expr | undefined, bound: ReadonlySet<string>): void => {
@@ -96,8 +103,8 @@ function referenceProblems(root: Expr, check: ReferenceCheck): { problems: strin
     const kind = expr.exprKind;
     switch (kind.case) {
       case 'identExpr':
-        if (!(kind.value.name in VARIABLES) && !bound.has(kind.value.name) && !TYPE_NAMES.has(kind.value.name)) {
-          problems.push(`unknown name "${kind.value.name}" (a condition reads agent, operation and params)`);
+        if (!variables.names.has(kind.value.name) && !bound.has(kind.value.name) && !TYPE_NAMES.has(kind.value.name)) {
+          problems.push(`unknown name "${kind.value.name}" (a condition reads ${variables.listed})`);
         }
         return;
       case 'selectExpr': {
@@ -105,6 +112,11 @@ function referenceProblems(root: Expr, check: ReferenceCheck): { problems: strin
         if (operand?.exprKind.case === 'identExpr' && operand.exprKind.value.name === 'params' && !bound.has('params')) {
           const declared = check.declaredParams;
           if (declared && !declared.includes(kind.value.field)) problems.push(`params.${kind.value.field} is not a param of this operation`);
+          return;
+        }
+        const known = operand?.exprKind.case === 'identExpr' ? check.knownFields?.[operand.exprKind.value.name] : undefined;
+        if (known && operand?.exprKind.case === 'identExpr' && !bound.has(operand.exprKind.value.name) && !known.has(kind.value.field)) {
+          problems.push(`${operand.exprKind.value.name}.${kind.value.field} is not known (it has ${[...known].join(', ')})`);
           return;
         }
         visit(operand, bound);

@@ -6,7 +6,7 @@ import { startAdminSocket } from '../admin/socket.js';
 import { createFailedAuthLimiter, createLongPollLimiter, type FailedAuthLimiter } from '../limits/index.js';
 import { createAgpService, registerAgpRoutes } from '../agp/index.js';
 import { createChatSync, type ChatSync } from '../chat/sync.js';
-import { createWebConsole, publicBaseUrl, type WebConsole } from '../console/index.js';
+import { consoleUrl, createWebConsole, publicBaseUrl, type WebConsole } from '../console/index.js';
 import { consoleStoresFor } from './console-stores.js';
 import { createDiscordIntegration } from '../discord/index.js';
 import type { LeaderElector } from '../discord/ports.js';
@@ -71,7 +71,10 @@ export interface StartOptions {
   /** How often the elected replica places committed audit rows in the chain (250 ms). */
   auditIntervalMs?: number;
   auditLeaderRetryMs?: number;
-  /** Receives the console URL and a sign-in link for web:operator when no chat is configured (`serve`). */
+  /**
+   * Receives the console URL and a sign-in link for web:operator when no chat is configured: set only
+   * when a person's terminal will show it (`serve` on a TTY). Without it, the log says how to get a link.
+   */
   announceConsole?: (text: string) => void;
   /** Chat platforms to wire in; by default those the environment configures. */
   integrations?: (services: Services, wiring: ChatWiring) => ChatIntegration[];
@@ -327,12 +330,13 @@ async function createApp({ env, logger, database, services }: Foundation, limits
 /** The other dialects and surfaces on the app: AGP, resume states, the web console, MCP, the chat platforms. */
 async function registerSurfaces(
   app: FastifyInstance,
-  { env, database, services }: Foundation,
+  foundation: Foundation,
   limits: AgentLimits,
   integrations: readonly ChatIntegration[],
   /** Known once the app listens, after the routes are registered. */
   listeningUrl: () => string | null,
 ) {
+  const { env, database, services } = foundation;
   const { rateLimit, failedAuth } = limits;
   registerAgpRoutes(app, {
     agp: createAgpService({
@@ -354,7 +358,7 @@ async function registerSurfaces(
     failedAuth,
   });
 
-  const webConsole = createWebConsole({ env, services, stores: consoleStoresFor(database) });
+  const webConsole = createWebConsole({ env, services, stores: consoleStoresFor(database), signIn: foundation.config.console, listenUrl: listeningUrl });
   await webConsole.registerRoutes(app);
 
   const mcp = registerMcpRoutes(app, {
@@ -398,7 +402,10 @@ export async function startTwokey(options: StartOptions): Promise<RunningTwokey>
   let adminSocket: Server | null = null;
   if (options.listen !== false) {
     url = await app.listen({ host: env.HOST, port: env.PORT });
-    if (database.kind === 'pglite' && foundation.ownsDatabase) adminSocket = await startAdminSocket(services, env.TWOKEY_DATA_DIR);
+    const listening = url;
+    if (database.kind === 'pglite' && foundation.ownsDatabase) {
+      adminSocket = await startAdminSocket(services, env.TWOKEY_DATA_DIR, { publicBaseUrl: () => publicBaseUrl(env, listening) });
+    }
   }
 
   // The embedded database is this process's alone (it locks its directory): a claim left is a dead process's (a stored click).
@@ -412,7 +419,15 @@ export async function startTwokey(options: StartOptions): Promise<RunningTwokey>
   }
   outbox.start();
   // The first minute: with no Slack or Discord, the console is the way to approve; say how to get in.
-  if (url && integrations.length === 0 && options.announceConsole) options.announceConsole(await webConsole.firstRunSignIn(url));
+  // A sign-in link goes to a terminal only: the log stream is collected, kept and read by others.
+  if (url && integrations.length === 0) {
+    if (options.announceConsole) options.announceConsole(await webConsole.firstRunSignIn(url));
+    else
+      logger.info(
+        { console: consoleUrl(publicBaseUrl(env, url)) },
+        'no Slack or Discord configured: approve in the web console; run `twokey approvers link NAME` for a sign-in link',
+      );
+  }
 
   const sweeping = startSweeper(options, foundation, limits.sharedRateLimits);
   const { audit, leader: auditLeader } = startAuditIntegrator(options, foundation);

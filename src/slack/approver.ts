@@ -102,9 +102,10 @@ function slackPeople(deps: SlackApproverDeps) {
     const identity = slackUserIdentity(userId);
     const configured = proposal ? deps.operation(proposal.operation) : undefined;
     const approvers = proposal && configured ? approversOf(proposal, configured) : [];
-    const groups = approvers.filter((a) => a.startsWith(GROUP_PREFIX)).map((a) => a.slice(GROUP_PREFIX.length));
-    // A named approver needs no lookup; the owner rule is the core's and does not depend on groups.
-    if (approvers.includes(identity) || groups.length === 0) return { identity, via: 'slack' };
+    const inRule = (configured?.approval.approverRule?.mentionedGroups ?? []).filter((a) => a.startsWith(GROUP_PREFIX));
+    const groups = [...new Set([...approvers.filter((a) => a.startsWith(GROUP_PREFIX)), ...inRule])].map((a) => a.slice(GROUP_PREFIX.length));
+    // A named approver needs no lookup unless the approver rule asks about groups; the owner rule is the core's.
+    if ((approvers.includes(identity) && inRule.length === 0) || groups.length === 0) return { identity, via: 'slack' };
     try {
       const memberOf = await deps.usergroups.groupsOf(userId, groups);
       return { identity, memberOf: memberOf.map(slackGroupIdentity), via: 'slack' };

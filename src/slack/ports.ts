@@ -4,7 +4,7 @@ import type { Store } from '../core/ports.js';
 import type { ProposalService } from '../core/proposals.js';
 import type { ClickInbox } from '../outbox/inbox.js';
 
-/** How Slack sees an operation: the core's view of who approves it and which standing approvals it offers. */
+/** How Slack sees an operation: the core's view of who approves it (and the groups its approver rule names) and which standing approvals it offers. */
 export type SlackOperationView = OperationApprovalView;
 
 /**

@@ -1,7 +1,7 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { openDatabase } from '../../src/db/database.js';
 import { freePort, PROCESS_TEST_TIMEOUT_MS, runCli, startServerProcess } from '../support/processes.js';
 import { startConsoleTwokey } from './support.js';
@@ -27,16 +27,22 @@ describe('twokey approvers link / revoke-sessions (CLI, embedded database)', () 
   it(
     'prints a one-time link (last line) through a running server, and the link signs in once',
     async () => {
-      const server = await startServerProcess(env);
+      // Output captured, as a log collector would: not a terminal, so no sign-in link goes there.
+      const server = await startServerProcess({ ...env, LOG_LEVEL: 'info' });
       let url: string;
       try {
-        const linked = await runCli(['approvers', 'link', 'operator'], env);
+        // /healthz answers once it listens; the line about the console follows a moment later.
+        await vi.waitFor(() => expect(server.output()).toContain('run `twokey approvers link NAME` for a sign-in link'), { timeout: 20_000 });
+        expect(server.output()).not.toMatch(/\/console\/login\?token=|tk_link_/);
+        // The link points at the server's own address, whatever port the CLI's environment names.
+        const linked = await runCli(['approvers', 'link', 'operator'], { ...env, PORT: '1' });
         expect(linked.code).toBe(0);
         url = linked.stdout.trim().split('\n').at(-1) ?? '';
         expect(url).toMatch(new RegExp(`^http://127\\.0\\.0\\.1:${env.PORT}/console/login\\?token=tk_link_[A-Za-z0-9_-]{43}$`));
         expect(linked.stdout).toContain('web:operator');
-        // The server's log never shows the CLI's link token (start printed a link of its own, once).
+        // The server's log never shows the CLI's link token, nor any other.
         expect(server.output()).not.toContain(url.split('token=')[1] ?? 'missing');
+        expect(server.output()).not.toContain('tk_link_');
 
         const nobody = await runCli(['approvers', 'link', 'web:mallory'], env);
         expect(nobody.stdout).toContain('approves no operation');

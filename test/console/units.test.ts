@@ -67,7 +67,7 @@ describe('sign-in rules', () => {
   });
 
   it('a session is live until its expiry or revocation', () => {
-    const session = { idHash: 'h', approver: 'web:operator', createdAt: created, expiresAt: new Date(created.getTime() + 1000), revokedAt: null };
+    const session = { idHash: 'h', approver: 'web:operator', groups: null, createdAt: created, expiresAt: new Date(created.getTime() + 1000), revokedAt: null };
     expect(sessionIsLive(session, new Date(created.getTime() + 999))).toBe(true);
     expect(sessionIsLive(session, new Date(created.getTime() + 1000))).toBe(false);
     expect(sessionIsLive({ ...session, revokedAt: created }, created)).toBe(false);
@@ -76,7 +76,7 @@ describe('sign-in rules', () => {
 
   it('the CSRF token is bound to one session secret', () => {
     const token = csrfTokenFor('secret-one');
-    const session = { approver: 'web:a', idHash: 'h', expiresAt: created, csrfToken: token };
+    const session = { approver: 'web:a', groups: [], idHash: 'h', expiresAt: created, csrfToken: token };
     expect(csrfTokenMatches(session, token)).toBe(true);
     expect(csrfTokenMatches(session, csrfTokenFor('secret-two'))).toBe(false);
     expect(csrfTokenMatches(session, undefined)).toBe(false);

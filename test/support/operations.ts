@@ -46,6 +46,8 @@ export interface OperationOptions {
   cost?: string;
   expiresIn?: string;
   policy?: readonly PolicyRule[];
+  /** `approval.approverRule`: who among the approvers may approve a given proposal. */
+  approverRule?: { when: string; reason?: string };
   /** Lets approvers approve for a while; `durations` are the choices they are offered. */
   grants?: { maxDuration: string; durations?: readonly string[] };
   commit?: 'on_approve' | 'agent';
@@ -86,6 +88,7 @@ function operationYaml(shape: OperationShape, options: OperationOptions): string
   if (options.slack) lines.push(`      slack: ${flow({ channel: options.slack })}`);
   if (options.discord) lines.push(`      discord: ${flow({ channel: options.discord })}`);
   if (options.remind) lines.push(`      remind: ${flow(options.remind)}`);
+  if (options.approverRule) lines.push(`      approverRule: ${JSON.stringify(options.approverRule)}`);
   if (options.escalate) {
     const { after, approvers, slack, discord } = options.escalate;
     lines.push(

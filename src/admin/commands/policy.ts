@@ -3,6 +3,7 @@ import { TwokeyError } from '../../core/errors.js';
 import { describeBound, grantState } from '../../core/grants.js';
 import type { AgentRecord } from '../../core/model.js';
 import { defineCommand } from '../command.js';
+import type { AdminServices } from '../ports.js';
 import { table } from '../print.js';
 
 /** Policy rules (tried without writing) and the grants people gave. */
@@ -38,10 +39,44 @@ const unsavedAgent = (name: string): AgentRecord => ({
   revokedAt: null,
 });
 
+/**
+ * The operation's approver rule for one would-be approver (`--approver`, `--groups`): whether it lets
+ * them approve such a proposal, and the reason shown when it does not. Null when there is no rule.
+ */
+async function approverRuleCheck(
+  services: AdminServices,
+  operation: NonNullable<ReturnType<AdminServices['operation']>>,
+  agent: AgentRecord,
+  input: { params: Record<string, unknown>; approver?: string | undefined; groups?: string[] | undefined },
+) {
+  const rule = operation.approval.approverRule;
+  if (!rule) return null;
+  if (!input.approver) return { when: rule.source, result: 'not evaluated: give --approver (and --groups) to test it' };
+  const { approverRuleAllows } = await import('../../policy/approver-rule.js');
+  const groups = input.groups ?? [];
+  const asPerson = (id: string): string => services.people.nameOf(id) ?? id;
+  const verdict = approverRuleAllows(rule, {
+    approver: { identity: input.approver, person: asPerson(input.approver), groups },
+    agent: agent.name,
+    owners: agent.owners.map(asPerson),
+    operation: operation.name,
+    params: input.params,
+  });
+  const result = verdict.allowed ? 'allows' : verdict.error ? `refuses (error: ${verdict.error}): ${verdict.reason}` : `refuses: ${verdict.reason}`;
+  return { when: rule.source, approver: input.approver, groups, result };
+}
+
 /** Which rule would decide a proposal, and why. Reads only: nothing is written. */
 export const policyTest = defineCommand({
   name: 'policy.test',
-  input: z.strictObject({ operation: required('operation'), params: paramsJson, agent: required('agent') }),
+  input: z.strictObject({
+    operation: required('operation'),
+    params: paramsJson,
+    agent: required('agent'),
+    /** Who would approve: tests the operation's approver rule for them. */
+    approver: z.string().min(1).optional(),
+    groups: z.array(z.string()).optional(),
+  }),
   output: z.object({
     operation: z.string(),
     agent: z.string(),
@@ -52,6 +87,7 @@ export const policyTest = defineCommand({
     reason: z.string().nullable(),
     quorum: z.number().optional(),
     approvers: z.array(z.string()).optional(),
+    approverRule: z.object({ when: z.string(), approver: z.string().optional(), groups: z.array(z.string()).optional(), result: z.string() }).nullable(),
   }),
   async run(services, input) {
     const operation = services.operation(input.operation);
@@ -74,6 +110,7 @@ export const policyTest = defineCommand({
       decidedBy: explained.decidedBy,
       reason: explained.reason,
       ...needs,
+      approverRule: await approverRuleCheck(services, operation, agent, input),
     };
   },
   print: (tested) =>
@@ -81,6 +118,11 @@ export const policyTest = defineCommand({
       ...tested.trace.map((step) => `rule ${step.rule}: ${step.when} → ${step.result}`),
       `decision: ${tested.decision}${tested.decidedBy ? ` by ${tested.decidedBy}` : ''}${tested.reason ? ` (${tested.reason})` : ''}` +
         (tested.decision === 'require' ? `; needs ${String(tested.quorum)} of ${tested.approvers?.length ? tested.approvers.join(',') : '-'}` : ''),
+      ...(tested.approverRule
+        ? [
+            `approver rule: ${tested.approverRule.when} → ${tested.approverRule.approver ? `${tested.approverRule.approver}: ` : ''}${tested.approverRule.result}`,
+          ]
+        : []),
     ].join('\n'),
 });
 

@@ -6,7 +6,7 @@ import type { ConsoleContext } from '../context.js';
 import { grantRequestFrom } from '../grant-form.js';
 import { field, refusal, safeReturn, viewerOf, withParams } from '../respond.js';
 import { grantForm, proposalParams, rejectForm, sessionForm, type SessionForm } from '../schemas.js';
-import type { ConsoleSession } from '../sign-in.js';
+import { deciderOf, type ConsoleSession } from '../sign-in.js';
 
 const REFUSAL_TITLES: Partial<Record<ErrorCode, string>> = {
   not_an_approver: 'You cannot decide on this proposal',
@@ -18,8 +18,6 @@ const REFUSAL_TITLES: Partial<Record<ErrorCode, string>> = {
   operation_removed: 'This operation is no longer configured',
   execution_failed: 'The execution failed',
 };
-
-const decider = (session: ConsoleSession) => ({ identity: session.approver, via: 'web' });
 
 /** Approve, approve for a while (a grant), reject and retry: each a CSRF-guarded form that calls the core. */
 export const decisionRoutes: FastifyPluginAsync<ConsoleContext> = async (scope, { services, guard, send }) => {
@@ -63,7 +61,7 @@ export const decisionRoutes: FastifyPluginAsync<ConsoleContext> = async (scope, 
 
   routes.post('/proposals/:id/approve', { schema: { params: proposalParams, body: sessionForm }, preHandler: guard.form }, (request, reply) =>
     decide(request, reply, 'approve', async (id, session) => {
-      const { outcome } = await services.proposals.approve(id, decider(session));
+      const { outcome } = await services.proposals.approve(id, deciderOf(session));
       return outcome === 'already_counted' ? 'already' : 'approve';
     }),
   );
@@ -76,7 +74,7 @@ export const decisionRoutes: FastifyPluginAsync<ConsoleContext> = async (scope, 
       if (!proposal) throw new TwokeyError('not_found', `There is no proposal ${id}.`);
       const grants = services.operation(proposal.operation)?.grants;
       if (!grants?.allow) throw new TwokeyError('invalid_request', `The operation “${proposal.operation}” does not allow approving for a while.`);
-      const { grant } = await services.grants.approveAndGrant(id, decider(session), grantRequestFrom(request.body, grants));
+      const { grant } = await services.grants.approveAndGrant(id, deciderOf(session), grantRequestFrom(request.body, grants));
       request.log.info({ proposalId: id, approver: session.approver, grantId: grant.id }, 'console approval with a grant');
       return { done: 'grant', extra: { grant: grant.id } };
     }),
@@ -84,14 +82,14 @@ export const decisionRoutes: FastifyPluginAsync<ConsoleContext> = async (scope, 
 
   routes.post('/proposals/:id/reject', { schema: { params: proposalParams, body: rejectForm }, preHandler: guard.form }, (request, reply) =>
     decide(request, reply, 'reject', async (id, session) => {
-      await services.proposals.reject(id, decider(session), field(request.body, 'reason') ?? null);
+      await services.proposals.reject(id, deciderOf(session), field(request.body, 'reason') ?? null);
       return 'reject';
     }),
   );
 
   routes.post('/proposals/:id/retry', { schema: { params: proposalParams, body: sessionForm }, preHandler: guard.form }, (request, reply) =>
     decide(request, reply, 'retry', async (id, session) => {
-      await services.proposals.retry(id, decider(session));
+      await services.proposals.retry(id, deciderOf(session));
       return 'retry';
     }),
   );

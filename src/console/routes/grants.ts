@@ -5,6 +5,7 @@ import { grantState } from '../../core/grants.js';
 import type { ConsoleContext } from '../context.js';
 import { doneNotice } from '../notices.js';
 import { refusal, viewerOf, withParams } from '../respond.js';
+import { deciderOf } from '../sign-in.js';
 import { grantParams, sessionForm } from '../schemas.js';
 import { grantsPage, type GrantItem } from '../views/grants.js';
 
@@ -17,7 +18,7 @@ export const grantRoutes: FastifyPluginAsync<ConsoleContext> = async (scope, { s
   routes.get('/grants', { preHandler: guard.page }, async (request, reply) => {
     const session = guard.session(request);
     const now = services.clock();
-    const decider = { identity: session.approver, via: 'web' };
+    const decider = deciderOf(session);
     const [entries, agents] = await Promise.all([services.grants.list({ activeAt: now }), services.agents.list()]);
     const names = new Map(agents.map((agent) => [agent.id, agent.name]));
     const items: GrantItem[] = entries
@@ -45,7 +46,7 @@ export const grantRoutes: FastifyPluginAsync<ConsoleContext> = async (scope, { s
       send(reply, status, refusal(viewerOf(session), { heading: title, message, back: '/console/grants' }));
     const found = await services.grants.get(id);
     if (!found) return refuse(404, 'No such grant', `There is no grant ${id}. Nothing was changed.`);
-    if (!services.grants.mayRevoke(found.grant, { identity: session.approver, via: 'web' })) {
+    if (!services.grants.mayRevoke(found.grant, deciderOf(session))) {
       return refuse(403, 'You cannot revoke this grant', `${NOT_AN_APPROVER} ${id}. Nothing was changed.`);
     }
     try {

@@ -6,6 +6,7 @@ import type { ConsoleContext } from '../context.js';
 import { doneNotice } from '../notices.js';
 import type { HistoryFilter } from '../ports.js';
 import { queryField, refusal, viewerOf } from '../respond.js';
+import { deciderOf } from '../sign-in.js';
 import { proposalParams } from '../schemas.js';
 import { historyPage, type HistoryQuery } from '../views/history.js';
 import { pendingList, pendingPage } from '../views/proposal-card.js';
@@ -60,7 +61,7 @@ export const pageRoutes: FastifyPluginAsync<ConsoleContext> = async (scope, { se
   routes.get('/', { preHandler: guard.page }, async (request, reply) => {
     const session = guard.session(request);
     const viewer = viewerOf(session);
-    const { items: pending, failed } = await items.pendingItems(session.approver);
+    const { items: pending, failed } = await items.pendingItems(deciderOf(session));
     return send(reply, 200, {
       title: 'Pending',
       viewer,
@@ -74,7 +75,7 @@ export const pageRoutes: FastifyPluginAsync<ConsoleContext> = async (scope, { se
 
   routes.get('/fragments/pending', { preHandler: guard.fetch }, async (request, reply) => {
     const session = guard.session(request);
-    const { items: pending, failed } = await items.pendingItems(session.approver);
+    const { items: pending, failed } = await items.pendingItems(deciderOf(session));
     return reply.type('text/html; charset=utf-8').send(pendingList(pending, failed, viewerOf(session), services.clock()).value);
   });
 
@@ -83,7 +84,7 @@ export const pageRoutes: FastifyPluginAsync<ConsoleContext> = async (scope, { se
     const query = historyQueryOf(request);
     const agents = await services.agents.list();
     const { filter, problems } = historyFilter(query, agents);
-    const found = problems.length > 0 ? [] : await items.itemsFor(await queries.history(filter), session.approver);
+    const found = problems.length > 0 ? [] : await items.itemsFor(await queries.history(filter), deciderOf(session));
     const approvers = [...new Set(services.operations().flatMap((operation) => operation.approval.approvers))].sort();
     return send(reply, problems.length > 0 ? 400 : 200, {
       title: 'History',
@@ -113,7 +114,7 @@ export const pageRoutes: FastifyPluginAsync<ConsoleContext> = async (scope, { se
         refusal(viewer, { title: 'Not found', heading: 'No such proposal', message: `There is no proposal ${id}.`, back: '/console/history' }),
       );
     }
-    const [item] = await items.itemsFor([proposal], session.approver);
+    const [item] = await items.itemsFor([proposal], deciderOf(session));
     if (!item) throw new TwokeyError('internal', 'proposal view missing');
     const [events, chain] = await Promise.all([services.audit.list({ proposalId: proposal.id, limit: 1000 }), services.audit.verifyRecent()]);
     return send(reply, 200, {

@@ -4,17 +4,20 @@ import type { ConsoleContext } from '../context.js';
 import { field, queryField, viewerOf } from '../respond.js';
 import { sessionForm, signInForm } from '../schemas.js';
 import { SESSION_TTL_MS } from '../sign-in.js';
+import { startOidcSignIn } from './oidc-sign-in.js';
 import { signedOutPage, signInConfirm, signInPrompt, signInRefused } from '../views/sign-in.js';
 
-/** Sign-in with a one-time link, and sign-out. */
-export const signInRoutes: FastifyPluginAsync<ConsoleContext> = async (scope, { auth, guard, send, cookieName, secureCookies }) => {
+/** Sign-in with a one-time link (or, with `?with=oidc`, through the issuer), and sign-out. */
+export const signInRoutes: FastifyPluginAsync<ConsoleContext> = async (scope, context) => {
+  const { auth, guard, send, cookieName, secureCookies, oidc } = context;
   const routes = scope.withTypeProvider<ZodTypeProvider>();
 
   routes.get('/login', async (request, reply) => {
+    if (queryField(request, 'with') === 'oidc') return startOidcSignIn(context, reply);
     const token = queryField(request, 'token');
     const session = await guard.sessionOf(request);
     const viewer = session ? viewerOf(session) : null;
-    if (!token) return send(reply, 200, { title: 'Sign in', viewer, section: 'none', body: signInPrompt(viewer) });
+    if (!token) return send(reply, 200, { title: 'Sign in', viewer, section: 'none', body: signInPrompt(viewer, oidc?.name ?? null) });
     // Showing the page does not spend the link: chat and mail previews fetch links by themselves.
     const check = await auth.inspectLink(token);
     if (!check.ok) return send(reply, 403, { title: 'Sign-in refused', viewer, section: 'none', body: signInRefused(check.problem) });

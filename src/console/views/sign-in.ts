@@ -1,5 +1,6 @@
 import { html, type HtmlValue, type SafeHtml } from '../html.js';
 import { formatTime, notice, type Viewer } from '../layout.js';
+import type { OidcProblem } from '../oidc.js';
 import type { LinkProblem } from '../sign-in.js';
 
 const LINK_PROBLEMS: Record<LinkProblem | 'cross-site', string> = {
@@ -18,10 +19,37 @@ const howToGetALink = html`<p>An operator prints a one-time link with:</p>
   <pre><code>twokey approvers link YOUR_NAME</code></pre>
   <p class="muted small">You then act as the approver <code>web:YOUR_NAME</code>. Links work once, for 10 minutes.</p>`;
 
-export function signInPrompt(viewer: Viewer | null): SafeHtml {
+const OIDC_PROBLEMS: Record<OidcProblem | 'not-configured', string> = {
+  'not-configured': 'This console has no sign-in through an identity provider. Use a one-time link.',
+  'no-flow': 'This sign-in did not start here, or your browser did not keep its cookie. Start again from the sign-in page.',
+  'flow-expired': 'This sign-in took longer than 10 minutes. Start again from the sign-in page.',
+  'refused-by-issuer': 'The identity provider did not sign you in.',
+  'not-verified': 'The answer of the identity provider could not be verified, so it was not trusted. Start again from the sign-in page.',
+  'no-identity': 'The identity provider did not say who you are in the claim twokey is configured to read.',
+  'unverified-email': 'The identity provider says your email address is not verified, so it cannot name you here.',
+  'issuer-unreachable': 'twokey cannot reach the identity provider right now. Try again in a minute, or use a one-time link.',
+};
+
+/** The sign-in page: the issuer's button when one is configured, and how to get a one-time link. */
+export function signInPrompt(viewer: Viewer | null, issuerName: string | null = null): SafeHtml {
   return signInCard(html`<h1 id="signin-title">Sign in to the twokey console</h1>
     ${viewer ? html`<p>You are signed in as <strong>${viewer.approver}</strong>. <a href="/console">Go to the pending proposals</a>.</p>` : ''}
+    ${issuerName ? html`<p><a class="btn btn-primary btn-large" href="/console/login?with=oidc">Sign in with ${issuerName}</a></p><p class="muted small">Or, for set-up and break-glass:</p>` : ''}
     ${howToGetALink}`);
+}
+
+export function oidcRefused(issuerName: string | null, problem: OidcProblem | 'not-configured', detail?: string): SafeHtml {
+  return signInCard(html`<h1 id="signin-title">${issuerName ? html`Sign-in with ${issuerName} refused` : 'Sign-in refused'}</h1>
+    ${notice('error', html`${OIDC_PROBLEMS[problem]}${detail ? html` <span class="muted">(${detail})</span>` : ''}`)}
+    ${issuerName ? html`<p><a class="btn btn-primary" href="/console/login?with=oidc">Sign in with ${issuerName} again</a></p>` : ''}
+    ${howToGetALink}`);
+}
+
+/** After the issuer's callback: the session cookie is set; the link is a same-site navigation that carries it. */
+export function oidcSignedIn(approver: string): SafeHtml {
+  return signInCard(html`<h1 id="signin-title">You are signed in</h1>
+    <p>You act as the approver <strong>${approver}</strong>.</p>
+    <p><a class="btn btn-primary btn-large" href="/console?done=signed-in" autofocus>Continue to the console</a></p>`);
 }
 
 export function signInConfirm(token: string, approver: string, expiresAt: Date): SafeHtml {

@@ -1,0 +1,117 @@
+import { celEnv, CelScalar, listType, mapType, parse, plan } from '@bufbuild/cel';
+import { ConditionError, describe, referenceProblems, verdictOf, type ConditionVerdict } from './condition.js';
+import { declaredParamNames, sampleParams } from './rules.js';
+
+/**
+ * `approval.approverRule`: who among an operation's approvers may approve one proposal, as a CEL
+ * condition over the person clicking and the proposal. It narrows the approvers list, never widens
+ * it: the list (by name, group or role) is checked first, then this rule. Evaluated at every click
+ * and again under the proposal's row lock. Only a real `true` lets the approval through: `false`,
+ * an evaluation error or a non-boolean refuses (fail closed), with the rule's reason.
+ */
+
+/** The person clicking, as the rule reads them. */
+export interface ApproverFacts {
+  /** The identity that clicked: `slack:U…`, `discord:user:…`, `web:NAME`, `oidc:…`. */
+  identity: string;
+  /** Their person's name in `people:`, else the identity itself. */
+  person: string;
+  /** Groups the channel knows them by: the issuer's groups claim, Slack user groups, Discord roles. */
+  groups: readonly string[];
+}
+
+export interface ApproverRuleInput {
+  approver: ApproverFacts;
+  agent: string;
+  /** The agent's owners, each as a person (name, or identity when listed under no person). */
+  owners: readonly string[];
+  operation: string;
+  params: Record<string, unknown>;
+}
+
+export interface ApproverRule {
+  source: string;
+  /** Shown to the person refused; defaults to a sentence quoting the rule. */
+  reason: string;
+  /**
+   * Group identities the rule names (`"slack:group:S0FIN" in approver.groups`): a channel that learns
+   * groups by asking (Slack's user groups) asks about these too, or the rule would never see them.
+   */
+  mentionedGroups: string[];
+  evaluate(input: ApproverRuleInput): ConditionVerdict;
+}
+
+export interface ApproverRuleDefinition {
+  when: string;
+  reason?: string | undefined;
+}
+
+const VARIABLES = {
+  approver: mapType(CelScalar.STRING, CelScalar.DYN),
+  agent: CelScalar.STRING,
+  owners: listType(CelScalar.STRING),
+  operation: CelScalar.STRING,
+  params: mapType(CelScalar.STRING, CelScalar.DYN),
+} as const;
+
+const environment = celEnv({ variables: VARIABLES });
+const NAMES = { names: new Set(Object.keys(VARIABLES)), listed: 'approver, agent, owners, operation and params' };
+const APPROVER_FIELDS = new Set(['identity', 'person', 'groups']);
+const GROUP_IDENTITY = /slack:group:S[A-Z0-9]{1,31}|discord:role:\d{17,20}/g;
+
+/**
+ * Compiles an approver rule at start: syntax, names, declared params, `approver.<field>`, and a
+ * trial run on typed sample params (when the schema gives one) that must answer a boolean.
+ * Throws ConditionError with a one-line reason.
+ */
+export function compileApproverRule(definition: ApproverRuleDefinition, context: { operation: string; paramsSchema: Record<string, unknown> }): ApproverRule {
+  let parsed: ReturnType<typeof parse>;
+  try {
+    parsed = parse(definition.when);
+  } catch (error) {
+    throw new ConditionError(`not a CEL expression: ${describe(error)}`);
+  }
+  const { problems, countWindows } = referenceProblems(parsed.expr, {
+    declaredParams: declaredParamNames(context.paramsSchema),
+    variables: NAMES,
+    knownFields: { approver: APPROVER_FIELDS },
+  });
+  if (countWindows.length > 0) problems.push('count_last belongs to policy rules, not to an approver rule');
+  if (problems.length > 0) throw new ConditionError(problems.join('; '));
+  const program = plan(environment, parsed);
+  const evaluate = (input: ApproverRuleInput): ConditionVerdict =>
+    verdictOf(() =>
+      program({
+        approver: { identity: input.approver.identity, person: input.approver.person, groups: [...input.approver.groups] } as never,
+        agent: input.agent,
+        owners: [...input.owners],
+        operation: input.operation,
+        params: input.params as never,
+      }),
+    );
+  const params = sampleParams(context.paramsSchema);
+  if (params) {
+    const trial = evaluate({
+      approver: { identity: 'web:sample', person: 'sample', groups: [] },
+      agent: 'agent',
+      owners: [],
+      operation: context.operation,
+      params,
+    });
+    if (trial.kind === 'undecided') throw new ConditionError(trial.error);
+  }
+  return {
+    source: definition.when,
+    reason: definition.reason ?? `the approver rule of ${context.operation} (${definition.when}) does not allow you`,
+    mentionedGroups: [...new Set(definition.when.match(GROUP_IDENTITY) ?? [])],
+    evaluate,
+  };
+}
+
+/** The verdict at a click, explained: allowed only on a real `true`. */
+export function approverRuleAllows(rule: ApproverRule, input: ApproverRuleInput): { allowed: true } | { allowed: false; reason: string; error?: string } {
+  const verdict = rule.evaluate(input);
+  if (verdict.kind === 'match') return { allowed: true };
+  if (verdict.kind === 'undecided') return { allowed: false, reason: rule.reason, error: verdict.error };
+  return { allowed: false, reason: rule.reason };
+}
