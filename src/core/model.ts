@@ -1,5 +1,6 @@
 /** The records the core reasons about. Storage maps its rows to these; nothing here knows SQL. */
 import type { PolicyRule } from '../policy/rules.js';
+import type { PasskeyProof } from './step-up.js';
 
 export type ProposalStatus = 'pending' | 'approved' | 'executing' | 'committed' | 'rejected' | 'expired' | 'cancelled';
 
@@ -64,6 +65,8 @@ export interface ApprovalRecord {
   matchedRule: string;
   via: string;
   at: Date;
+  /** The verified passkey assertion of a step-up approval (src/core/step-up.ts); absent otherwise. */
+  stepUp?: PasskeyProof | null;
 }
 
 export interface AuditEventInput {
@@ -125,6 +128,8 @@ export interface OperationSpec {
   automaticDecisions?: 'message' | 'silent';
   /** A standing rule of the operation (an MCP upstream's read-only tool): approved at propose by this decider. */
   autoApprove?: { decider: string; reason: string };
+  /** `passkey`: a person approves only with a WebAuthn assertion made for the proposal (src/core/step-up.ts). */
+  stepUp?: 'passkey';
 }
 
 /** Deciders that are not people: a policy rule or a grant decided at propose time. */
@@ -148,6 +153,8 @@ export interface Decider {
   memberOf?: string[];
   /** How the decision arrived: `slack`, `discord`, `web`, `cli`. */
   via: string;
+  /** A verified passkey assertion for this proposal: what a `stepUp: passkey` operation's approval needs. */
+  stepUp?: PasskeyProof;
 }
 
 export type Clock = () => Date;

@@ -51,6 +51,8 @@ export interface ServicesOptions {
   outboxLanes?: readonly OutboxLane[];
   /** The newest signed audit checkpoints, for the console's chain verdict (the server's witness). */
   auditCheckpoints?: () => Promise<CheckpointIndex | null>;
+  /** Where a `stepUp: passkey` proposal is approved: the console's page of it, told to a chat click. */
+  stepUpLink?: (proposalId: string) => string;
 }
 
 function executorOf(operation: OperationDefinition, clock: Clock, agp: AgpRuntime, upstreams: UpstreamClients): Executor {
@@ -188,6 +190,7 @@ export function createServices(options: ServicesOptions) {
     callbackUrlProblem: (url) => staticUrlRefusal(url, callbackPolicy),
     maxPendingPerAgent: options.maxPendingPerAgent,
     tracer: openTelemetryTracer,
+    stepUpLink: options.stepUpLink,
     operation: (name) => operations.get(name),
     // The executor's timeout ends every live call before its claim runs out.
     executionLeaseMs: (name) => {
