@@ -8,6 +8,7 @@ import { PERSON_FORMS, parsePersonIdentity } from '../core/identity.js';
 import type { ProposalStatus } from '../core/model.js';
 import type { JobStatus } from '../db/jobs-store.js';
 import type { Services } from '../runtime/services.js';
+import { recheckAssertions } from '../passkeys/recheck.js';
 import { policyOperations } from './policy-operations.js';
 
 /**
@@ -35,6 +36,20 @@ function deciderFrom(args: Record<string, unknown>) {
     throw new TwokeyError('invalid_request', `--as must name one person (${PERSON_FORMS}), not "${identity}"`);
   }
   return { identity, via: 'cli' };
+}
+
+/**
+ * The chain verdict, and the passkey assertions stored with step-up approvals checked again: a
+ * broken assertion makes the whole verdict not ok, named by its audit row.
+ */
+async function withPasskeyRecheck<T extends { ok: boolean }>(services: Services, verdict: T) {
+  const passkeys = await recheckAssertions(services.audit.events(), {
+    passkey: (id) => services.passkeyStore.get(id),
+    proposal: (id) => services.store.getProposal(id),
+  });
+  if (!passkeys.failed || !verdict.ok) return { ...verdict, passkeyAssertions: passkeys.checked };
+  const { auditId, proposalId, reason } = passkeys.failed;
+  return { ...verdict, ok: false, passkeyAssertions: passkeys.checked, auditId, reason: `passkey assertion of ${proposalId ?? 'a proposal'} (audit row ${auditId}): ${reason}` };
 }
 
 const stringList = (value: unknown): string[] | undefined =>
@@ -166,7 +181,7 @@ export const adminOperations = {
   async 'audit.verify'(services: Services, args: Record<string, unknown>) {
     const path = optionalString(args, 'checkpoints');
     const pending = await services.auditLog.pendingCount();
-    if (!path) return { ...(await services.audit.verify()), pending };
+    if (!path) return withPasskeyRecheck(services, { ...(await services.audit.verify()), pending });
     const keyTexts = stringList(args.publicKeys) ?? [];
     if (keyTexts.length === 0)
       throw new TwokeyError('invalid_request', 'no trusted public key: pass --public-key KEY (from `twokey audit key`) or set TWOKEY_AUDIT_PUBLIC_KEY');
@@ -182,7 +197,7 @@ export const adminOperations = {
     } catch (error) {
       throw new TwokeyError('invalid_request', `--checkpoints: ${(error as Error).message}`);
     }
-    return { ...(await services.audit.verify(indexCheckpoints(checkpoints, keys))), pending };
+    return withPasskeyRecheck(services, { ...(await services.audit.verify(indexCheckpoints(checkpoints, keys))), pending });
   },
   async 'approvers.link'(services: Services, args: Record<string, unknown>) {
     // The CLI sends the base URL from its own environment (TWOKEY_PUBLIC_URL or HOST:PORT).

@@ -16,6 +16,7 @@ import { decisionRoutes } from './routes/decisions.js';
 import { eventRoutes } from './routes/events.js';
 import { grantRoutes } from './routes/grants.js';
 import { pageRoutes } from './routes/pages.js';
+import { passkeyRoutes } from './routes/passkeys.js';
 import { signInRoutes } from './routes/sign-in.js';
 import { SECURITY_HEADERS } from './security.js';
 import type { ConsoleAuth } from './sign-in.js';
@@ -47,6 +48,7 @@ export async function registerConsoleRoutes(app: FastifyInstance, deps: ConsoleR
     send,
     cookieName,
     secureCookies,
+    publicOrigin: deps.publicOrigin,
     streams: new Set(),
   };
 
@@ -93,6 +95,7 @@ export async function registerConsoleRoutes(app: FastifyInstance, deps: ConsoleR
       await scope.register(decisionRoutes, context);
       await scope.register(agentRoutes, context);
       await scope.register(grantRoutes, context);
+      await scope.register(passkeyRoutes, context);
     },
     { prefix: '/console' },
   );

@@ -29,6 +29,8 @@ import { openTelemetryTracer } from '../tracing/index.js';
 import { createMetrics, type Metrics } from './metrics.js';
 import { laneOf, type OutboxLane } from '../outbox/worker.js';
 import { createMcpExecutor, createUpstreamClients, type UpstreamClients } from '../mcp/upstreams.js';
+import { createPasskeyStore } from '../db/passkey-store.js';
+import { createPasskeyService } from '../passkeys/service.js';
 
 export type ChatPlatform = 'slack' | 'discord';
 
@@ -166,6 +168,7 @@ export function createServices(options: ServicesOptions) {
     return jobsToQueue;
   }
 
+  const passkeyStore = createPasskeyStore(options.database.db);
   const changes = createChangeFeed();
   const onChange = (proposal: ProposalRecord) => {
     metrics.transitions.inc({ status: proposal.status });
@@ -236,6 +239,8 @@ export function createServices(options: ServicesOptions) {
     grants: createGrantService({ store, clock, operation: (name) => operations.get(name), proposals, grants: createGrantReader(options.database.db) }),
     agents: createAgentService({ store, clock, knownOperations: () => [...operations.keys()], operations: () => [...operations.values()] }),
     audit: createAuditService(store, clock, options.auditCheckpoints),
+    passkeyStore,
+    passkeys: createPasskeyService({ store: passkeyStore, clock, people }),
     auditLog: createAuditLog(options.database.db),
   };
 }

@@ -4,6 +4,7 @@ import type { ApprovalRecord, ProposalRecord } from '../../core/model.js';
 import { html, type SafeHtml } from '../html.js';
 import { countdown, formFields, prettyJson, statusBadge, type Viewer } from '../layout.js';
 import { approveForForm } from './grants.js';
+import { passkeyAnswerFields } from './passkeys.js';
 
 /** Whether the viewer may press Approve / Reject on a proposal, and if not, why (shown to them). */
 export type Eligibility = { can: true; approved: boolean } | { can: false; why: string };
@@ -18,6 +19,8 @@ export interface ProposalItem {
   grantDurationsMs: readonly number[];
   /** The bounds a bounded grant given on this proposal would set: every declared param. */
   grantBounds: readonly GrantBound[];
+  /** The operation says `stepUp: passkey`: Approve runs a passkey assertion made for this proposal. */
+  stepUp: boolean;
 }
 
 const approvalsText = (item: Pick<ProposalItem, 'approvals' | 'proposal'>): string =>
@@ -48,10 +51,15 @@ export function decisionControls(item: ProposalItem, viewer: Viewer, returnTo: s
     ${
       eligibility.approved
         ? html`<p class="done-note"><span aria-hidden="true">✓</span> You approved; waiting for ${proposal.quorum - item.approvals.length} more.</p>`
-        : html`<form method="post" action="/console/proposals/${id}/approve" class="inline">
-          ${formFields(viewer, returnTo)}
-          <button type="submit" class="btn btn-approve" aria-describedby="summary-${id}">Approve</button>
-        </form>
+        : item.stepUp
+          ? html`<form method="post" action="/console/proposals/${id}/approve" class="inline" data-passkey="approve" data-options="/console/proposals/${id}/passkey-options">
+              ${formFields(viewer, returnTo)} ${passkeyAnswerFields}
+              <button type="submit" class="btn btn-approve" aria-describedby="summary-${id}">Approve with passkey</button>
+            </form>`
+          : html`<form method="post" action="/console/proposals/${id}/approve" class="inline">
+              ${formFields(viewer, returnTo)}
+              <button type="submit" class="btn btn-approve" aria-describedby="summary-${id}">Approve</button>
+            </form>
         ${item.grantDurationsMs.length > 0 ? approveForForm(proposal, item.grantDurationsMs, item.grantBounds, viewer, returnTo) : ''}`
     }
     <details class="reject-box">
