@@ -13,8 +13,9 @@ import { assertionJson, attestationJson } from './schemas.js';
  * here answers nowhere else.
  */
 export function relyingPartyOf(request: FastifyRequest, publicOrigin: string | null): RelyingParty {
-  const origin = publicOrigin ?? `${request.protocol}://${request.host}`;
-  return { origin, id: new URL(origin).hostname, name: 'twokey' };
+  // As a browser writes it: no default port (http://localhost:80 is http://localhost).
+  const url = new URL(publicOrigin ?? `${request.protocol}://${request.host}`);
+  return { origin: url.origin, id: url.hostname, name: 'twokey' };
 }
 
 function parsed<T extends z.ZodType>(schema: T, text: string | undefined, what: string): z.output<T> {
