@@ -62,8 +62,10 @@ export function checkStepUp(operation: Pick<OperationSpec, 'stepUp'>, proposal: 
   if (!requiresPasskey(operation)) return;
   const proof = decider.stepUp;
   if (!proof) {
-    const where = link ? ` Approve it in the console: ${link(proposal.id)}` : ' Approve it in the web console.';
-    throw new TwokeyError('step_up_required', `Approving “${proposal.operation}” needs a passkey.${where}`);
+    // The id comes first: chat sets the first mention of it apart, which must not be inside the link.
+    // The link is not last, so no sentence's full stop is read as part of it.
+    const where = link ? `open ${link(proposal.id)} to approve it there` : 'approve it in the web console';
+    throw new TwokeyError('step_up_required', `Proposal ${proposal.id} (“${proposal.operation}”) needs a passkey to approve: ${where} with your passkey.`);
   }
   if (proof.bindingHash !== proposalBindingHash(proposal) || stepUpChallengeOf(proof) === null) {
     throw new TwokeyError('step_up_failed', 'The passkey assertion was not made for this proposal.');
