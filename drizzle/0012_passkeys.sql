@@ -22,5 +22,6 @@ CREATE TABLE "passkeys" (
 );
 --> statement-breakpoint
 ALTER TABLE "approvals" ADD COLUMN "step_up" jsonb;--> statement-breakpoint
+ALTER TABLE "proposals" ADD COLUMN "step_up" text;--> statement-breakpoint
 ALTER TABLE "passkey_challenges" ADD CONSTRAINT "passkey_challenges_proposal_id_proposals_id_fk" FOREIGN KEY ("proposal_id") REFERENCES "public"."proposals"("id") ON DELETE no action ON UPDATE no action;--> statement-breakpoint
 CREATE INDEX "passkeys_owner_idx" ON "passkeys" USING btree ("owner");

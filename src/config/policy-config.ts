@@ -33,6 +33,8 @@ export function policySchemas(approverIdentity: z.ZodType<string>) {
     reason: z.string().min(1).max(500).optional(),
     quorum: z.int({ error: 'expected a positive integer' }).min(1, { error: 'expected a positive integer' }).optional(),
     approvers: z.array(approverIdentity).min(1, { error: 'expected at least one approver' }).optional(),
+    /** With `decide: require`: the approvals of a proposal this rule matched need a passkey. */
+    stepUp: z.literal('passkey', { error: 'expected "passkey" (the one step-up there is)' }).optional(),
   });
   const grants = z
     .strictObject({

@@ -48,7 +48,7 @@ export function proposalItems(services: ConsoleServices, queries: ConsoleQueries
         eligibility: eligibility(approver, proposal, agent, list),
         grantDurationsMs: operation?.grants?.allow ? operation.grants.durationsMs : [],
         grantBounds: operation?.grants?.allow ? boundsFrom(proposal.params, operation.paramsSchema) : [],
-        stepUp: operation ? requiresPasskey(operation) : false,
+        stepUp: operation ? requiresPasskey(operation, proposal) : false,
       };
     });
   }

@@ -83,15 +83,18 @@ async function decideByPolicy(tx: StoreTransaction, context: ProposeContext, aud
       const patch: Partial<ProposalRecord> = {};
       if (verdict.quorum !== undefined) patch.quorum = verdict.quorum;
       if (verdict.approvers !== undefined) patch.approvers = verdict.approvers;
+      if (verdict.stepUp !== undefined) patch.stepUp = verdict.stepUp;
       audit('policy.required', policyDecider(operation.name, verdict.rule), {
         rule: verdict.rule.path,
         when: verdict.rule.when.source,
         reason: verdict.reason,
         quorum: patch.quorum ?? proposal.quorum,
         approvers: patch.approvers ?? operation.approval.approvers,
+        ...(patch.stepUp ? { stepUp: patch.stepUp } : {}),
       });
       const updated = Object.keys(patch).length > 0 ? await tx.updateProposal(proposal.id, patch) : proposal;
-      return { proposal: updated, grantsMayApply: true };
+      // A grant never stands in for a passkey the rule asked for.
+      return { proposal: updated, grantsMayApply: patch.stepUp === undefined };
     }
     case 'approve':
     case 'deny': {

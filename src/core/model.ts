@@ -52,6 +52,8 @@ export interface ProposalRecord {
   /** How many reminders went out while it waited. */
   reminders: number;
   escalatedAt: Date | null;
+  /** `passkey` when the policy rule that required approval also required a passkey (src/core/step-up.ts). */
+  stepUp?: 'passkey' | null;
   /**
    * The trace context of the propose span (`traceparent`, `tracestate`), so the decision, execution
    * and callbacks join the agent's trace wherever and whenever they happen; null when nothing traced it.

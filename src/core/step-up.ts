@@ -52,14 +52,16 @@ export function stepUpChallenge(bindingHash: string, nonce: string): string {
   return createHash('sha256').update(Buffer.from(bindingHash, 'hex')).update(Buffer.from(nonce, 'base64url')).digest('base64url');
 }
 
-export const requiresPasskey = (operation: Pick<OperationSpec, 'stepUp'>): boolean => operation.stepUp === 'passkey';
+/** The operation asks for a passkey, or the policy rule that matched this proposal did. */
+export const requiresPasskey = (operation: Pick<OperationSpec, 'stepUp'>, proposal?: Pick<ProposalRecord, 'stepUp'>): boolean =>
+  operation.stepUp === 'passkey' || proposal?.stepUp === 'passkey';
 
 /**
  * Refuses an approval of a step-up operation that does not carry a proof made for this proposal.
  * `link` is where the person can approve with their passkey (the console's page of the proposal).
  */
 export function checkStepUp(operation: Pick<OperationSpec, 'stepUp'>, proposal: ProposalRecord, decider: Decider, link?: (proposalId: string) => string): void {
-  if (!requiresPasskey(operation)) return;
+  if (!requiresPasskey(operation, proposal)) return;
   const proof = decider.stepUp;
   if (!proof) {
     // The id comes first: chat sets the first mention of it apart, which must not be inside the link.

@@ -58,6 +58,8 @@ export const proposals = pgTable(
     approvers: jsonb('approvers').$type<string[] | null>(),
     reminders: integer('reminders').notNull().default(0),
     escalatedAt: instant('escalated_at'),
+    // `passkey` when a policy rule asked for it (`decide: require` with `stepUp: passkey`); the operation's own is in the config.
+    stepUp: text('step_up').$type<'passkey'>(),
     // The propose span's trace context, for the spans of the decision and execution (src/tracing).
     traceContext: jsonb('trace_context').$type<Record<string, string> | null>(),
   },

@@ -17,6 +17,8 @@ export interface PolicyRule {
   /** `require` only: the approval this case needs instead of the operation's. */
   quorum?: number;
   approvers?: string[];
+  /** `require` only: approvals of this proposal need a passkey assertion (src/core/step-up.ts). */
+  stepUp?: 'passkey';
 }
 
 export interface PolicyRuleDefinition {
@@ -25,6 +27,7 @@ export interface PolicyRuleDefinition {
   reason?: string | undefined;
   quorum?: number | undefined;
   approvers?: string[] | undefined;
+  stepUp?: 'passkey' | undefined;
 }
 
 export interface RuleTrace {
@@ -36,7 +39,7 @@ export interface RuleTrace {
 /** What the rules say about one proposal. */
 export type PolicyVerdict =
   | { kind: 'approve' | 'deny'; rule: PolicyRule; reason: string; trace: RuleTrace[] }
-  | { kind: 'require'; rule: PolicyRule; reason: string | null; quorum?: number; approvers?: string[]; trace: RuleTrace[] }
+  | { kind: 'require'; rule: PolicyRule; reason: string | null; quorum?: number; approvers?: string[]; stepUp?: 'passkey'; trace: RuleTrace[] }
   /** A rule could not be evaluated: the normal human approval, never an automatic yes. */
   | { kind: 'fallback'; rule: PolicyRule; error: string; trace: RuleTrace[] }
   | { kind: 'none'; trace: RuleTrace[] };
@@ -64,6 +67,7 @@ export function evaluatePolicy(rules: readonly PolicyRule[], input: ConditionInp
         reason: rule.reason,
         ...(rule.quorum !== undefined ? { quorum: rule.quorum } : {}),
         ...(rule.approvers !== undefined ? { approvers: rule.approvers } : {}),
+        ...(rule.stepUp !== undefined ? { stepUp: rule.stepUp } : {}),
         trace,
       };
     }
@@ -150,8 +154,8 @@ export function compilePolicy(
       issues.push(`${path}.when: ${error.message}`);
       return;
     }
-    if (definition.decide !== 'require' && (definition.quorum !== undefined || definition.approvers !== undefined)) {
-      issues.push(`${path}: quorum and approvers belong to decide: require`);
+    if (definition.decide !== 'require' && (definition.quorum !== undefined || definition.approvers !== undefined || definition.stepUp !== undefined)) {
+      issues.push(`${path}: quorum, approvers and stepUp belong to decide: require`);
       return;
     }
     rules.push({
@@ -162,6 +166,7 @@ export function compilePolicy(
       reason: definition.reason ?? null,
       ...(definition.quorum !== undefined ? { quorum: definition.quorum } : {}),
       ...(definition.approvers !== undefined ? { approvers: definition.approvers } : {}),
+      ...(definition.stepUp !== undefined ? { stepUp: definition.stepUp } : {}),
     });
   });
   return rules;

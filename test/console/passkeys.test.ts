@@ -10,10 +10,14 @@ import { configYaml, deleteWorkspaceOperation, upgradePlanOperation } from '../s
 import { SoftwareAuthenticator } from '../support/software-authenticator.js';
 import { startConsoleTwokey, type ConsoleTwokey } from './support.js';
 
-/** `delete_workspace` asks for a passkey; `upgrade_plan` does not. */
+/** `delete_workspace` asks for a passkey; `upgrade_plan` only when a policy rule says so (the enterprise plan). */
 export const STEP_UP_CONFIG = configYaml([
   `${deleteWorkspaceOperation({ approvers: ['web:operator', 'web:reviewer'], commit: 'on_approve' })}    stepUp: passkey\n`,
-  upgradePlanOperation({ approvers: ['web:operator'], commit: 'on_approve' }),
+  upgradePlanOperation({
+    approvers: ['web:operator'],
+    commit: 'on_approve',
+    policy: [{ when: 'params.plan == "enterprise"', decide: 'require', stepUp: 'passkey', reason: 'enterprise contracts need a passkey' }],
+  }),
 ]);
 
 /** app.inject's Host is localhost:80; the browser would write its origin without the default port. */
@@ -149,7 +153,7 @@ describe.each(drivers)('passkey step-up in the console (%s)', (driver) => {
     const challenge = await challengeFor(id);
     const assertion = laptop.assert(challenge.options.challenge);
     const flipped = Buffer.from(assertion.response.signature, 'base64url');
-    flipped[flipped.length - 1] ^= 0x01;
+    flipped.writeUInt8(flipped.readUInt8(flipped.length - 1) ^ 1, flipped.length - 1);
     const tampered = { ...assertion, response: { ...assertion.response, signature: flipped.toString('base64url') } };
     expect((await approve(id, { nonce: challenge.nonce, credential: JSON.stringify(tampered) })).status).toBe(403);
 
@@ -163,6 +167,23 @@ describe.each(drivers)('passkey step-up in the console (%s)', (driver) => {
     expect((await proposal(id)).status).toBe('pending');
   });
 
+  it('asks for a passkey when a policy rule that requires approval says so, and only then', async () => {
+    const { id: enterprise } = await twokey.propose(apiKey, 'upgrade_plan', { org: 'acme', plan: 'enterprise' });
+    expect((await proposal(enterprise)).stepUp).toBe('passkey');
+    const refused = await approve(enterprise, {});
+    expect(refused.status).toBe(403);
+    expect(refused.body).toContain('needs your passkey');
+    const challenge = await challengeFor(enterprise);
+    expect(challenge.status).toBe(200);
+    expect((await approve(enterprise, { nonce: challenge.nonce, credential: JSON.stringify(laptop.assert(challenge.options.challenge)) })).status).toBe(303);
+    expect((await proposal(enterprise)).status).toBe('committed');
+
+    const { id: pro } = await twokey.propose(apiKey, 'upgrade_plan', { org: 'acme', plan: 'pro' });
+    expect((await proposal(pro)).stepUp ?? null).toBeNull();
+    expect((await approve(pro, {})).status).toBe(303);
+    expect((await proposal(pro)).status).toBe('committed');
+  });
+
   it('never needs a passkey to reject', async () => {
     const id = await newProposal('rejected');
     const rejected = await twokey.form(`/console/proposals/${id}/reject`, { _csrf: operator.csrf, reason: 'no' }, { cookie: operator.cookie });
@@ -172,7 +193,7 @@ describe.each(drivers)('passkey step-up in the console (%s)', (driver) => {
 
   it('`twokey audit verify` re-checks the stored assertion, and names it once the public key no longer matches', async () => {
     await twokey.audit.flush();
-    expect(await runAdminOperation(twokey.services, 'audit.verify', {})).toMatchObject({ ok: true, passkeyAssertions: 1 });
+    expect(await runAdminOperation(twokey.services, 'audit.verify', {})).toMatchObject({ ok: true, passkeyAssertions: 2 });
     const db = twokey.services.database.db;
     const [stored] = await db.select().from(passkeys).where(eq(passkeys.credentialId, laptop.id));
     const other = new SoftwareAuthenticator(ORIGIN).register('x');

@@ -132,7 +132,7 @@ describe('recheckProof (what `twokey audit verify` checks again)', () => {
     const passkey = await passkeyOf(authenticator);
     const proof = proofFor(authenticator, proposal);
     const signature = Buffer.from(proof.signature, 'base64url');
-    signature[signature.length - 1] ^= 1;
+    signature.writeUInt8(signature.readUInt8(signature.length - 1) ^ 1, signature.length - 1);
     expect(await recheckProof({ ...proof, signature: signature.toString('base64url') }, proposal, passkey)).toContain('signature does not verify');
     expect(await recheckProof(proof, proposal, await passkeyOf(new SoftwareAuthenticator(ORIGIN)))).toContain('signature does not verify');
     expect(await recheckProof(proof, proposalWith('prp_a', { workspace: 'changed' }), passkey)).toContain('other params');

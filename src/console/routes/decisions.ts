@@ -71,7 +71,7 @@ export const decisionRoutes: FastifyPluginAsync<ConsoleContext> = async (scope, 
       const proposal = await services.store.getProposal(id);
       const operation = proposal ? services.operation(proposal.operation) : undefined;
       const stepUp =
-        proposal && operation && requiresPasskey(operation)
+        proposal && operation && requiresPasskey(operation, proposal)
           ? await services.passkeys.verifyApproval(session.approver, proposal, relyingPartyOf(request, publicOrigin), assertionFrom(request.body))
           : undefined;
       const { outcome } = await services.proposals.approve(id, { ...decider(session), ...(stepUp ? { stepUp } : {}) });
