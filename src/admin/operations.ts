@@ -48,8 +48,14 @@ async function withPasskeyRecheck<T extends { ok: boolean }>(services: Services,
     proposal: (id) => services.store.getProposal(id),
   });
   if (!passkeys.failed || !verdict.ok) return { ...verdict, passkeyAssertions: passkeys.checked };
-  const { auditId, proposalId, reason } = passkeys.failed;
-  return { ...verdict, ok: false, passkeyAssertions: passkeys.checked, auditId, reason: `passkey assertion of ${proposalId ?? 'a proposal'} (audit row ${auditId}): ${reason}` };
+  const { seq, proposalId, reason } = passkeys.failed;
+  return {
+    ...verdict,
+    ok: false,
+    passkeyAssertions: passkeys.checked,
+    seq,
+    reason: `the passkey assertion approving ${proposalId ?? 'a proposal'} does not hold: ${reason}`,
+  };
 }
 
 const stringList = (value: unknown): string[] | undefined =>

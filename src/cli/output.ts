@@ -108,7 +108,10 @@ export function printAdminResult(operation: string, result: unknown, options: { 
               (typeof value.checkpoints === 'number'
                 ? `, consistent with ${String(value.checkpoints)} signed checkpoint(s) covering ${String(value.covered)} rows`
                 : '') +
-              (typeof value.pending === 'number' && value.pending > 0 ? ` (${String(value.pending)} newer rows not yet in the chain)` : '')
+              (typeof value.pending === 'number' && value.pending > 0 ? ` (${String(value.pending)} newer rows not yet in the chain)` : '') +
+              (typeof value.passkeyAssertions === 'number' && value.passkeyAssertions > 0
+                ? `; ${String(value.passkeyAssertions)} passkey assertion(s) verified again`
+                : '')
           : `audit chain BROKEN at row seq ${String(value.seq)}: ${String(value.reason)}`,
       );
       return;

@@ -19,7 +19,8 @@ export function relyingPartyOf(request: FastifyRequest, publicOrigin: string | n
 }
 
 function parsed<T extends z.ZodType>(schema: T, text: string | undefined, what: string): z.output<T> {
-  if (!text) throw new TwokeyError('step_up_required', `The form carried no ${what}: this needs your passkey, through the passkey button (it needs JavaScript).`);
+  if (!text)
+    throw new TwokeyError('step_up_required', `The form carried no ${what}: this needs your passkey, through the passkey button (it needs JavaScript).`);
   let value: unknown;
   try {
     value = JSON.parse(text);

@@ -8,7 +8,7 @@ export interface AssertionRecheck {
   /** Step-up approvals whose stored assertion was checked again. */
   checked: number;
   /** The first that does not hold, and why. */
-  failed: { auditId: number; proposalId: string | null; reason: string } | null;
+  failed: { auditId: number; seq: number | null; proposalId: string | null; reason: string } | null;
 }
 
 export interface RecheckSources {
@@ -34,7 +34,7 @@ export async function recheckProof(proof: PasskeyProof, proposal: ProposalRecord
   if (!passkey) return `the passkey ${proof.credentialId} is not in the passkeys table`;
   const clientDataHash = createHash('sha256').update(decode(proof.clientDataJSON)).digest();
   const signed = new Uint8Array(Buffer.concat([decode(proof.authenticatorData), clientDataHash]));
-  let valid = false;
+  let valid: boolean;
   try {
     valid = await verifySignature({ signature: decode(proof.signature), data: signed, credentialPublicKey: decode(passkey.publicKey) });
   } catch {
@@ -57,7 +57,7 @@ export async function recheckAssertions(events: AsyncIterable<AuditEventRecord>,
     checked += 1;
     const proposal = event.proposalId ? await sources.proposal(event.proposalId) : null;
     const reason = await recheckProof(proof, proposal, await sources.passkey(proof.credentialId));
-    if (reason) return { checked, failed: { auditId: event.id, proposalId: event.proposalId, reason } };
+    if (reason) return { checked, failed: { auditId: event.id, seq: event.seq, proposalId: event.proposalId, reason } };
   }
   return { checked, failed: null };
 }

@@ -39,6 +39,29 @@ const sha256Hex = (bytes: Uint8Array): string => createHash('sha256').update(byt
 /** What a person sees of a passkey: never the public key bytes. */
 export type PasskeyView = Pick<PasskeyRecord, 'credentialId' | 'label' | 'transports' | 'createdAt' | 'lastUsedAt' | 'revokedAt'>;
 
+const viewOf = ({ credentialId, label, transports, createdAt, lastUsedAt, revokedAt }: PasskeyRecord): PasskeyView => ({
+  credentialId,
+  label,
+  transports,
+  createdAt,
+  lastUsedAt,
+  revokedAt,
+});
+
+/** The proof kept with the approval: the signed bytes as they were, to be verified again later. */
+function proofOf(response: AuthenticationResponseJSON, facts: Pick<PasskeyProof, 'credentialId' | 'nonce' | 'bindingHash' | 'counter'>): PasskeyProof {
+  const { authenticatorData, clientDataJSON, signature } = response.response;
+  return {
+    kind: 'passkey',
+    ...facts,
+    authenticatorData,
+    clientDataJSON,
+    signature,
+    authenticatorDataHash: sha256Hex(Buffer.from(authenticatorData, 'base64url')),
+    clientDataHash: sha256Hex(Buffer.from(clientDataJSON, 'base64url')),
+  };
+}
+
 /**
  * Passkeys of the console's people: registering, listing and revoking them, and the step-up of an
  * approval — a challenge bound to one proposal, then the assertion verified (origin, RP ID, user
@@ -76,14 +99,7 @@ export function createPasskeyService(deps: PasskeyServiceDeps) {
     ownerOf,
 
     async list(identity: string): Promise<PasskeyView[]> {
-      return (await store.listOf(ownerOf(identity))).map(({ credentialId, label, transports, createdAt, lastUsedAt, revokedAt }) => ({
-        credentialId,
-        label,
-        transports,
-        createdAt,
-        lastUsedAt,
-        revokedAt,
-      }));
+      return (await store.listOf(ownerOf(identity))).map(viewOf);
     },
 
     async hasPasskey(identity: string): Promise<boolean> {
@@ -140,7 +156,10 @@ export function createPasskeyService(deps: PasskeyServiceDeps) {
           createdAt: now,
         };
         if (!(await tx.insertPasskey(row))) refuse('This passkey is already registered.');
-        await tx.appendAudit({ type: 'passkey.registered', actor: identity, data: { owner, credentialId: row.credentialId, label, transports: row.transports } }, now);
+        await tx.appendAudit(
+          { type: 'passkey.registered', actor: identity, data: { owner, credentialId: row.credentialId, label, transports: row.transports } },
+          now,
+        );
         return { credentialId: row.credentialId, label, transports: row.transports, createdAt: now, lastUsedAt: null, revokedAt: null };
       });
     },
@@ -178,7 +197,12 @@ export function createPasskeyService(deps: PasskeyServiceDeps) {
      * Verifies an assertion made for this proposal and spends its challenge; the counter moves
      * forward in the same transaction. Returns the proof the core records with the approval.
      */
-    async verifyApproval(identity: string, proposal: ProposalRecord, rp: RelyingParty, input: { nonce: string; response: AuthenticationResponseJSON }): Promise<PasskeyProof> {
+    async verifyApproval(
+      identity: string,
+      proposal: ProposalRecord,
+      rp: RelyingParty,
+      input: { nonce: string; response: AuthenticationResponseJSON },
+    ): Promise<PasskeyProof> {
       const owner = ownerOf(identity);
       const row = await liveChallenge(input.nonce, owner, 'approve');
       const bindingHash = proposalBindingHash(proposal);
@@ -195,7 +219,12 @@ export function createPasskeyService(deps: PasskeyServiceDeps) {
           expectedOrigin: rp.origin,
           expectedRPID: rp.id,
           requireUserVerification: true,
-          credential: { id: passkey.credentialId, publicKey: Buffer.from(passkey.publicKey, 'base64url'), counter: passkey.counter, transports: passkey.transports },
+          credential: {
+            id: passkey.credentialId,
+            publicKey: Buffer.from(passkey.publicKey, 'base64url'),
+            counter: passkey.counter,
+            transports: passkey.transports,
+          },
         });
       } catch (error) {
         return refuse(`The passkey assertion did not verify: ${(error as Error).message}`);
@@ -205,22 +234,14 @@ export function createPasskeyService(deps: PasskeyServiceDeps) {
       const now = clock();
       await store.transaction(async (tx) => {
         if (!(await tx.useChallenge(input.nonce, owner, 'approve', now))) refuse('The passkey challenge was already used: each one works once. Try again.');
-        if (!(await tx.recordUse(passkey.credentialId, counter, now))) refuse('The passkey’s counter went backwards: it may have been cloned. Nothing was approved.');
-        await tx.appendAudit({ type: 'passkey.asserted', actor: identity, proposalId: proposal.id, data: { owner, credentialId: passkey.credentialId, counter } }, now);
+        if (!(await tx.recordUse(passkey.credentialId, counter, now)))
+          refuse('The passkey’s counter went backwards: it may have been cloned. Nothing was approved.');
+        await tx.appendAudit(
+          { type: 'passkey.asserted', actor: identity, proposalId: proposal.id, data: { owner, credentialId: passkey.credentialId, counter } },
+          now,
+        );
       });
-      const { authenticatorData, clientDataJSON, signature } = input.response.response;
-      return {
-        kind: 'passkey',
-        credentialId: passkey.credentialId,
-        nonce: input.nonce,
-        bindingHash,
-        authenticatorData,
-        clientDataJSON,
-        signature,
-        authenticatorDataHash: sha256Hex(Buffer.from(authenticatorData, 'base64url')),
-        clientDataHash: sha256Hex(Buffer.from(clientDataJSON, 'base64url')),
-        counter,
-      };
+      return proofOf(input.response, { credentialId: passkey.credentialId, nonce: input.nonce, bindingHash, counter });
     },
   };
 }

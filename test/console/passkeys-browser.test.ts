@@ -125,7 +125,10 @@ describe('passkey step-up in a real browser (virtual authenticator)', () => {
       await route.continue({ url: `${base}/console/proposals/${other}/approve` });
     });
     await page.goto(`${base}/console/proposals/${meant}`);
-    const [refused] = await Promise.all([page.waitForResponse(`**/console/proposals/${other}/approve`), page.getByRole('button', { name: 'Approve with passkey' }).click()]);
+    const [refused] = await Promise.all([
+      page.waitForResponse(`**/console/proposals/${other}/approve`),
+      page.getByRole('button', { name: 'Approve with passkey' }).click(),
+    ]);
     await page.unroute(`**/console/proposals/${meant}/approve`);
     expect(refused.status()).toBe(403);
     await page.getByText('made for another proposal').waitFor();
@@ -148,7 +151,10 @@ describe('passkey step-up in a real browser (virtual authenticator)', () => {
     await page.goto(`${base}/console/proposals/${id}`);
     // As if passkeys.js did not run: the plain form posts.
     await page.locator('form[data-passkey="approve"]').evaluate((form) => form.removeAttribute('data-passkey'));
-    const [response] = await Promise.all([page.waitForResponse(`**/console/proposals/${id}/approve`), page.getByRole('button', { name: 'Approve with passkey' }).click()]);
+    const [response] = await Promise.all([
+      page.waitForResponse(`**/console/proposals/${id}/approve`),
+      page.getByRole('button', { name: 'Approve with passkey' }).click(),
+    ]);
     expect(response.status()).toBe(403);
     await page.getByRole('heading', { name: 'This approval needs your passkey' }).waitFor();
     expect(await page.locator('main').innerText()).toContain('The form carried no passkey assertion');

@@ -74,7 +74,10 @@ describe.each(drivers)('passkey step-up in the console (%s)', (driver) => {
     expect(page.body).toContain('laptop');
     expect(page.body).toContain('1 passkey in force');
     const audit = await twokey.services.audit.list({ limit: 1000 });
-    expect(audit.find((event) => event.type === 'passkey.registered')).toMatchObject({ actor: 'web:operator', data: { credentialId: laptop.id, label: 'laptop' } });
+    expect(audit.find((event) => event.type === 'passkey.registered')).toMatchObject({
+      actor: 'web:operator',
+      data: { credentialId: laptop.id, label: 'laptop' },
+    });
   });
 
   it('refuses a registration answering a spent challenge, or signed for another origin', async () => {
@@ -123,9 +126,18 @@ describe.each(drivers)('passkey step-up in the console (%s)', (driver) => {
     expect((await proposal(first)).status).toBe('committed');
     expect(runs.filter((id) => id === first)).toHaveLength(1);
     const [approval] = await twokey.services.store.listApprovals(first);
-    expect(approval?.stepUp).toMatchObject({ kind: 'passkey', credentialId: laptop.id, nonce: challenge.nonce, bindingHash: proposalBindingHash(await proposal(first)) });
+    expect(approval?.stepUp).toMatchObject({
+      kind: 'passkey',
+      credentialId: laptop.id,
+      nonce: challenge.nonce,
+      bindingHash: proposalBindingHash(await proposal(first)),
+    });
     const recorded = (await twokey.services.audit.list({ proposalId: first })).find((event) => event.type === 'approval.recorded');
-    expect(recorded?.data.stepUp).toMatchObject({ credentialId: laptop.id, signature: expect.any(String), authenticatorDataHash: expect.stringMatching(/^[0-9a-f]{64}$/) });
+    expect(recorded?.data.stepUp).toMatchObject({
+      credentialId: laptop.id,
+      signature: expect.any(String),
+      authenticatorDataHash: expect.stringMatching(/^[0-9a-f]{64}$/),
+    });
 
     // The same assertion again, on a fresh proposal with the spent nonce: refused.
     const replayed = await approve(second, { nonce: challenge.nonce, credential });
@@ -198,8 +210,16 @@ describe.each(drivers)('passkey step-up in the console (%s)', (driver) => {
     const [stored] = await db.select().from(passkeys).where(eq(passkeys.credentialId, laptop.id));
     const other = new SoftwareAuthenticator(ORIGIN).register('x');
     const otherKey = (await import('@simplewebauthn/server')).verifyRegistrationResponse;
-    const { registrationInfo } = await otherKey({ response: other, expectedChallenge: 'x', expectedOrigin: ORIGIN, expectedRPID: 'localhost', requireUserVerification: true });
-    await db.execute(sql`update passkeys set public_key = ${Buffer.from(registrationInfo!.credential.publicKey).toString('base64url')} where credential_id = ${laptop.id}`);
+    const { registrationInfo } = await otherKey({
+      response: other,
+      expectedChallenge: 'x',
+      expectedOrigin: ORIGIN,
+      expectedRPID: 'localhost',
+      requireUserVerification: true,
+    });
+    await db.execute(
+      sql`update passkeys set public_key = ${Buffer.from(registrationInfo!.credential.publicKey).toString('base64url')} where credential_id = ${laptop.id}`,
+    );
     const broken = (await runAdminOperation(twokey.services, 'audit.verify', {})) as Record<string, unknown>;
     expect(broken).toMatchObject({ ok: false, passkeyAssertions: 1 });
     expect(String(broken.reason)).toContain('signature does not verify');

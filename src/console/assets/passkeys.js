@@ -1,4 +1,4 @@
-/* global document, fetch, URLSearchParams, SimpleWebAuthnBrowser */
+/* global document, SimpleWebAuthnBrowser */
 // twokey console: passkeys. A form marked `data-passkey` ("register" or "approve") first asks twokey
 // for WebAuthn options (`data-options`), lets the browser create or use a passkey, puts the answer in
 // the form's hidden `nonce` and `credential` fields, and then posts the form as usual. Without this
@@ -25,12 +25,9 @@
       credentials: 'same-origin',
       headers: { accept: 'application/json' },
     });
-    var answer = null;
-    try {
-      answer = await response.json();
-    } catch (ignored) {
-      answer = null;
-    }
+    var answer = await response.json().catch(function () {
+      return null;
+    });
     if (!response.ok || !answer || !answer.options) {
       throw new Error(answer && answer.error ? answer.error : 'twokey did not give passkey options (HTTP ' + response.status + '). Reload and try again.');
     }

@@ -72,7 +72,9 @@ export const passkeyRoutes: FastifyPluginAsync<ConsoleContext> = async (scope, {
     if (!proposal) return reply.code(404).send({ error: `There is no proposal ${request.params.id}.`, code: 'not_found' });
     const operation = services.operation(proposal.operation);
     if (!operation || !requiresPasskey(operation, proposal)) {
-      return reply.code(400).send({ error: 'This proposal’s operation does not ask for a passkey: approve it with the plain button.', code: 'invalid_request' });
+      return reply
+        .code(400)
+        .send({ error: 'This proposal’s operation does not ask for a passkey: approve it with the plain button.', code: 'invalid_request' });
     }
     if (proposal.status !== 'pending') return reply.code(409).send({ error: 'This proposal is no longer pending.', code: 'not_pending' });
     try {
