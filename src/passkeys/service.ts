@@ -39,6 +39,42 @@ const sha256Hex = (bytes: Uint8Array): string => createHash('sha256').update(byt
 /** What a person sees of a passkey: never the public key bytes. */
 export type PasskeyView = Pick<PasskeyRecord, 'credentialId' | 'label' | 'transports' | 'createdAt' | 'lastUsedAt' | 'revokedAt'>;
 
+/** The new credential of a registration, once its answer verified (origin, RP ID, user verification). */
+async function verifiedCredential(response: RegistrationResponseJSON, expectedChallenge: string, rp: RelyingParty) {
+  let verified;
+  try {
+    verified = await verifyRegistrationResponse({ response, expectedChallenge, expectedOrigin: rp.origin, expectedRPID: rp.id, requireUserVerification: true });
+  } catch (error) {
+    return refuse(`The passkey could not be registered: ${(error as Error).message}`);
+  }
+  if (!verified.verified) return refuse('The passkey could not be registered: the browser’s answer did not verify.');
+  return verified.registrationInfo.credential;
+}
+
+/** The assertion's new counter, once it verified: challenge, origin, RP ID, user verification, signature, counter. */
+async function verifiedCounter(response: AuthenticationResponseJSON, expectedChallenge: string, rp: RelyingParty, passkey: PasskeyRecord): Promise<number> {
+  let verified;
+  try {
+    verified = await verifyAuthenticationResponse({
+      response,
+      expectedChallenge,
+      expectedOrigin: rp.origin,
+      expectedRPID: rp.id,
+      requireUserVerification: true,
+      credential: {
+        id: passkey.credentialId,
+        publicKey: Buffer.from(passkey.publicKey, 'base64url'),
+        counter: passkey.counter,
+        transports: passkey.transports,
+      },
+    });
+  } catch (error) {
+    return refuse(`The passkey assertion did not verify: ${(error as Error).message}`);
+  }
+  if (!verified.verified) return refuse('The passkey assertion did not verify.');
+  return verified.authenticationInfo.newCounter;
+}
+
 const viewOf = ({ credentialId, label, transports, createdAt, lastUsedAt, revokedAt }: PasskeyRecord): PasskeyView => ({
   credentialId,
   label,
@@ -129,20 +165,7 @@ export function createPasskeyService(deps: PasskeyServiceDeps) {
       const owner = ownerOf(identity);
       const challenge = await liveChallenge(input.nonce, owner, 'register');
       const label = input.label.trim().slice(0, MAX_LABEL_LENGTH) || 'passkey';
-      let verified;
-      try {
-        verified = await verifyRegistrationResponse({
-          response: input.response,
-          expectedChallenge: challenge.challenge,
-          expectedOrigin: rp.origin,
-          expectedRPID: rp.id,
-          requireUserVerification: true,
-        });
-      } catch (error) {
-        return refuse(`The passkey could not be registered: ${(error as Error).message}`);
-      }
-      if (!verified.verified) return refuse('The passkey could not be registered: the browser’s answer did not verify.');
-      const { credential } = verified.registrationInfo;
+      const credential = await verifiedCredential(input.response, challenge.challenge, rp);
       const now = clock();
       return store.transaction(async (tx) => {
         if (!(await tx.useChallenge(input.nonce, owner, 'register', now))) refuse('The passkey challenge was already used: each one works once. Try again.');
@@ -211,26 +234,7 @@ export function createPasskeyService(deps: PasskeyServiceDeps) {
       const passkey = await store.get(input.response.id);
       if (!passkey || passkey.owner !== owner) return refuse('The passkey used is not one of yours registered here.');
       if (passkey.revokedAt) return refuse('The passkey used has been revoked.');
-      let verified;
-      try {
-        verified = await verifyAuthenticationResponse({
-          response: input.response,
-          expectedChallenge,
-          expectedOrigin: rp.origin,
-          expectedRPID: rp.id,
-          requireUserVerification: true,
-          credential: {
-            id: passkey.credentialId,
-            publicKey: Buffer.from(passkey.publicKey, 'base64url'),
-            counter: passkey.counter,
-            transports: passkey.transports,
-          },
-        });
-      } catch (error) {
-        return refuse(`The passkey assertion did not verify: ${(error as Error).message}`);
-      }
-      if (!verified.verified) return refuse('The passkey assertion did not verify.');
-      const counter = verified.authenticationInfo.newCounter;
+      const counter = await verifiedCounter(input.response, expectedChallenge, rp, passkey);
       const now = clock();
       await store.transaction(async (tx) => {
         if (!(await tx.useChallenge(input.nonce, owner, 'approve', now))) refuse('The passkey challenge was already used: each one works once. Try again.');
