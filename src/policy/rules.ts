@@ -154,8 +154,12 @@ export function compilePolicy(
       issues.push(`${path}.when: ${error.message}`);
       return;
     }
-    if (definition.decide !== 'require' && (definition.quorum !== undefined || definition.approvers !== undefined || definition.stepUp !== undefined)) {
-      issues.push(`${path}: quorum, approvers and stepUp belong to decide: require`);
+    if (definition.decide !== 'require' && definition.stepUp !== undefined) {
+      issues.push(`${path}: stepUp belongs to decide: require (an automatic decision asks nobody for a passkey)`);
+      return;
+    }
+    if (definition.decide !== 'require' && (definition.quorum !== undefined || definition.approvers !== undefined)) {
+      issues.push(`${path}: quorum and approvers belong to decide: require`);
       return;
     }
     rules.push({

@@ -45,6 +45,6 @@ describe('stepUp in the config', () => {
   it('takes stepUp on a `decide: require` rule, and refuses it on any other', () => {
     const rule = (decide: string) => `    policy:\n      - when: 'params.workspace == "prod"'\n        decide: ${decide}\n        stepUp: passkey\n`;
     expect(parseConfig(operation(rule('require')), {}, 'test.yaml').operations[0]?.policy[0]).toMatchObject({ decide: 'require', stepUp: 'passkey' });
-    expect(issuesOf(operation(rule('approve'))).join('\n')).toContain('stepUp belong to decide: require');
+    expect(issuesOf(operation(rule('approve'))).join('\n')).toContain('stepUp belongs to decide: require');
   });
 });
