@@ -3,7 +3,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runAdminOperation } from '../../src/admin/operations.js';
 import { proposalBindingHash, stepUpChallenge } from '../../src/core/step-up.js';
 import type { Executor } from '../../src/core/executor.js';
+import { pruneExpired } from '../../src/db/retention.js';
 import { passkeys } from '../../src/db/schema.js';
+import { CHALLENGE_TTL_MS } from '../../src/passkeys/service.js';
 import { manualClock } from '../support/clock.js';
 import { drivers } from '../support/database.js';
 import { configYaml, deleteWorkspaceOperation, upgradePlanOperation } from '../support/operations.js';
@@ -235,5 +237,11 @@ describe.each(drivers)('passkey step-up in the console (%s)', (driver) => {
     const challenge = await challengeFor(id);
     expect(challenge.status).toBe(403);
     expect(challenge.error).toContain('no passkey');
+  });
+
+  it('prunes challenges once they expired, and only then', async () => {
+    const db = twokey.services.database.db;
+    expect((await pruneExpired(db, clock())).passkey_challenges).toBe(0);
+    expect((await pruneExpired(db, new Date(clock().getTime() + CHALLENGE_TTL_MS))).passkey_challenges).toBeGreaterThan(0);
   });
 });
