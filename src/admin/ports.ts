@@ -9,6 +9,7 @@ import type { ProposalService } from '../core/proposals.js';
 import type { AuditLog } from '../audit/ports.js';
 import type { ConsoleAuth } from '../console/sign-in.js';
 import type { JobStore } from '../outbox/ports.js';
+import type { PasskeyStore } from '../passkeys/ports.js';
 
 /**
  * The slice of twokey the operator's commands need (the admin socket, `twokey …` on the embedded
@@ -17,7 +18,7 @@ import type { JobStore } from '../outbox/ports.js';
  */
 export interface AdminServices {
   clock: Clock;
-  store: Pick<Store, 'listProposals' | 'listApprovals' | 'findAgentByName' | 'transaction'>;
+  store: Pick<Store, 'listProposals' | 'listApprovals' | 'findAgentByName' | 'transaction' | 'getProposal'>;
   operations(): OperationDefinition[];
   operation(name: string): OperationDefinition | undefined;
   agents: Pick<AgentService, 'create' | 'list' | 'revoke'>;
@@ -25,7 +26,9 @@ export interface AdminServices {
   people: Pick<People, 'nameOf'>;
   proposals: Pick<ProposalService, 'get' | 'approve' | 'reject' | 'retry'>;
   grants: Pick<GrantService, 'approveAndGrant' | 'list' | 'revoke'>;
-  audit: Pick<AuditService, 'list' | 'verify'>;
+  audit: Pick<AuditService, 'list' | 'verify' | 'events'>;
+  /** The stored public keys `audit verify` re-checks step-up assertions against. */
+  passkeyStore: Pick<PasskeyStore, 'get'>;
   auditLog: Pick<AuditLog, 'pendingCount'>;
   jobs: Pick<JobStore, 'list' | 'retry'>;
   /** The web console's sign-in links and sessions (`approvers link`, `approvers revoke-sessions`). */

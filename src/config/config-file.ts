@@ -213,6 +213,9 @@ function buildOperation(parsed: ParsedOperation, index: number, issues: string[]
   if (parsed.result !== undefined && parsed.chatResult === 'json') {
     issues.push(`${field('chatResult')}: the result template already decides what chat shows; remove one of them`);
   }
+  if (parsed.stepUp && parsed.grants?.allow) {
+    issues.push(`${field('stepUp')}: a grant would approve later proposals without a passkey; remove grants.allow or stepUp`);
+  }
   if (issues.length > problemsBefore || renderSummary === undefined) return undefined;
 
   const executor = parsed.executor;
@@ -232,6 +235,7 @@ function buildOperation(parsed: ParsedOperation, index: number, issues: string[]
     policy,
     grants: parsed.grants ?? null,
     automaticDecisions: parsed.automaticDecisions,
+    ...(parsed.stepUp ? { stepUp: parsed.stepUp } : {}),
     executor:
       executor.type === 'http'
         ? { type: 'http', url: executor.url, secret: executor.secret, timeoutMs: executor.timeout }

@@ -164,6 +164,8 @@ export const operationSchema = z.strictObject({
   policy: automatic.policy,
   grants: automatic.grants,
   automaticDecisions: automatic.automaticDecisions,
+  /** `passkey`: each approval needs a WebAuthn assertion made in the console for that proposal. */
+  stepUp: z.literal('passkey', { error: 'expected "passkey" (the one step-up there is)' }).optional(),
   executor: z.discriminatedUnion('type', [
     z.strictObject({ type: z.literal('echo') }),
     z.strictObject({ type: z.literal('agp') }),

@@ -18,6 +18,8 @@ export interface ConsoleContext {
   cookieName: string;
   /** Cookies get `Secure` when people reach twokey over https (TWOKEY_PUBLIC_URL). */
   secureCookies: boolean;
+  /** The origin people use (TWOKEY_PUBLIC_URL): the passkeys' relying party; else the request's own origin. */
+  publicOrigin: string | null;
   /** Open event streams; each ends when the server closes, or fastify would wait on them forever. */
   streams: Set<() => void>;
 }

@@ -9,7 +9,7 @@ export interface Viewer {
   csrfToken: string;
 }
 
-export type Section = 'pending' | 'history' | 'agents' | 'grants' | 'none';
+export type Section = 'pending' | 'history' | 'agents' | 'grants' | 'passkeys' | 'none';
 
 export interface PageOptions {
   title: string;
@@ -110,6 +110,8 @@ export function page(options: PageOptions): SafeHtml {
     <link rel="icon" href="data:," />
     <link rel="stylesheet" href="/console/assets/console.css" />
     <script src="/console/assets/console.js" defer></script>
+    <script src="/console/assets/webauthn.js" defer></script>
+    <script src="/console/assets/passkeys.js" defer></script>
   </head>
   <body data-now="${options.now.toISOString()}" data-live="${live?.kind ?? ''}" data-proposal-id="${live?.kind === 'proposal' ? live.id : ''}">
     <a class="skip-link" href="#main">Skip to content</a>
@@ -127,6 +129,7 @@ export function page(options: PageOptions): SafeHtml {
                 ${navLink('/console/history', 'History', section === 'history')}
                 ${navLink('/console/agents', 'Agents', section === 'agents')}
                 ${navLink('/console/grants', 'Grants', section === 'grants')}
+                ${navLink('/console/passkeys', 'Passkeys', section === 'passkeys')}
               </nav>
               <div class="who">
                 <span class="who-name"><span class="muted">Signed in as</span> <strong>${viewer.approver}</strong></span>

@@ -11,6 +11,8 @@ export async function doneNotice(services: ConsoleServices, request: FastifyRequ
   if (!done) return null;
   if (done === 'signed-in') return notice('ok', 'You are signed in.');
   if (done === 'revoked') return notice('ok', html`Agent <strong>${queryField(request, 'agent')}</strong> is revoked: its API key no longer works.`);
+  if (done === 'passkey-registered') return notice('ok', 'Your passkey is registered: approvals that need a passkey can use it now.');
+  if (done === 'passkey-revoked') return notice('ok', 'The passkey is revoked: it approves nothing any more.');
   if (done === 'grant-revoked') return notice('ok', html`Grant <code>${queryField(request, 'grant')}</code> is revoked: it covers no further proposal.`);
   const proposal = await services.store.getProposal(queryField(request, 'id'));
   if (!proposal) return null;

@@ -17,6 +17,7 @@ import { eventRoutes } from './routes/events.js';
 import { grantRoutes } from './routes/grants.js';
 import { pageRoutes } from './routes/pages.js';
 import { oidcSignInRoutes } from './routes/oidc-sign-in.js';
+import { passkeyRoutes } from './routes/passkeys.js';
 import { signInRoutes } from './routes/sign-in.js';
 import { SECURITY_HEADERS } from './security.js';
 import type { OidcSignIn } from './oidc.js';
@@ -51,6 +52,7 @@ export async function registerConsoleRoutes(app: FastifyInstance, deps: ConsoleR
     send,
     cookieName,
     secureCookies,
+    publicOrigin: deps.publicOrigin,
     streams: new Set(),
   };
 
@@ -98,6 +100,7 @@ export async function registerConsoleRoutes(app: FastifyInstance, deps: ConsoleR
       await scope.register(decisionRoutes, context);
       await scope.register(agentRoutes, context);
       await scope.register(grantRoutes, context);
+      await scope.register(passkeyRoutes, context);
     },
     { prefix: '/console' },
   );

@@ -6,6 +6,7 @@ import type { ApprovalRecord, AuditEventInput, Clock, OperationSpec, ProposalRec
 import type { People } from '../core/people.js';
 import type { Store } from '../core/ports.js';
 import type { ProposalService } from '../core/proposals.js';
+import type { PasskeyService } from '../passkeys/service.js';
 
 /**
  * What the console needs from the rest of twokey, and nothing more: the core's services it calls
@@ -22,6 +23,7 @@ export interface ConsoleServices {
   agents: Pick<AgentService, 'list' | 'revokeAsPerson' | 'revokeRightOf'>;
   changes: Pick<ChangeFeed, 'onEvery'>;
   audit: Pick<AuditService, 'list' | 'verifyRecent'>;
+  passkeys: PasskeyService;
 }
 
 export interface HistoryFilter {

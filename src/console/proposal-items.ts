@@ -2,6 +2,7 @@ import { previewDecision } from '../core/decision-preview.js';
 import { boundsFrom } from '../core/grants.js';
 import { operationFor, type AgentRecord, type ApprovalRecord, type Decider, type ProposalRecord } from '../core/model.js';
 import { isFailedExecution } from '../core/outcome.js';
+import { requiresPasskey } from '../core/step-up.js';
 import type { ConsoleQueries, ConsoleServices } from './ports.js';
 import type { Eligibility, ProposalItem } from './views/proposal-item.js';
 
@@ -47,6 +48,7 @@ export function proposalItems(services: ConsoleServices, queries: ConsoleQueries
         eligibility: eligibility(viewer, proposal, agent, list),
         grantDurationsMs: operation?.grants?.allow ? operation.grants.durationsMs : [],
         grantBounds: operation?.grants?.allow ? boundsFrom(proposal.params, operation.paramsSchema) : [],
+        stepUp: operation ? requiresPasskey(operation, proposal) : false,
       };
     });
   }

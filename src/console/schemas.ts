@@ -20,3 +20,34 @@ export const grantForm = sessionForm.extend({ duration: formValue, uses: formVal
 export const grantParams = z.object({ id: z.string().min(1).max(64) });
 
 export type SessionForm = z.output<typeof sessionForm>;
+
+export const passkeyParams = z.object({ id: z.string().min(1).max(1024) });
+/** A form a passkey step posts: the challenge's nonce and the browser's answer as JSON (src/console/assets/passkeys.js). */
+export const passkeyForm = sessionForm.extend({ nonce: formValue, credential: formValue, label: formValue });
+export type PasskeyForm = z.output<typeof passkeyForm>;
+
+const base64url = z.string().regex(/^[A-Za-z0-9_-]*$/, { error: 'expected base64url' });
+const credentialBase = { id: base64url.min(1), rawId: base64url.min(1), type: z.literal('public-key'), clientExtensionResults: z.looseObject({}).default({}) };
+
+/** What `navigator.credentials.get` answered, as @simplewebauthn/browser serialises it. */
+export const assertionJson = z.looseObject({
+  ...credentialBase,
+  authenticatorAttachment: z.enum(['platform', 'cross-platform']).optional(),
+  response: z.looseObject({
+    clientDataJSON: base64url.min(1),
+    authenticatorData: base64url.min(1),
+    signature: base64url.min(1),
+    userHandle: base64url.optional(),
+  }),
+});
+
+/** What `navigator.credentials.create` answered. */
+export const attestationJson = z.looseObject({
+  ...credentialBase,
+  authenticatorAttachment: z.enum(['platform', 'cross-platform']).optional(),
+  response: z.looseObject({
+    clientDataJSON: base64url.min(1),
+    attestationObject: base64url.min(1),
+    transports: z.array(z.enum(['ble', 'cable', 'hybrid', 'internal', 'nfc', 'smart-card', 'usb'])).optional(),
+  }),
+});

@@ -31,6 +31,8 @@ export function createAuditService(
 
   return {
     list: (query: AuditQuery) => store.listAudit(query),
+    /** Every placed row in chain order, a page at a time (what `verify` walks). */
+    events: everyEvent,
     /**
      * Recomputes the whole chain; names the first row that does not hold. With published
      * checkpoints, also the first row that differs from what they signed, and a deleted tail.

@@ -85,9 +85,11 @@ async function decideByPolicy(tx: StoreTransaction, context: ProposeContext, aud
         reason: explained.reason,
         quorum: explained.quorum,
         approvers: explained.approvers,
+        ...(explained.changes.stepUp ? { stepUp: explained.changes.stepUp } : {}),
       });
       const updated = Object.keys(explained.changes).length > 0 ? await tx.updateProposal(proposal.id, explained.changes) : proposal;
-      return { proposal: updated, grantsMayApply: true };
+      // A grant never stands in for a passkey the rule asked for.
+      return { proposal: updated, grantsMayApply: explained.changes.stepUp === undefined };
     }
     case 'approve':
     case 'deny': {

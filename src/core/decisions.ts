@@ -4,6 +4,7 @@ import type { ExecutionPipeline } from './execution.js';
 import { operationFor, type AgentRecord, type ApprovalRecord, type Clock, type Decider, type OperationSpec, type ProposalRecord } from './model.js';
 import type { People } from './people.js';
 import type { Store, StoreTransaction } from './ports.js';
+import { checkStepUp } from './step-up.js';
 import type { Transitions } from './transitions.js';
 
 /**
@@ -17,6 +18,8 @@ export interface DecisionDeps {
   operation(name: string): OperationSpec | undefined;
   transitions: Transitions;
   execution: Pick<ExecutionPipeline, 'executeApproved' | 'claimWhenApproved' | 'runApprovedClaim'>;
+  /** Where a person approves a `stepUp: passkey` proposal with their passkey: the console's page of it. */
+  stepUpLink?: (proposalId: string) => string;
 }
 
 export type ApproveOutcome = 'counted' | 'already_counted' | 'quorum_reached';
@@ -73,12 +76,13 @@ export function createDecisions(deps: DecisionDeps) {
     const { proposal, operation, agent, approvals, matchedRule, alreadyCounted } = await authorize(tx, proposalId, decider, 'approve', now);
     // A double click or a retried webhook after the quorum was reached is not an error.
     if (alreadyCounted) return { outcome: 'already_counted', proposal };
-    const approval = { proposalId: proposal.id, approver: decider.identity, matchedRule, via: decider.via, at: now };
+    checkStepUp(operation, proposal, decider, deps.stepUpLink);
+    const stepUp = decider.stepUp ?? null;
+    const approval = { proposalId: proposal.id, approver: decider.identity, matchedRule, via: decider.via, at: now, stepUp };
     if (!(await tx.insertApproval(approval))) return { outcome: 'already_counted', proposal };
-    await tx.appendAudit(
-      { type: 'approval.recorded', actor: decider.identity, proposalId: proposal.id, agentId: agent.id, data: { via: decider.via, matchedRule } },
-      now,
-    );
+    // The assertion goes into the chained audit row too, so `twokey audit verify` can re-check it.
+    const data = { via: decider.via, matchedRule, ...(stepUp ? { stepUp } : {}) };
+    await tx.appendAudit({ type: 'approval.recorded', actor: decider.identity, proposalId: proposal.id, agentId: agent.id, data }, now);
     // The row lock keeps the list read above current: only this transaction can add to it.
     const counted = countedApprovers([...approvals, approval], operation, agent.owners, people);
     if (counted.length < proposal.quorum) {

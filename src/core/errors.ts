@@ -11,6 +11,10 @@ export const errorStatus = {
   operation_not_allowed: 403,
   not_an_approver: 403,
   owner_cannot_approve: 403,
+  /** The operation needs a passkey approval (`stepUp: passkey`): a click answers with the console link. */
+  step_up_required: 403,
+  /** A passkey assertion was missing a part, wrong, or made for something else. */
+  step_up_failed: 403,
   // Commit checks, in the order they run.
   invalid_token: 403,
   consumed: 403,

@@ -60,6 +60,8 @@ export interface ProposalRecord {
   /** How many reminders went out while it waited. */
   reminders: number;
   escalatedAt: Date | null;
+  /** `passkey` when the policy rule that required approval also required a passkey (src/core/step-up.ts). */
+  stepUp?: 'passkey' | null;
   /**
    * The trace context of the propose span (`traceparent`, `tracestate`), so the decision, execution
    * and callbacks join the agent's trace wherever and whenever they happen; null when nothing traced it.
@@ -73,6 +75,8 @@ export interface ApprovalRecord {
   matchedRule: string;
   via: string;
   at: Date;
+  /** The verified passkey assertion of a step-up approval (src/core/step-up.ts); absent otherwise. */
+  stepUp?: PasskeyProof | null;
 }
 
 export interface AuditEventInput {
@@ -139,6 +143,8 @@ export interface OperationSpec {
   automaticDecisions?: 'message' | 'silent';
   /** A standing rule of the operation (an MCP upstream's read-only tool): approved at propose by this decider. */
   autoApprove?: { decider: string; reason: string };
+  /** `passkey`: a person approves only with a WebAuthn assertion made for the proposal (src/core/step-up.ts). */
+  stepUp?: 'passkey';
 }
 
 /** What a chat transport reads of an operation: who approves it, and which standing approvals it offers. */
@@ -170,6 +176,27 @@ export interface Decider {
   groups?: string[];
   /** How the decision arrived: `slack`, `discord`, `web`, `cli`. */
   via: string;
+  /** A verified passkey assertion for this proposal: what a `stepUp: passkey` operation's approval needs. */
+  stepUp?: PasskeyProof;
 }
 
 export type Clock = () => Date;
+
+/** What a verified assertion leaves behind: enough to verify the signature again with the stored public key. */
+export interface PasskeyProof {
+  kind: 'passkey';
+  /** base64url credential id, as the authenticator reported it. */
+  credentialId: string;
+  /** The single-use server nonce the challenge was derived from (base64url). */
+  nonce: string;
+  /** The proposal's binding hash the challenge covers (hex). */
+  bindingHash: string;
+  /** base64url, exactly as signed: the signature covers authenticatorData || sha256(clientDataJSON). */
+  authenticatorData: string;
+  clientDataJSON: string;
+  signature: string;
+  /** hex SHA-256 of each, for a reader of the audit log who does not decode base64url. */
+  authenticatorDataHash: string;
+  clientDataHash: string;
+  counter: number;
+}

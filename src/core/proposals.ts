@@ -40,6 +40,8 @@ export interface ProposalServiceDeps {
   maxPendingPerAgent?: number;
   /** Records proposals, decisions, commits and executor calls in a trace; nothing is recorded without it. */
   tracer?: Tracer;
+  /** Where a person approves a `stepUp: passkey` proposal with their passkey (the console's page of it). */
+  stepUpLink?: (proposalId: string) => string;
 }
 
 export interface ProposeInput {
@@ -161,7 +163,7 @@ export function createProposalService(deps: ProposalServiceDeps) {
   const transitions = createTransitions({ ...deps, tracer });
   const { settle, announce, announceDecision } = transitions;
   const execution = createExecutionPipeline({ ...deps, transitions, people, tracer });
-  const decisions = createDecisions({ store, clock, people, operation: deps.operation, transitions, execution });
+  const decisions = createDecisions({ store, clock, people, operation: deps.operation, transitions, execution, stepUpLink: deps.stepUpLink });
 
   function propose(agent: AgentRecord, input: ProposeInput) {
     return tracer.propose(agent, input.operation, async (span) => {

@@ -2,6 +2,8 @@ import { sql } from 'drizzle-orm';
 import { PROPOSAL_STATUSES } from '../core/model.js';
 import { bigint, bigserial, boolean, check, index, integer, jsonb, pgTable, primaryKey, text, timestamp, uniqueIndex } from 'drizzle-orm/pg-core';
 
+import type { PasskeyProof } from '../core/model.js';
+
 const instant = (name: string) => timestamp(name, { withTimezone: true, mode: 'date' });
 
 export const agents = pgTable(
@@ -57,6 +59,8 @@ export const proposals = pgTable(
     approvers: jsonb('approvers').$type<string[] | null>(),
     reminders: integer('reminders').notNull().default(0),
     escalatedAt: instant('escalated_at'),
+    // `passkey` when a policy rule asked for it (`decide: require` with `stepUp: passkey`); the operation's own is in the config.
+    stepUp: text('step_up').$type<'passkey'>(),
     // The propose span's trace context, for the spans of the decision and execution (src/tracing).
     traceContext: jsonb('trace_context').$type<Record<string, string> | null>(),
   },
@@ -80,6 +84,8 @@ export const approvals = pgTable(
     matchedRule: text('matched_rule').notNull(),
     via: text('via').notNull(),
     at: instant('at').notNull(),
+    // A step-up approval's verified passkey assertion (src/core/step-up.ts), kept to be re-checked.
+    stepUp: jsonb('step_up').$type<PasskeyProof | null>(),
   },
   (table) => [primaryKey({ columns: [table.proposalId, table.approver] })],
 );
@@ -261,6 +267,45 @@ export const consoleSessions = pgTable(
   },
   (table) => [index('console_sessions_approver_idx').on(table.approver)],
 );
+
+/**
+ * Passkeys people registered in the console, keyed to the person (`person:NAME`, or the identity when
+ * no person lists it). A revoked passkey keeps its public key: `twokey audit verify` still re-checks
+ * the approvals it signed.
+ */
+export const passkeys = pgTable(
+  'passkeys',
+  {
+    // The credential id the authenticator chose (base64url): unique across every authenticator.
+    credentialId: text('credential_id').primaryKey(),
+    owner: text('owner').notNull(),
+    label: text('label').notNull(),
+    // COSE public key, base64url.
+    publicKey: text('public_key').notNull(),
+    counter: bigint('counter', { mode: 'number' }).notNull(),
+    transports: jsonb('transports').$type<string[]>().notNull(),
+    createdAt: instant('created_at').notNull(),
+    lastUsedAt: instant('last_used_at'),
+    revokedAt: instant('revoked_at'),
+  },
+  (table) => [index('passkeys_owner_idx').on(table.owner)],
+);
+
+/**
+ * WebAuthn challenges, each used once and for a few minutes: a registration's, or an approval's
+ * (bound to the proposal through its binding hash). The nonce is not secret; its single use is.
+ */
+export const passkeyChallenges = pgTable('passkey_challenges', {
+  nonce: text('nonce').primaryKey(),
+  owner: text('owner').notNull(),
+  purpose: text('purpose').$type<'register' | 'approve'>().notNull(),
+  proposalId: text('proposal_id').references(() => proposals.id),
+  // The challenge sent to the browser: the nonce itself, or derived from the binding hash and the nonce.
+  challenge: text('challenge').notNull(),
+  createdAt: instant('created_at').notNull(),
+  expiresAt: instant('expires_at').notNull(),
+  usedAt: instant('used_at'),
+});
 
 /**
  * Standing approvals: "approve the same operation for this agent for 1 h / N uses / within these

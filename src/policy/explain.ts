@@ -35,9 +35,12 @@ export type VerdictExplanation = { trace: TraceStep[] } & (
   /** Fail closed: the rule's condition could not be evaluated, so the operation's approval applies. */
   | ({ kind: 'fallback'; decision: 'require'; decidedBy: null; reason: string; rule: RuleReference; error: string } & Approval)
   /** `changes`: what the rule sets instead of the operation's approval (nothing when it only says "ask people"). */
-  | ({ kind: 'require'; decision: 'require'; decidedBy: string; reason: string | null; rule: RuleReference; changes: Partial<Approval> } & Approval)
+  | ({ kind: 'require'; decision: 'require'; decidedBy: string; reason: string | null; rule: RuleReference; changes: ApprovalChanges } & Approval)
   | { kind: 'approve' | 'deny'; decision: 'approve' | 'deny'; decidedBy: string; reason: string; rule: RuleReference }
 );
+
+/** What a `require` rule sets instead of the operation's approval; `stepUp`: its approvals need a passkey. */
+export type ApprovalChanges = Partial<Approval> & { stepUp?: 'passkey' };
 
 /** The approval that applies when no rule changes it: the operation's (or the proposal's copy of it). */
 export interface DefaultApproval {
@@ -69,9 +72,10 @@ export function explainVerdict(verdict: PolicyVerdict, operation: string, approv
         trace,
       };
     case 'require': {
-      const changes: Partial<Approval> = {
+      const changes: ApprovalChanges = {
         ...(verdict.quorum !== undefined ? { quorum: verdict.quorum } : {}),
         ...(verdict.approvers !== undefined ? { approvers: verdict.approvers } : {}),
+        ...(verdict.stepUp !== undefined ? { stepUp: verdict.stepUp } : {}),
       };
       const decidedBy = policyDecider(operation, verdict.rule);
       return { kind: 'require', decision: 'require', decidedBy, reason: verdict.reason, rule, changes, ...people, ...changes, trace };

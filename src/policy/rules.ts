@@ -19,6 +19,8 @@ export interface PolicyRule {
   /** `require` only: the approval this case needs instead of the operation's. */
   quorum?: number;
   approvers?: string[];
+  /** `require` only: approvals of this proposal need a passkey assertion (src/core/step-up.ts). */
+  stepUp?: 'passkey';
 }
 
 /**
@@ -32,6 +34,8 @@ export function policyRuleSchema(approverIdentity: z.ZodType<string>) {
     reason: z.string().min(1).max(500).optional(),
     quorum: z.int({ error: 'expected a positive integer' }).min(1, { error: 'expected a positive integer' }).optional(),
     approvers: z.array(approverIdentity).min(1, { error: 'expected at least one approver' }).optional(),
+    /** With `decide: require`: the approvals of a proposal this rule matched need a passkey. */
+    stepUp: z.literal('passkey', { error: 'expected "passkey" (the one step-up there is)' }).optional(),
   });
 }
 
@@ -46,7 +50,7 @@ export interface RuleTrace {
 /** What the rules say about one proposal. */
 export type PolicyVerdict =
   | { kind: 'approve' | 'deny'; rule: PolicyRule; reason: string; trace: RuleTrace[] }
-  | { kind: 'require'; rule: PolicyRule; reason: string | null; quorum?: number; approvers?: string[]; trace: RuleTrace[] }
+  | { kind: 'require'; rule: PolicyRule; reason: string | null; quorum?: number; approvers?: string[]; stepUp?: 'passkey'; trace: RuleTrace[] }
   /** A rule could not be evaluated: the normal human approval, never an automatic yes. */
   | { kind: 'fallback'; rule: PolicyRule; error: string; trace: RuleTrace[] }
   | { kind: 'none'; trace: RuleTrace[] };
@@ -74,6 +78,7 @@ export function evaluatePolicy(rules: readonly PolicyRule[], input: ConditionInp
         reason: rule.reason,
         ...(rule.quorum !== undefined ? { quorum: rule.quorum } : {}),
         ...(rule.approvers !== undefined ? { approvers: rule.approvers } : {}),
+        ...(rule.stepUp !== undefined ? { stepUp: rule.stepUp } : {}),
         trace,
       };
     }
@@ -160,6 +165,10 @@ export function compilePolicy(
       issues.push(`${path}.when: ${error.message}`);
       return;
     }
+    if (definition.decide !== 'require' && definition.stepUp !== undefined) {
+      issues.push(`${path}: stepUp belongs to decide: require (an automatic decision asks nobody for a passkey)`);
+      return;
+    }
     if (definition.decide !== 'require' && (definition.quorum !== undefined || definition.approvers !== undefined)) {
       issues.push(`${path}: quorum and approvers belong to decide: require`);
       return;
@@ -172,6 +181,7 @@ export function compilePolicy(
       reason: definition.reason ?? null,
       ...(definition.quorum !== undefined ? { quorum: definition.quorum } : {}),
       ...(definition.approvers !== undefined ? { approvers: definition.approvers } : {}),
+      ...(definition.stepUp !== undefined ? { stepUp: definition.stepUp } : {}),
     });
   });
   return rules;

@@ -173,6 +173,7 @@ async function openFoundation(options: StartOptions, logger: Logger): Promise<Fo
     maxPendingPerAgent: env.TWOKEY_MAX_PENDING_PER_AGENT,
     outboxLanes: options.outboxLanes,
     auditCheckpoints: () => auditTrust.witness.index(),
+    stepUpLink: (proposalId) => new URL(`/console/proposals/${encodeURIComponent(proposalId)}`, publicBaseUrl(env)).toString(),
   });
   return { env, logger, config, database, ownsDatabase, upstreamClients, services, auditTrust };
 }

@@ -30,6 +30,8 @@ import { openTelemetryTracer } from '../tracing/index.js';
 import { createMetrics, type Metrics } from './metrics.js';
 import { laneOf, type OutboxLane } from '../outbox/worker.js';
 import { createMcpExecutor, createUpstreamClients, type UpstreamClients } from '../mcp/upstreams.js';
+import { createPasskeyStore } from '../db/passkey-store.js';
+import { createPasskeyService } from '../passkeys/service.js';
 
 const EXECUTION_LEASE_MARGIN_MS = 5_000;
 
@@ -50,6 +52,8 @@ export interface ServicesOptions {
   outboxLanes?: readonly OutboxLane[];
   /** The newest signed audit checkpoints, for the console's chain verdict (the server's witness). */
   auditCheckpoints?: () => Promise<CheckpointIndex | null>;
+  /** Where a `stepUp: passkey` proposal is approved: the console's page of it, told to a chat click. */
+  stepUpLink?: (proposalId: string) => string;
 }
 
 function executorOf(operation: OperationDefinition, clock: Clock, agp: AgpRuntime, upstreams: UpstreamClients): Executor {
@@ -135,6 +139,7 @@ export function createServices(options: ServicesOptions) {
    */
   const chatPlatforms = new Set<ChatPlatformName>();
 
+  const passkeyStore = createPasskeyStore(options.database.db);
   const changes = createChangeFeed();
   const onChange = (proposal: ProposalRecord) => {
     metrics.transitions.inc({ status: proposal.status });
@@ -159,6 +164,7 @@ export function createServices(options: ServicesOptions) {
     callbackUrlProblem: (url) => staticUrlRefusal(url, callbackPolicy),
     maxPendingPerAgent: options.maxPendingPerAgent,
     tracer: openTelemetryTracer,
+    stepUpLink: options.stepUpLink,
     operation: (name) => operations.get(name),
     // The executor's timeout ends every live call before its claim runs out.
     executionLeaseMs: (name) => {
@@ -204,6 +210,8 @@ export function createServices(options: ServicesOptions) {
     grants: createGrantService({ store, clock, operation: (name) => operations.get(name), proposals, grants: createGrantReader(options.database.db) }),
     agents: createAgentService({ store, clock, knownOperations: () => [...operations.keys()], operations: () => [...operations.values()] }),
     audit: createAuditService(store, clock, options.auditCheckpoints),
+    passkeyStore,
+    passkeys: createPasskeyService({ store: passkeyStore, clock, people }),
     auditLog: createAuditLog(options.database.db),
     consoleAuth: createConsoleAuth({ sessions: createConsoleSessionStore(options.database.db), clock }),
   };

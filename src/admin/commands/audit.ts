@@ -3,6 +3,7 @@ import { readCheckpoints } from '../../audit/sinks.js';
 import { indexCheckpoints, publicKeyFromText } from '../../core/audit-chain.js';
 import { TwokeyError } from '../../core/errors.js';
 import { defineCommand } from '../command.js';
+import type { AdminServices } from '../ports.js';
 
 /** The audit log: read it, and prove it is whole. */
 
@@ -53,6 +54,28 @@ async function publishedCheckpoints(path: string, keyTexts: readonly string[]) {
   }
 }
 
+/**
+ * The chain verdict, and the passkey assertions stored with step-up approvals checked again: a
+ * broken assertion makes the whole verdict not ok, named by its audit row.
+ */
+async function withPasskeyRecheck<T extends { ok: boolean }>(services: AdminServices, verdict: T) {
+  // Loaded where the command runs (WebAuthn verification), never in the CLI that only prints.
+  const { recheckAssertions } = await import('../../passkeys/recheck.js');
+  const passkeys = await recheckAssertions(services.audit.events(), {
+    passkey: (id) => services.passkeyStore.get(id),
+    proposal: (id) => services.store.getProposal(id),
+  });
+  if (!passkeys.failed || !verdict.ok) return { ...verdict, passkeyAssertions: passkeys.checked };
+  const { seq, proposalId, reason } = passkeys.failed;
+  return {
+    ...verdict,
+    ok: false,
+    passkeyAssertions: passkeys.checked,
+    seq,
+    reason: `the passkey assertion approving ${proposalId ?? 'a proposal'} does not hold: ${reason}`,
+  };
+}
+
 export const auditVerify = defineCommand({
   name: 'audit.verify',
   input: z.strictObject({ checkpoints: z.string().optional(), publicKeys: z.array(z.string()).optional() }),
@@ -64,14 +87,16 @@ export const auditVerify = defineCommand({
     checkpoints: z.number().optional(),
     covered: z.number().optional(),
     signedAt: z.string().optional(),
-    /** A broken chain: the first bad row and why. */
-    seq: z.number().optional(),
+    /** A broken chain: the first bad row and why (no row when a passkey assertion's row is unknown). */
+    seq: z.number().nullable().optional(),
     reason: z.string().optional(),
+    /** Passkey assertions stored with step-up approvals, verified again against their stored public keys. */
+    passkeyAssertions: z.number().optional(),
   }),
   async run(services, input) {
     const pending = await services.auditLog.pendingCount();
     const published = input.checkpoints ? await publishedCheckpoints(input.checkpoints, input.publicKeys ?? []) : undefined;
-    return { ...(await services.audit.verify(published)), pending };
+    return withPasskeyRecheck(services, { ...(await services.audit.verify(published)), pending });
   },
   print: (verdict) =>
     verdict.ok
@@ -79,7 +104,8 @@ export const auditVerify = defineCommand({
         (typeof verdict.checkpoints === 'number'
           ? `, consistent with ${verdict.checkpoints} signed checkpoint(s) covering ${String(verdict.covered)} rows`
           : '') +
-        (verdict.pending > 0 ? ` (${verdict.pending} newer rows not yet in the chain)` : '')
+        (verdict.pending > 0 ? ` (${verdict.pending} newer rows not yet in the chain)` : '') +
+        (verdict.passkeyAssertions ? `; ${verdict.passkeyAssertions} passkey assertion(s) verified again` : '')
       : `audit chain BROKEN at row seq ${String(verdict.seq)}: ${String(verdict.reason)}`,
   failed: (verdict) => !verdict.ok,
 });

@@ -2,10 +2,12 @@ import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { explainDecisionError, type DecisionAction } from '../../core/decision-preview.js';
 import { TwokeyError, isTwokeyError, type ErrorCode } from '../../core/errors.js';
+import { requiresPasskey } from '../../core/step-up.js';
 import type { ConsoleContext } from '../context.js';
 import { grantRequestFrom } from '../grant-form.js';
 import { field, refusal, safeReturn, viewerOf, withParams } from '../respond.js';
-import { grantForm, proposalParams, rejectForm, sessionForm, type SessionForm } from '../schemas.js';
+import { assertionFrom, relyingPartyOf } from '../passkey-step.js';
+import { grantForm, passkeyForm, proposalParams, rejectForm, sessionForm, type SessionForm } from '../schemas.js';
 import { deciderOf, type ConsoleSession } from '../sign-in.js';
 
 const REFUSAL_TITLES: Partial<Record<ErrorCode, string>> = {
@@ -17,10 +19,12 @@ const REFUSAL_TITLES: Partial<Record<ErrorCode, string>> = {
   not_found: 'Not found',
   operation_removed: 'This operation is no longer configured',
   execution_failed: 'The execution failed',
+  step_up_required: 'This approval needs your passkey',
+  step_up_failed: 'The passkey check failed',
 };
 
 /** Approve, approve for a while (a grant), reject and retry: each a CSRF-guarded form that calls the core. */
-export const decisionRoutes: FastifyPluginAsync<ConsoleContext> = async (scope, { services, guard, send }) => {
+export const decisionRoutes: FastifyPluginAsync<ConsoleContext> = async (scope, { services, guard, send, publicOrigin }) => {
   const routes = scope.withTypeProvider<ZodTypeProvider>();
 
   /**
@@ -59,9 +63,16 @@ export const decisionRoutes: FastifyPluginAsync<ConsoleContext> = async (scope, 
     }
   }
 
-  routes.post('/proposals/:id/approve', { schema: { params: proposalParams, body: sessionForm }, preHandler: guard.form }, (request, reply) =>
+  routes.post('/proposals/:id/approve', { schema: { params: proposalParams, body: passkeyForm }, preHandler: guard.form }, (request, reply) =>
     decide(request, reply, 'approve', async (id, session) => {
-      const { outcome } = await services.proposals.approve(id, deciderOf(session));
+      // A `stepUp: passkey` operation: the form carries an assertion made for this proposal, verified here.
+      const proposal = await services.store.getProposal(id);
+      const operation = proposal ? services.operation(proposal.operation) : undefined;
+      const stepUp =
+        proposal && operation && requiresPasskey(operation, proposal)
+          ? await services.passkeys.verifyApproval(session.approver, proposal, relyingPartyOf(request, publicOrigin), assertionFrom(request.body))
+          : undefined;
+      const { outcome } = await services.proposals.approve(id, { ...deciderOf(session), ...(stepUp ? { stepUp } : {}) });
       return outcome === 'already_counted' ? 'already' : 'approve';
     }),
   );

@@ -4,6 +4,7 @@ import { formFields, prettyJson, type Viewer } from '../layout.js';
 import { actionLabel, cardToHtml, cardViewOf } from './card-html.js';
 import { approveForForm } from './grants.js';
 import type { ProposalItem } from './proposal-item.js';
+import { passkeyAnswerFields } from './passkeys.js';
 
 /** Approve, Reject with a reason, or the reason the viewer cannot: plain forms, no script needed. */
 export function decisionControls(item: ProposalItem, card: ApprovalCard, viewer: Viewer, returnTo: string): SafeHtml {
@@ -24,10 +25,15 @@ export function decisionControls(item: ProposalItem, card: ApprovalCard, viewer:
     ${
       eligibility.approved
         ? html`<p class="done-note"><span aria-hidden="true">✓</span> You approved; waiting for ${proposal.quorum - item.approvals.length} more.</p>`
-        : html`<form method="post" action="/console/proposals/${id}/approve" class="inline">
-          ${formFields(viewer, returnTo)}
-          <button type="submit" class="btn btn-approve" aria-describedby="summary-${id}">${actionLabel(card, 'approve')}</button>
-        </form>
+        : item.stepUp
+          ? html`<form method="post" action="/console/proposals/${id}/approve" class="inline" data-passkey="approve" data-options="/console/proposals/${id}/passkey-options">
+              ${formFields(viewer, returnTo)} ${passkeyAnswerFields}
+              <button type="submit" class="btn btn-approve" aria-describedby="summary-${id}">Approve with passkey</button>
+            </form>`
+          : html`<form method="post" action="/console/proposals/${id}/approve" class="inline">
+              ${formFields(viewer, returnTo)}
+              <button type="submit" class="btn btn-approve" aria-describedby="summary-${id}">${actionLabel(card, 'approve')}</button>
+            </form>
         ${item.grantDurationsMs.length > 0 ? approveForForm(proposal, item.grantDurationsMs, item.grantBounds, viewer, returnTo) : ''}`
     }
     <details class="reject-box">

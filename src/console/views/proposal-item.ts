@@ -16,4 +16,6 @@ export interface ProposalItem {
   grantDurationsMs: readonly number[];
   /** The bounds a bounded grant given on this proposal would set: every declared param. */
   grantBounds: readonly GrantBound[];
+  /** The operation says `stepUp: passkey`: Approve runs a passkey assertion made for this proposal. */
+  stepUp: boolean;
 }

@@ -969,7 +969,7 @@ export type components = {
                  * @description Stable machine-readable code; the message is for humans
                  * @enum {string}
                  */
-                code: "invalid_request" | "invalid_json" | "invalid_params" | "unauthorized" | "operation_not_allowed" | "not_an_approver" | "owner_cannot_approve" | "invalid_token" | "consumed" | "expired" | "principal_mismatch" | "operation_mismatch" | "params_mismatch" | "rejected" | "not_approved" | "not_found" | "unknown_operation" | "not_pending" | "nothing_to_retry" | "operation_removed" | "conflict" | "idempotency_key_reused" | "payload_too_large" | "rate_limited" | "internal" | "execution_failed" | "unavailable" | "database_unavailable" | "insufficient_storage";
+                code: "invalid_request" | "invalid_json" | "invalid_params" | "unauthorized" | "operation_not_allowed" | "not_an_approver" | "owner_cannot_approve" | "step_up_required" | "step_up_failed" | "invalid_token" | "consumed" | "expired" | "principal_mismatch" | "operation_mismatch" | "params_mismatch" | "rejected" | "not_approved" | "not_found" | "unknown_operation" | "not_pending" | "nothing_to_retry" | "operation_removed" | "conflict" | "idempotency_key_reused" | "payload_too_large" | "rate_limited" | "internal" | "execution_failed" | "unavailable" | "database_unavailable" | "insufficient_storage";
                 /** @description Every schema error, on a 400 */
                 details?: components["schemas"]["ErrorDetail"][];
                 message: string;
@@ -1014,7 +1014,7 @@ export type components = {
                  * @description Stable machine-readable code; the message is for humans
                  * @enum {string}
                  */
-                code: "invalid_request" | "invalid_json" | "invalid_params" | "unauthorized" | "operation_not_allowed" | "not_an_approver" | "owner_cannot_approve" | "invalid_token" | "consumed" | "expired" | "principal_mismatch" | "operation_mismatch" | "params_mismatch" | "rejected" | "not_approved" | "not_found" | "unknown_operation" | "not_pending" | "nothing_to_retry" | "operation_removed" | "conflict" | "idempotency_key_reused" | "payload_too_large" | "rate_limited" | "internal" | "execution_failed" | "unavailable" | "database_unavailable" | "insufficient_storage";
+                code: "invalid_request" | "invalid_json" | "invalid_params" | "unauthorized" | "operation_not_allowed" | "not_an_approver" | "owner_cannot_approve" | "step_up_required" | "step_up_failed" | "invalid_token" | "consumed" | "expired" | "principal_mismatch" | "operation_mismatch" | "params_mismatch" | "rejected" | "not_approved" | "not_found" | "unknown_operation" | "not_pending" | "nothing_to_retry" | "operation_removed" | "conflict" | "idempotency_key_reused" | "payload_too_large" | "rate_limited" | "internal" | "execution_failed" | "unavailable" | "database_unavailable" | "insufficient_storage";
                 /** @description Every schema error, on a 400 */
                 details?: components["schemas"]["ErrorDetail"][];
                 message: string;
