@@ -9,10 +9,23 @@ import type { PolicyRule } from '../policy/rules.js';
 export const PROPOSAL_STATUSES = ['pending', 'approved', 'executing', 'committed', 'rejected', 'expired', 'cancelled'] as const;
 export type ProposalStatus = (typeof PROPOSAL_STATUSES)[number];
 
+/** The states a proposal is still open in: it may yet be decided, executed or committed. */
+export const UNFINISHED_STATUSES = ['pending', 'approved', 'executing'] as const satisfies readonly ProposalStatus[];
+export type UnfinishedStatus = (typeof UNFINISHED_STATUSES)[number];
+
 /** The states a proposal ends in; its agent's callback goes out on reaching one. */
-export type FinalStatus = Extract<ProposalStatus, 'committed' | 'rejected' | 'expired' | 'cancelled'>;
-export const finalStatuses: readonly ProposalStatus[] = ['committed', 'rejected', 'expired', 'cancelled'] satisfies FinalStatus[];
+export const FINAL_STATUSES = ['committed', 'rejected', 'expired', 'cancelled'] as const satisfies readonly ProposalStatus[];
+export type FinalStatus = (typeof FINAL_STATUSES)[number];
+export const finalStatuses: readonly ProposalStatus[] = FINAL_STATUSES;
 export const isFinalStatus = (status: ProposalStatus): status is FinalStatus => finalStatuses.includes(status);
+
+/**
+ * Every status is either unfinished or final, never both: a status added to `PROPOSAL_STATUSES` and to
+ * neither list (or to both) makes this line fail to compile, so no SQL built from the lists misses it.
+ */
+type StatusesOutsideBothLists = Exclude<ProposalStatus, UnfinishedStatus | FinalStatus>;
+type StatusesInBothLists = Extract<UnfinishedStatus, FinalStatus>;
+export const STATUS_LISTS_PARTITION: [StatusesOutsideBothLists, StatusesInBothLists] extends [never, never] ? true : never = true;
 
 export type ConfirmationType = 'payment' | 'approval' | 'verification';
 export type CommitMode = 'on_approve' | 'agent';
