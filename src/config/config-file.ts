@@ -8,7 +8,7 @@ import { systemErrorText } from '../lib/system-errors.js';
 import { closeParamsSchema, compileParamsSchema, describeSchemaPath, ParamsSchemaError } from './params-schema.js';
 import { compileResultTemplate, compileSummaryTemplate } from './summary-template.js';
 import type { ResultContext } from './summary-template.js';
-import type { CommitMode, OperationSpec } from '../core/model.js';
+import { operationFieldsOf, type CommitMode, type OperationSpec } from '../core/model.js';
 import { parseIdentity, type IdentityKind } from '../core/identity.js';
 import type { PersonDefinition } from '../core/people.js';
 import { peopleIssues, quorumIssues } from './people-config.js';
@@ -220,9 +220,7 @@ function buildOperation(parsed: ParsedOperation, index: number, issues: string[]
 
   const executor = parsed.executor;
   return {
-    name: parsed.name,
-    description: parsed.description,
-    confirmationType: parsed.confirmationType,
+    ...operationFieldsOf(parsed),
     paramsSchema,
     validateParams,
     renderSummary,
@@ -231,11 +229,9 @@ function buildOperation(parsed: ParsedOperation, index: number, issues: string[]
     chatResult: parsed.chatResult,
     expiresInMs: parsed.expiresIn,
     approval: { ...approvalOf(parsed.approval), ...(approverRule ? { approverRule } : {}) },
-    commit: parsed.commit,
     policy,
     grants: parsed.grants ?? null,
     automaticDecisions: parsed.automaticDecisions,
-    ...(parsed.stepUp ? { stepUp: parsed.stepUp } : {}),
     executor:
       executor.type === 'http'
         ? { type: 'http', url: executor.url, secret: executor.secret, timeoutMs: executor.timeout }

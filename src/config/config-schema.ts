@@ -1,4 +1,5 @@
 import * as z from 'zod';
+import { operationFieldsSchema } from '../core/model.js';
 import { DISCORD_SNOWFLAKE, IDENTITY_FORMS, WEB_NAME, identityProblem } from '../core/identity.js';
 import { parseDuration } from '../lib/duration.js';
 import { formatFieldPath } from './errors.js';
@@ -19,7 +20,6 @@ const identityString = (options: { person?: boolean } = {}) =>
   });
 
 const POSITIVE_INTEGER = 'expected a positive integer';
-const OPERATION_NAME = /^[a-z][a-z0-9_]{0,63}$/;
 
 export function duration(defaultText: string, minMs: number, maxMs: number, range: string) {
   const error = `expected a duration between ${range}, such as ${defaultText}`;
@@ -149,37 +149,44 @@ export const upstreamSchema = z
   })
   .superRefine(oneTransport);
 
-export const operationSchema = z.strictObject({
-  name: z.string().regex(OPERATION_NAME, { error: 'expected lower_snake_case starting with a letter, at most 64 characters' }),
-  description: z.string(),
-  confirmationType: z.enum(['payment', 'approval', 'verification']).default('approval'),
-  params: z.record(z.string(), z.unknown()).default({ type: 'object', properties: {} }),
-  summary: z.string().min(1, { error: 'expected a non-empty template' }),
-  cost: z.string().min(1, { error: 'expected a non-empty template' }).optional(),
-  result: z.string().min(1, { error: 'expected a non-empty template' }).optional(),
-  chatResult: z.enum(['outcome', 'json']).default('outcome'),
-  expiresIn: duration('5m', 10_000, 7 * 86_400_000, '10s and 7d'),
-  approval: approvalSchema,
-  commit: z.enum(['on_approve', 'agent']).default('on_approve'),
-  policy: automatic.policy,
-  grants: automatic.grants,
-  automaticDecisions: automatic.automaticDecisions,
-  /** `passkey`: each approval needs a WebAuthn assertion made in the console for that proposal. */
-  stepUp: z.literal('passkey', { error: 'expected "passkey" (the one step-up there is)' }).optional(),
-  executor: z.discriminatedUnion('type', [
-    z.strictObject({ type: z.literal('echo') }),
-    z.strictObject({ type: z.literal('agp') }),
-    z.strictObject({
-      type: z.literal('http'),
-      url: httpUrl,
-      secret: z.string().min(16, { error: 'expected at least 16 characters' }),
-      timeout: duration('10s', 1_000, 300_000, '1s and 5m'),
-    }),
-    z
-      .strictObject({ type: z.literal('mcp'), tool: z.string().min(1, { error: 'expected the upstream tool name' }), ...mcpConnectionFields })
-      .superRefine(oneTransport),
-  ]),
-});
+const plain = operationFieldsSchema.shape;
+
+/**
+ * The core's plain fields (src/core/model.ts) are added at the end (`extend`), so a new one is parsed
+ * with no edit here; the ones named below only keep their place, and so the order of the error lines.
+ */
+export const operationSchema = z
+  .strictObject({
+    name: plain.name,
+    description: plain.description,
+    confirmationType: plain.confirmationType,
+    params: z.record(z.string(), z.unknown()).default({ type: 'object', properties: {} }),
+    summary: z.string().min(1, { error: 'expected a non-empty template' }),
+    cost: z.string().min(1, { error: 'expected a non-empty template' }).optional(),
+    result: z.string().min(1, { error: 'expected a non-empty template' }).optional(),
+    chatResult: z.enum(['outcome', 'json']).default('outcome'),
+    expiresIn: duration('5m', 10_000, 7 * 86_400_000, '10s and 7d'),
+    approval: approvalSchema,
+    commit: plain.commit,
+    policy: automatic.policy,
+    grants: automatic.grants,
+    automaticDecisions: automatic.automaticDecisions,
+    stepUp: plain.stepUp,
+    executor: z.discriminatedUnion('type', [
+      z.strictObject({ type: z.literal('echo') }),
+      z.strictObject({ type: z.literal('agp') }),
+      z.strictObject({
+        type: z.literal('http'),
+        url: httpUrl,
+        secret: z.string().min(16, { error: 'expected at least 16 characters' }),
+        timeout: duration('10s', 1_000, 300_000, '1s and 5m'),
+      }),
+      z
+        .strictObject({ type: z.literal('mcp'), tool: z.string().min(1, { error: 'expected the upstream tool name' }), ...mcpConnectionFields })
+        .superRefine(oneTransport),
+    ]),
+  })
+  .extend(plain);
 
 const personSchema = z.strictObject({
   name: z.string().regex(WEB_NAME, { error: 'expected 1-64 letters, digits, ".", "_", "@" or "-", starting with a letter or digit' }),

@@ -1,9 +1,8 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { Clock } from '../core/model.js';
-import type { HtmlValue, SafeHtml } from './html.js';
-import { page, type Section, type Viewer } from './layout.js';
+import { html, type HtmlValue, type SafeHtml } from './html.js';
+import { notice, page, type Section, type Viewer } from './layout.js';
 import type { ConsoleSession } from './sign-in.js';
-import { refusedPage } from './views/common.js';
 
 export interface PageReply {
   title: string;
@@ -73,4 +72,11 @@ export function withParams(path: string, params: Record<string, string>): string
   const url = new URL(path, CONSOLE_ORIGIN);
   for (const [key, value] of Object.entries(params)) url.searchParams.set(key, value);
   return url.pathname + url.search;
+}
+
+/** A refused action (HTTP 4xx): what happened, and a way back. */
+function refusedPage(title: string, message: HtmlValue, back: string): SafeHtml {
+  return html`<div class="page-head"><h1>${title}</h1></div>
+    ${notice('error', message)}
+    <p><a class="btn btn-quiet" href="${back}">← Back</a></p>`;
 }

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import type { FinalStatus } from './model.js';
+import { FINAL_STATUSES } from './model.js';
 
 /**
  * The job catalogue: every kind of outbox job twokey queues, with the schema of its payload. The
@@ -62,7 +62,7 @@ export const jobPayloadSchemas = {
   /** POSTs the proposal's final state to the agent's `callbackUrl`. */
   'callback.deliver': z.object({
     proposalId,
-    status: z.enum(['committed', 'rejected', 'expired', 'cancelled'] satisfies FinalStatus[]),
+    status: z.enum(FINAL_STATUSES),
     // The callbacks lane's caps: at most so many of one agent's callbacks at once, and fewer
     // towards one host. Rows queued before the per-agent cap existed have no `agentId`.
     agentId: z.string().min(1).optional(),

@@ -1,4 +1,5 @@
 /** The records the core reasons about. Storage maps its rows to these; nothing here knows SQL. */
+import { z } from 'zod';
 import type { ApproverRule } from '../policy/approver-rule.js';
 import type { PolicyRule } from '../policy/rules.js';
 
@@ -9,13 +10,53 @@ import type { PolicyRule } from '../policy/rules.js';
 export const PROPOSAL_STATUSES = ['pending', 'approved', 'executing', 'committed', 'rejected', 'expired', 'cancelled'] as const;
 export type ProposalStatus = (typeof PROPOSAL_STATUSES)[number];
 
+/** The states a proposal is still open in: it may yet be decided, executed or committed. */
+export const UNFINISHED_STATUSES = ['pending', 'approved', 'executing'] as const satisfies readonly ProposalStatus[];
+export type UnfinishedStatus = (typeof UNFINISHED_STATUSES)[number];
+
 /** The states a proposal ends in; its agent's callback goes out on reaching one. */
-export type FinalStatus = Extract<ProposalStatus, 'committed' | 'rejected' | 'expired' | 'cancelled'>;
-export const finalStatuses: readonly ProposalStatus[] = ['committed', 'rejected', 'expired', 'cancelled'] satisfies FinalStatus[];
+export const FINAL_STATUSES = ['committed', 'rejected', 'expired', 'cancelled'] as const satisfies readonly ProposalStatus[];
+export type FinalStatus = (typeof FINAL_STATUSES)[number];
+export const finalStatuses: readonly ProposalStatus[] = FINAL_STATUSES;
 export const isFinalStatus = (status: ProposalStatus): status is FinalStatus => finalStatuses.includes(status);
 
-export type ConfirmationType = 'payment' | 'approval' | 'verification';
-export type CommitMode = 'on_approve' | 'agent';
+/**
+ * Every status is either unfinished or final, never both: a status added to `PROPOSAL_STATUSES` and to
+ * neither list (or to both) makes this line fail to compile, so no SQL built from the lists misses it.
+ */
+type StatusesOutsideBothLists = Exclude<ProposalStatus, UnfinishedStatus | FinalStatus>;
+type StatusesInBothLists = Extract<UnfinishedStatus, FinalStatus>;
+export const STATUS_LISTS_PARTITION: [StatusesOutsideBothLists, StatusesInBothLists] extends [never, never] ? true : never = true;
+
+const OPERATION_NAME = /^[a-z][a-z0-9_]{0,63}$/;
+
+/**
+ * An operation's plain fields: those the operations file states and every part of the product reads as
+ * they are, with no compiling or converting between. A new one goes here and only here: the config file
+ * parses it with this schema (src/config/config-schema.ts spreads the shape), the config builder copies
+ * it through (`operationFieldsOf`), and `OperationSpec` below gets its type, so every transport sees it.
+ * Messages are the config file's: these schemas are what its errors are made from.
+ */
+export const operationFieldsSchema = z.object({
+  name: z.string().regex(OPERATION_NAME, { error: 'expected lower_snake_case starting with a letter, at most 64 characters' }),
+  description: z.string(),
+  confirmationType: z.enum(['payment', 'approval', 'verification']).default('approval'),
+  commit: z.enum(['on_approve', 'agent']).default('on_approve'),
+  /** `passkey`: a person approves only with a WebAuthn assertion made for the proposal (src/core/step-up.ts). */
+  stepUp: z.literal('passkey', { error: 'expected "passkey" (the one step-up there is)' }).optional(),
+});
+export type OperationFields = z.output<typeof operationFieldsSchema>;
+
+/** The plain fields of a parsed operation and nothing else, unset optional ones left out: what a builder spreads. */
+export function operationFieldsOf(source: OperationFields): OperationFields {
+  const values = source as unknown as Record<string, unknown>;
+  const fields: Record<string, unknown> = {};
+  for (const key of Object.keys(operationFieldsSchema.shape)) if (values[key] !== undefined) fields[key] = values[key];
+  return fields as OperationFields;
+}
+
+export type ConfirmationType = OperationFields['confirmationType'];
+export type CommitMode = OperationFields['commit'];
 
 export interface AgentRecord {
   id: string;
@@ -117,10 +158,8 @@ export interface SummaryContext {
   params: Record<string, unknown>;
 }
 
-export interface OperationSpec {
-  name: string;
-  description: string;
-  confirmationType: ConfirmationType;
+/** An operation as the core runs it: its plain fields (above) and what the config compiled for it. */
+export interface OperationSpec extends OperationFields {
   paramsSchema: Record<string, unknown>;
   validateParams(params: unknown): ParamError[];
   renderSummary(context: SummaryContext): string;
@@ -137,14 +176,11 @@ export interface OperationSpec {
     /** Who among the approvers may approve this proposal: checked at every click, after the approvers list. */
     approverRule?: ApproverRule;
   };
-  commit: CommitMode;
   policy?: PolicyRule[];
   grants?: { allow: boolean; maxDurationMs: number; durationsMs: number[] } | null;
   automaticDecisions?: 'message' | 'silent';
   /** A standing rule of the operation (an MCP upstream's read-only tool): approved at propose by this decider. */
   autoApprove?: { decider: string; reason: string };
-  /** `passkey`: a person approves only with a WebAuthn assertion made for the proposal (src/core/step-up.ts). */
-  stepUp?: 'passkey';
 }
 
 /** What a chat transport reads of an operation: who approves it, and which standing approvals it offers. */

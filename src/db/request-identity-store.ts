@@ -1,10 +1,16 @@
-import { and, eq, isNull, sql } from 'drizzle-orm';
+import { and, eq, inArray, isNull, sql } from 'drizzle-orm';
+import { UNFINISHED_STATUSES, type ProposalStatus } from '../core/model.js';
 import type { IdentityClaim, RequestIdentityStore } from '../core/ports.js';
 import type { Db } from './database.js';
 import { requestIdentities } from './schema.js';
 
 /** postgres.js answers `execute` with an array, PGlite with `{ rows }`. */
 const rowsOf = (result: unknown): unknown[] => (Array.isArray(result) ? result : (result as { rows: unknown[] }).rows);
+
+/** An unfinished proposal holds its identity outright, except an approved one, whose hold ends with its expiry. */
+const stillRunning = UNFINISHED_STATUSES.filter((status) => status !== 'approved');
+/** A status literal typed against the one list, so a renamed status fails tsc rather than matching nothing. */
+const isStatus = (status: ProposalStatus) => sql`p.status = ${status}`;
 
 /**
  * Which proposal answers a request identity (the rules: src/core/request-identity.ts). SQL only; the
@@ -25,11 +31,11 @@ export function createRequestIdentityStore(db: Db): RequestIdentityStore {
            or (request_identities.proposal_id is not null and not exists (
                 select 1 from proposals p
                  where p.id = request_identities.proposal_id
-                   and (p.status in ('pending', 'executing')
-                     or (p.status = 'approved' and p.expires_at > ${at})
-                     or (p.status = 'committed' and p.commit_mode = 'on_approve' and request_identities.seen_at is null)
-                     or (p.status = 'expired' and request_identities.seen_at is null)
-                     or (p.status = 'rejected' and (request_identities.seen_at is null or p.expires_at > ${at})))))
+                   and (${inArray(sql`p.status`, stillRunning)}
+                     or (${isStatus('approved')} and p.expires_at > ${at})
+                     or (${isStatus('committed')} and p.commit_mode = 'on_approve' and request_identities.seen_at is null)
+                     or (${isStatus('expired')} and request_identities.seen_at is null)
+                     or (${isStatus('rejected')} and (request_identities.seen_at is null or p.expires_at > ${at})))))
         returning key`);
       if (rowsOf(won).length > 0) return { claimed: true };
       const [row] = await db

@@ -1,4 +1,5 @@
-import { sql, type SQL } from 'drizzle-orm';
+import { inArray, sql, type SQL } from 'drizzle-orm';
+import { UNFINISHED_STATUSES } from '../core/model.js';
 import type { Db } from './database.js';
 
 const DAY_MS = 24 * 3_600_000;
@@ -32,7 +33,7 @@ function rules(now: Date): Array<{ table: string; where: SQL }> {
       table: 'request_identities',
       where: sql`updated_at < ${at(dayAgo)} and not exists (
         select 1 from proposals p where p.id = request_identities.proposal_id
-           and (p.status in ('pending', 'approved', 'executing') or p.expires_at > ${at(dayAgo)}))`,
+           and (${inArray(sql`p.status`, [...UNFINISHED_STATUSES])} or p.expires_at > ${at(dayAgo)}))`,
     },
   ];
 }
