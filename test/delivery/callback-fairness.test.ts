@@ -150,10 +150,16 @@ describe.each(drivers)('callback lanes per agent and host (%s)', (driver) => {
     // held more than its share towards that host (2: half its default cap of 4).
     expect(await endedAttempts(hostile.id)).toBe(0);
     expect(receiver.hanging()).toBe(2);
-    const [delivered] = (await twokey.services.database.db.select().from(jobs).where(eq(jobs.kind, 'callback.deliver'))).filter(
-      (job) => job.payload.agentId === neighbour.id,
+    // The receiver has answered; the job's completion is written just after (completions are batched).
+    await vi.waitFor(
+      async () => {
+        const [delivered] = (await twokey.services.database.db.select().from(jobs).where(eq(jobs.kind, 'callback.deliver'))).filter(
+          (job) => job.payload.agentId === neighbour.id,
+        );
+        expect(delivered).toMatchObject({ status: 'done', attempts: 1 });
+      },
+      { timeout: 10_000, interval: 20 },
     );
-    expect(delivered).toMatchObject({ status: 'done', attempts: 1 });
 
     // More than its cap, one after another: each settled callback gives its slot back.
     for (let n = 2; n <= 7; n += 1) await proposeAndCancel(neighbour.apiKey, `answered-${n}`, `${receiver.base}/ok/${n}`);
