@@ -173,8 +173,8 @@ function addOperatorCommands(program: Command, context: Context): void {
     });
   approvers
     .command('revoke-sessions')
-    .argument('<name>', 'the approver web:NAME (the "web:" is optional)')
-    .description('end every console session and unused sign-in link of web:NAME')
+    .argument('<name>', 'the approver web:NAME (the "web:" is optional), or oidc:VALUE for a person the issuer signed in')
+    .description('end every console session (and unused sign-in link) of web:NAME or oidc:VALUE')
     .action((name: string) => run(context, 'approvers.revoke-sessions', { name }));
 
   const jobs = program.command('jobs').description('the outbox: chat posts and edits, callbacks');

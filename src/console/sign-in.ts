@@ -1,6 +1,6 @@
 import { createHmac, randomBytes } from 'node:crypto';
 import { TwokeyError } from '../core/errors.js';
-import { oidcGroupIdentity, webIdentity as parseWebIdentity } from '../core/identity.js';
+import { oidcGroupIdentity, oidcIdentity, webIdentity as parseWebIdentity } from '../core/identity.js';
 import type { Clock, Decider } from '../core/model.js';
 import { digestsEqual, sha256Hex } from '../core/secrets.js';
 import type { ApproverLinkRecord, ConsoleSessionRecord, ConsoleSessionStore } from './ports.js';
@@ -19,6 +19,13 @@ export function webIdentity(name: string): string {
   if (!identity) {
     throw new TwokeyError('invalid_request', 'an approver name is 1-64 letters, digits, "_", ".", "@" or "-", starting with a letter or digit (web:NAME)');
   }
+  return identity;
+}
+
+/** `oidc:VALUE` as the issuer's sign-in stores it; a group (`oidc:group:…`) has no sessions of its own. */
+function signedInIdentity(name: string): string {
+  const identity = name.startsWith('oidc:group:') ? null : oidcIdentity(name.slice('oidc:'.length));
+  if (!identity) throw new TwokeyError('invalid_request', 'an issuer sign-in is oidc:VALUE, the value of the configured identity claim');
   return identity;
 }
 
@@ -163,8 +170,9 @@ export function createConsoleAuth({ sessions, clock }: ConsoleAuthDeps) {
   }
 
   /** Ends every session and unused link of one approver (a lost laptop, a person leaving). */
+  /** `NAME`, `web:NAME`, or `oidc:VALUE` (a person the issuer signed in: sessions only, no links). */
   async function revokeSessions(name: string, actor = 'operator') {
-    const approver = webIdentity(name);
+    const approver = name.startsWith('oidc:') ? signedInIdentity(name) : webIdentity(name);
     const now = clock();
     return sessions.transaction(async (tx) => {
       const revokedSessions = await tx.revokeSessionsOf(approver, now);

@@ -158,6 +158,15 @@ describe.each(drivers)('web console over HTTP (%s)', (driver) => {
       expect((await twokey.form('/console/login', { token })).status).toBe(403);
     });
 
+    it('are revoked for a person the issuer signed in, by their oidc: identity', async () => {
+      const { secret } = await twokey.web.auth.signInVerified('oidc:alice', ['approvers'], 'https://issuer.example.test');
+      expect(await twokey.web.auth.authenticate(secret)).toMatchObject({ approver: 'oidc:alice' });
+      const revoked = await runAdminOperation(twokey.services, 'approvers.revoke-sessions', { name: 'oidc:alice' });
+      expect(revoked).toMatchObject({ approver: 'oidc:alice', sessions: 1, links: 0 });
+      expect(await twokey.web.auth.authenticate(secret)).toBeNull();
+      await expect(runAdminOperation(twokey.services, 'approvers.revoke-sessions', { name: 'oidc:group:approvers' })).rejects.toThrow('oidc:VALUE');
+    });
+
     it('`approvers link` mints a link for web:NAME at the base URL it is given', async () => {
       const result = (await runAdminOperation(twokey.services, 'approvers.link', { name: 'web:operator', baseUrl: 'https://twokey.example.com' })) as {
         url: string;
