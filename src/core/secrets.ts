@@ -10,8 +10,8 @@ export const mintConfirmToken = (): string => randomSecret('tk_conf_');
 export const mintApiKey = (): string => randomSecret('tk_agent_');
 /**
  * `whsec_` + 32 random bytes in standard base64 (44 characters, padded): the Standard Webhooks
- * format, which receivers' libraries (`new Webhook(secret)`) decode as it is. Secrets minted before
- * round 3 are base64url; `webhookKey` reads both.
+ * format, which receivers' libraries (`new Webhook(secret)`) decode as it is. Secrets minted by
+ * earlier versions are base64url; `webhookKey` reads both.
  */
 export const mintCallbackSecret = (): string => `whsec_${randomBytes(32).toString('base64')}`;
 

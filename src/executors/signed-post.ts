@@ -20,7 +20,7 @@ export interface SignedPostOptions {
 
 /**
  * The key a `whsec_…` secret stands for. Standard Webhooks defines `whsec_` + base64 of the key, which
- * is what twokey mints; secrets minted before round 3 are unpadded base64url of the same kind of key.
+ * is what twokey mints; secrets minted by earlier versions are unpadded base64url of the same kind of key.
  * Both decode here to the same bytes, so an agent keeps its secret across the change.
  */
 export function webhookKey(secret: string): Buffer {

@@ -4,7 +4,7 @@
  */
 export const secretPatterns: readonly RegExp[] = [
   /tk_(?:conf|agent)_[A-Za-z0-9_-]{8,}/g,
-  // Callback secrets: standard base64 (Standard Webhooks) since round 3, base64url before.
+  // Callback secrets: standard base64 (Standard Webhooks); base64url from earlier versions.
   /whsec_[A-Za-z0-9+/_=-]{8,}/g,
   /tk_link_[A-Za-z0-9_-]{8,}/g,
   /xox[abposr]-[A-Za-z0-9-]{6,}/g,
