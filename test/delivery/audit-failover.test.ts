@@ -2,6 +2,7 @@ import { once } from 'node:events';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { sql } from 'drizzle-orm';
 import { afterAll, beforeAll, expect, it, vi } from 'vitest';
 import { runAdminOperation } from '../../src/admin/operations.js';
 import { createSigner, parseAuditKey } from '../../src/config/audit-key.js';
@@ -10,6 +11,16 @@ import { openDatabase, type Database } from '../../src/db/database.js';
 import { describeOnPostgres, openTestDatabase } from '../support/database.js';
 import { freePort, startServerProcess } from '../support/processes.js';
 import { startTestTwokey, TEST_AUDIT_KEY, testConfigYaml, type TestTwokey } from '../support/twokey.js';
+
+/** Whether some session holds the audit integrator's advisory lock ("audl") in this test's database. */
+async function auditLockHeld(database: Database): Promise<boolean> {
+  // PostgreSQL only (postgres.js): the result is the list of rows.
+  const [row] = (await database.db.execute(
+    sql`select exists(select 1 from pg_locks where locktype = 'advisory' and granted and classid = 0 and objid = ${0x6175646c}
+        and database = (select oid from pg_database where datname = current_database())) as held`,
+  )) as unknown as Array<{ held: boolean }>;
+  return row?.held === true;
+}
 
 describeOnPostgres('audit integrator failover', (driver) => {
   let base: Database & { url?: string };
@@ -42,6 +53,9 @@ describeOnPostgres('audit integrator failover', (driver) => {
     });
     const exited = once(leader.child, 'close');
     try {
+      // The process must lead before the in-process replica starts, or (on a slow start) the replica
+      // would win the election and the failover below would test nothing: wait for its lock.
+      await vi.waitFor(async () => expect(await auditLockHeld(base)).toBe(true), { timeout: 60_000, interval: 100 });
       // Started second, so it stands by while the process leads.
       standbyDatabase = await openDatabase({ databaseUrl: base.url ?? '', dataDir: '', poolSize: 5 });
       standby = await startTestTwokey({
