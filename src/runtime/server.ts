@@ -32,7 +32,7 @@ import { buildHttpApp } from '../http/app.js';
 import { registerResumeStateRoutes } from '../http/resume-state-routes.js';
 import { createResumeStateStore } from '../db/resume-state-store.js';
 import { loggerOptions } from './logger.js';
-import { chatConcurrencyFor, type ChatConcurrency } from './concurrency.js';
+import { chatConcurrencyFor } from './concurrency.js';
 import { createServices, type Services } from './services.js';
 import type { JobHandlers } from '../core/jobs.js';
 import { createSharedRateLimitStore, type SharedRateLimitStore } from '../db/rate-limit-store.js';
