@@ -126,7 +126,10 @@ try {
   }
   const ranked = [...perPackage].sort((a, b) => b[1] - a[1]);
   console.log(`modules loaded up to /readyz (from the build): ${modules.length} files in ${perPackage.size} packages`);
-  console.log(ranked.map(([name, count]) => `  ${String(count).padStart(4)} ${name}`).join('\n'));
+  const shown = ranked.slice(0, 30);
+  console.log(shown.map(([name, count]) => `  ${String(count).padStart(4)} ${name}`).join('\n'));
+  const rest = ranked.slice(shown.length);
+  if (rest.length > 0) console.log(`  ${String(rest.reduce((sum, [, count]) => sum + count, 0)).padStart(4)} in ${rest.length} more packages`);
 } finally {
   await rm(dataDir, { recursive: true, force: true });
 }
