@@ -13,13 +13,17 @@ import { isDatabaseUnavailable } from '../lib/driver-errors.js';
 import type { AgentRecord } from '../core/model.js';
 import type { TokenSealer } from '../core/request-identity.js';
 import { toolError, UnknownToolError, type McpCalls } from './calls.js';
-import type { McpRouteDeps } from './http-route.js';
+import type { McpServices } from './ports.js';
 import { toolsFor } from './tools.js';
 
-/**
- * The MCP SDK's server for one `POST /mcp` request. Apart from the route, which imports it at the
- * first call: the SDK is not loaded by a server that is never asked over MCP.
- */
+// The MCP SDK's server for one `POST /mcp` request. Apart from the route, which imports it at the
+// first call: the SDK is not loaded by a server that is never asked over MCP.
+
+/** What the server takes from the route's dependencies: the tools' operations and the call counter. */
+export interface McpServerDeps extends Pick<McpServices, 'operations'> {
+  countToolCall?(tool: string, outcome: string): void;
+}
+
 export { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 
 const SERVER_INFO = { name: 'twokey', version: '0.1.0' };
@@ -50,7 +54,7 @@ function outcomeOf(result: CallToolResult): string {
 export function buildServer(
   agent: AgentRecord,
   sealer: TokenSealer,
-  deps: McpRouteDeps,
+  deps: McpServerDeps,
   calls: McpCalls,
   waits: Map<string, AbortController>,
   log: FastifyBaseLogger,
