@@ -1,6 +1,6 @@
-import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
-import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import type { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import type { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { CallToolResult, Tool } from '@modelcontextprotocol/sdk/types.js';
 import type { McpConnection } from '../config/config-file.js';
 import { injectTrace } from '../tracing/index.js';
@@ -57,6 +57,24 @@ function describe(error: unknown, connection: McpConnection): string {
   return `the upstream call failed: ${message.replace(/https?:\/\/\S+/g, '<upstream>').slice(0, 300)}`;
 }
 
+let clientSdkLoading: Promise<{
+  Client: typeof Client;
+  StdioClientTransport: typeof StdioClientTransport;
+  StreamableHTTPClientTransport: typeof StreamableHTTPClientTransport;
+}> | null = null;
+/**
+ * The MCP SDK's client, loaded at the first connection rather than at start: a server with no
+ * upstreams and no `mcp` executor never loads it, and one with them loads it while connecting.
+ */
+function clientSdk() {
+  clientSdkLoading ??= Promise.all([
+    import('@modelcontextprotocol/sdk/client/index.js'),
+    import('@modelcontextprotocol/sdk/client/stdio.js'),
+    import('@modelcontextprotocol/sdk/client/streamableHttp.js'),
+  ]).then(([{ Client }, { StdioClientTransport }, { StreamableHTTPClientTransport }]) => ({ Client, StdioClientTransport, StreamableHTTPClientTransport }));
+  return clientSdkLoading;
+}
+
 export interface UpstreamClient {
   listTools(): Promise<Tool[]>;
   callTool(name: string, args: Record<string, unknown>, meta?: Record<string, unknown>): Promise<CallToolResult>;
@@ -75,6 +93,7 @@ export function createUpstreamClient(connection: McpConnection): UpstreamClient 
   };
 
   async function open(): Promise<Client> {
+    const { Client, StdioClientTransport, StreamableHTTPClientTransport } = await clientSdk();
     const client = new Client({ name: 'twokey', version: '1' }, { capabilities: {} });
     const transport = connection.url
       ? new StreamableHTTPClientTransport(new URL(connection.url), {

@@ -1,12 +1,6 @@
 import { createHash, randomBytes } from 'node:crypto';
-import {
-  generateAuthenticationOptions,
-  generateRegistrationOptions,
-  verifyAuthenticationResponse,
-  verifyRegistrationResponse,
-  type AuthenticationResponseJSON,
-  type RegistrationResponseJSON,
-} from '@simplewebauthn/server';
+import type * as WebAuthn from '@simplewebauthn/server';
+import type { AuthenticationResponseJSON, RegistrationResponseJSON } from '@simplewebauthn/server';
 import { TwokeyError } from '../core/errors.js';
 import type { Clock, ProposalRecord } from '../core/model.js';
 import type { People } from '../core/people.js';
@@ -17,6 +11,13 @@ import type { ChallengePurpose, PasskeyChallengeRecord, PasskeyRecord, PasskeySt
 /** How long a browser has between asking for a challenge and answering it. */
 export const CHALLENGE_TTL_MS = 5 * 60_000;
 const MAX_LABEL_LENGTH = 64;
+
+let webAuthnLibrary: Promise<typeof WebAuthn> | undefined;
+/**
+ * The WebAuthn library (with its ASN.1 and COSE parsers, a few hundred modules), loaded at the first
+ * ceremony rather than at start: a server whose people never use a passkey never needs it.
+ */
+const webAuthn = () => (webAuthnLibrary ??= import('@simplewebauthn/server'));
 
 /** Who the passkeys are for: the console's origin as people reach it, and its host name as the RP ID. */
 export interface RelyingParty {
@@ -44,7 +45,9 @@ export type PasskeyView = Pick<PasskeyRecord, 'credentialId' | 'label' | 'transp
 async function verifiedCredential(response: RegistrationResponseJSON, expectedChallenge: string, rp: RelyingParty) {
   let verified;
   try {
-    verified = await verifyRegistrationResponse({ response, expectedChallenge, expectedOrigin: rp.origin, expectedRPID: rp.id, requireUserVerification: true });
+    verified = await (
+      await webAuthn()
+    ).verifyRegistrationResponse({ response, expectedChallenge, expectedOrigin: rp.origin, expectedRPID: rp.id, requireUserVerification: true });
   } catch (error) {
     return refuse(`The passkey could not be registered: ${(error as Error).message}`);
   }
@@ -56,7 +59,9 @@ async function verifiedCredential(response: RegistrationResponseJSON, expectedCh
 async function verifiedCounter(response: AuthenticationResponseJSON, expectedChallenge: string, rp: RelyingParty, passkey: PasskeyRecord): Promise<number> {
   let verified;
   try {
-    verified = await verifyAuthenticationResponse({
+    verified = await (
+      await webAuthn()
+    ).verifyAuthenticationResponse({
       response,
       expectedChallenge,
       expectedOrigin: rp.origin,
@@ -147,7 +152,9 @@ export function createPasskeyService(deps: PasskeyServiceDeps) {
     async registrationOptions(identity: string, rp: RelyingParty) {
       const owner = ownerOf(identity);
       const { nonce } = await issueChallenge(owner, 'register', (fresh) => fresh, null);
-      const options = await generateRegistrationOptions({
+      const options = await (
+        await webAuthn()
+      ).generateRegistrationOptions({
         rpName: rp.name,
         rpID: rp.id,
         userName: identity,
@@ -208,7 +215,9 @@ export function createPasskeyService(deps: PasskeyServiceDeps) {
       if (allowed.length === 0) refuse('You have no passkey yet: register one on the Passkeys page, then approve.');
       const bindingHash = proposalBindingHash(proposal);
       const { nonce, challenge } = await issueChallenge(owner, 'approve', (fresh) => stepUpChallenge(bindingHash, fresh), proposal.id);
-      const options = await generateAuthenticationOptions({
+      const options = await (
+        await webAuthn()
+      ).generateAuthenticationOptions({
         rpID: rp.id,
         challenge: Buffer.from(challenge, 'base64url'),
         userVerification: 'required',

@@ -8,10 +8,8 @@ import { createAgpService, registerAgpRoutes } from '../agp/index.js';
 import { createChatSync, type ChatSync } from '../chat/sync.js';
 import { consoleUrl, createWebConsole, publicBaseUrl, type WebConsole } from '../console/index.js';
 import { consoleStoresFor } from './console-stores.js';
-import { createDiscordIntegration } from '../discord/index.js';
-import type { LeaderElector } from '../discord/ports.js';
 import { createLeaderElection } from '../db/leader-election.js';
-import { createSlackIntegration, isSlackConfigured } from '../slack/index.js';
+import { chatFromEnvironment, type ChatWiring } from './integrations.js';
 import { createIdempotencyStore } from '../db/agp-store.js';
 import { applyIdempotency, createIdempotency, isIdempotentRoute, type Idempotency } from '../idempotency/index.js';
 import type { ChatIntegration } from '../chat/types.js';
@@ -34,7 +32,7 @@ import { buildHttpApp } from '../http/app.js';
 import { registerResumeStateRoutes } from '../http/resume-state-routes.js';
 import { createResumeStateStore } from '../db/resume-state-store.js';
 import { loggerOptions } from './logger.js';
-import { chatConcurrencyFor, type ChatConcurrency } from './concurrency.js';
+import { chatConcurrencyFor } from './concurrency.js';
 import { createServices, type Services } from './services.js';
 import type { JobHandlers } from '../core/jobs.js';
 import { createSharedRateLimitStore, type SharedRateLimitStore } from '../db/rate-limit-store.js';
@@ -96,24 +94,7 @@ export interface RunningTwokey {
   close(): Promise<void>;
 }
 
-/** What the runtime decides for the chat platforms rather than each platform reading the database. */
-export interface ChatWiring {
-  concurrency: ChatConcurrency;
-  /** The fleet's leader election (Discord's gateway connects on one replica). */
-  elect: LeaderElector;
-}
-
-/** The chat platforms the environment configures (see .env.example). */
-function chatFromEnvironment(env: Env, services: Services, wiring: ChatWiring, logger: Logger): ChatIntegration[] {
-  const integrations: ChatIntegration[] = [];
-  if (isSlackConfigured(env)) {
-    integrations.push(createSlackIntegration({ env, services, logger, clickConcurrency: wiring.concurrency.slackClicks }));
-  }
-  if (env.DISCORD_BOT_TOKEN) {
-    integrations.push(createDiscordIntegration({ env, services, logger, elect: wiring.elect }));
-  }
-  return integrations;
-}
+export type { ChatWiring } from './integrations.js';
 
 export function createLogger(level: string, stream?: DestinationStream): Logger {
   // stdout written asynchronously (pino flushes it at exit): a log line never blocks the event loop.
@@ -178,13 +159,16 @@ async function openFoundation(options: StartOptions, logger: Logger): Promise<Fo
   return { env, logger, config, database, ownsDatabase, upstreamClients, services, auditTrust };
 }
 
-type WiredChat = ReturnType<typeof wireChat>;
+type WiredChat = Awaited<ReturnType<typeof wireChat>>;
 
 /** The chat platforms, and the sync that keeps their messages in step with the proposals. */
-function wireChat(options: StartOptions, { env, logger, database, services }: Foundation): { integrations: ChatIntegration[]; chatSync: ChatSync } {
+async function wireChat(
+  options: StartOptions,
+  { env, logger, database, services }: Foundation,
+): Promise<{ integrations: ChatIntegration[]; chatSync: ChatSync }> {
   const databaseUrl = database.kind === 'postgres' ? database.url : undefined;
   const chatWiring: ChatWiring = { concurrency: chatConcurrencyFor(database.kind), elect: (work) => createLeaderElection({ ...work, databaseUrl }) };
-  const integrations = options.integrations?.(services, chatWiring) ?? chatFromEnvironment(env, services, chatWiring, logger);
+  const integrations = options.integrations?.(services, chatWiring) ?? (await chatFromEnvironment(env, services, chatWiring, logger));
   const chatSync = createChatSync({
     store: services.store,
     messages: createChatMessageStore(database.db),
@@ -390,7 +374,7 @@ export async function startTwokey(options: StartOptions): Promise<RunningTwokey>
   const { config, database, services } = foundation;
   // Agents choose callback URLs: every connection they cause goes through the address guard.
   const callbackAgent = createGuardedAgent(services.callbackPolicy);
-  const { integrations, chatSync } = wireChat(options, foundation);
+  const { integrations, chatSync } = await wireChat(options, foundation);
   const outbox = createOutbox(options, foundation, { chatSync, integrations }, callbackAgent);
   const wake = await wakeOnChanges(foundation, outbox);
 

@@ -37,10 +37,8 @@ export interface SlackIntegrationOptions {
   clickConcurrency?: number;
 }
 
-/** True when the environment asks for Slack: a bot token plus a signing secret (HTTP) or an app token (Socket Mode). */
-export function isSlackConfigured(env: SlackEnv): boolean {
-  return Boolean(env.SLACK_BOT_TOKEN && (env.SLACK_SIGNING_SECRET || env.SLACK_APP_TOKEN));
-}
+// Apart, so the runtime can ask without loading Bolt.
+export { isSlackConfigured } from './configured.js';
 
 /** Until a logger is known (registerRoutes), lines are dropped rather than printed unscrubbed. */
 const silent: SlackLog = { debug: () => {}, info: () => {}, warn: () => {}, error: () => {} };

@@ -1,9 +1,12 @@
 /**
  * What each kind of `twokey` command loads, recorded by a resolve hook (test/support/module-log):
  * `--help` and `--version` load commander and nothing of the server; an operator command against a
- * running server loads the command table and the admin socket client; `twokey mcp` the stdio proxy.
+ * running server loads the command table and the admin socket client; `twokey mcp` the stdio proxy;
+ * `twokey serve` loads a chat platform's library only when that platform is configured.
  * Counted in modules, never in milliseconds: `npm run bench:cli` measures the time.
  */
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -46,6 +49,52 @@ describe('the modules each twokey command loads', { timeout: PROCESS_TEST_TIMEOU
     return { ...result, modules, packages: new Set(modules.map(packageOf).filter((name) => name !== null)) };
   }
 
+  /** `twokey serve` from its sources with the recorder, until its first 200 on /readyz: the packages it loaded to get there. */
+  async function serveRecorded(env: Record<string, string>): Promise<Set<string>> {
+    const log = join(dir, `modules-${(logCount += 1)}.txt`);
+    const port = await freePort();
+    const child = spawn(process.execPath, ['--import', recorder, binPath, 'serve'], {
+      cwd: dir,
+      env: {
+        ...process.env,
+        TWOKEY_CONFIG: '',
+        DATABASE_URL: '',
+        SLACK_BOT_TOKEN: '',
+        SLACK_APP_TOKEN: '',
+        SLACK_SIGNING_SECRET: '',
+        DISCORD_BOT_TOKEN: '',
+        HOST: '127.0.0.1',
+        PORT: String(port),
+        LOG_LEVEL: 'warn',
+        TWOKEY_DATA_DIR: join(dir, 'serve-data'),
+        ...env,
+        TWOKEY_MODULE_LOG: log,
+      },
+      stdio: ['ignore', 'ignore', 'pipe'],
+    });
+    let errors = '';
+    child.stderr.on('data', (chunk: Buffer) => (errors += chunk.toString()));
+    try {
+      // Bounded by the test's timeout; a start that fails ends the loop with its output.
+      for (;;) {
+        if (child.exitCode !== null) throw new Error(`twokey serve exited with ${child.exitCode}:\n${errors}`);
+        const ready = await fetch(`http://127.0.0.1:${port}/readyz`).then(
+          (response) => response.ok,
+          () => false,
+        );
+        if (ready) break;
+        await new Promise((done) => setTimeout(done, 50));
+      }
+    } finally {
+      if (child.exitCode === null) {
+        child.kill('SIGTERM');
+        await once(child, 'close');
+      }
+    }
+    const modules = (await readFile(log, 'utf8')).split('\n').filter(Boolean);
+    return new Set(modules.map(packageOf).filter((name) => name !== null));
+  }
+
   beforeAll(async () => {
     dir = await mkdtemp(join(tmpdir(), 'twokey-modules-'));
   });
@@ -72,6 +121,24 @@ describe('the modules each twokey command loads', { timeout: PROCESS_TEST_TIMEOU
     expect(run.packages).toContain('@modelcontextprotocol/sdk');
     for (const name of SERVER_PACKAGES.filter((name) => name !== '@modelcontextprotocol/sdk')) expect(run.packages, `mcp loaded ${name}`).not.toContain(name);
     expect(ownModules(run.modules).sort()).toEqual(['cli/main.ts', 'cli/mcp.ts', 'cli/program.ts', 'mcp/stdio-proxy.ts']);
+  });
+
+  it('twokey serve with no chat configured loads neither Bolt nor discord.js; with Slack, Bolt alone', async () => {
+    const plain = await serveRecorded({});
+    // The recorder saw the server: its HTTP framework and its embedded database.
+    expect(plain).toContain('fastify');
+    expect(plain).toContain('@electric-sql/pglite');
+    expect(plain, 'serve without chat loaded @slack/bolt').not.toContain('@slack/bolt');
+    expect(plain, 'serve without chat loaded discord.js').not.toContain('discord.js');
+
+    // Slack over HTTP: nothing is asked of Slack at start (its API URL leads nowhere all the same).
+    const slack = await serveRecorded({
+      SLACK_BOT_TOKEN: 'xoxb-unused',
+      SLACK_SIGNING_SECRET: 'unused-signing-secret',
+      SLACK_API_URL: `http://127.0.0.1:${await freePort()}/api/`,
+    });
+    expect(slack).toContain('@slack/bolt');
+    expect(slack, 'serve with Slack only loaded discord.js').not.toContain('discord.js');
   });
 
   describe('beside a server that holds the embedded database', () => {
