@@ -61,7 +61,13 @@ describeOnPostgres('the driver when a session dies', (driver) => {
     const transaction = client.begin(async (tx) => {
       pid = await backendPid(tx);
       inside();
-      await tx`select pg_sleep(5)`;
+      const sleeping = tx`select pg_sleep(5)`;
+      // Seen once in CI: postgres.js also reported this query's CONNECTION_CLOSED as an unhandled
+      // rejection when its session was killed, though it is awaited here. What this test checks is
+      // the transaction's rejection below; a second report of the same error is not its subject
+      // (in the server, src/runtime/process-faults.ts logs and survives a driver error).
+      sleeping.catch(() => {});
+      await sleeping;
     });
     await started;
     await kill(pid);
