@@ -2,7 +2,7 @@ import { TwokeyError, isTwokeyError, type ErrorCode } from './errors.js';
 import type { AgentRecord, ApprovalRecord, Decider, OperationSpec, ProposalRecord, ProposalStatus } from './model.js';
 import { isFailedExecution } from './outcome.js';
 import { noPeople, samePerson, type People } from './people.js';
-import { approverRuleAllows, type ApproverRule } from '../policy/approver-rule.js';
+import { approverRuleAllows, approverRuleInputOf, type ApproverRule } from '../policy/approver-rule.js';
 
 /**
  * Who may do what to a proposal, decided once. Transports call `previewDecision` to answer a click
@@ -141,14 +141,18 @@ function approverRuleRefusal(facts: DecisionFacts, people: People): string | nul
   const rule = facts.operation?.approval.approverRule;
   if (!rule || facts.action === 'reject' || !facts.proposal) return null;
   const { decider } = facts;
-  const asPerson = (identity: string): string => people.nameOf(identity) ?? identity;
-  const verdict = approverRuleAllows(rule, {
-    approver: { identity: decider.identity, person: asPerson(decider.identity), groups: [...(decider.groups ?? []), ...(decider.memberOf ?? [])] },
-    agent: facts.agent?.name ?? facts.proposal.agentId,
-    owners: (facts.agent?.owners ?? []).map(asPerson),
-    operation: facts.proposal.operation,
-    params: facts.proposal.params,
-  });
+  const verdict = approverRuleAllows(
+    rule,
+    approverRuleInputOf(
+      {
+        approver: { identity: decider.identity, groups: [...(decider.groups ?? []), ...(decider.memberOf ?? [])] },
+        agent: { name: facts.agent?.name ?? facts.proposal.agentId, owners: facts.agent?.owners ?? [] },
+        operation: facts.proposal.operation,
+        params: facts.proposal.params,
+      },
+      (identity) => people.nameOf(identity),
+    ),
+  );
   return verdict.allowed ? null : verdict.reason;
 }
 

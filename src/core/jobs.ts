@@ -26,6 +26,9 @@ export type FollowUpKind = (typeof followUpKinds)[number];
  * kept (the outcome is told through the bot's own API, which works at any later time); Discord's
  * interaction token is kept sealed only (src/discord/clicks.ts).
  */
+/** "Approve for…": the duration, uses and bounds the approver chose (one shape on both platforms). */
+const grantChoice = z.object({ durationMs: z.number().int().positive(), maxUses: z.number().int().positive().nullable(), bounded: z.boolean() });
+
 const slackClickBase = { proposalId, userId: z.string().min(1), receivedAt: z.string() };
 const slackClick = z.discriminatedUnion('action', [
   z.object({ action: z.enum(['approve', 'retry']), ...slackClickBase, channel: z.string().nullable() }),
@@ -33,7 +36,7 @@ const slackClick = z.discriminatedUnion('action', [
   z.object({
     action: z.literal('grant'),
     ...slackClickBase,
-    grant: z.object({ durationMs: z.number().int().positive(), maxUses: z.number().int().positive().nullable(), bounded: z.boolean() }),
+    grant: grantChoice,
   }),
 ]);
 
@@ -51,7 +54,7 @@ const discordClick = z.discriminatedUnion('action', [
   z.object({
     action: z.literal('grant'),
     ...discordClickBase,
-    grant: z.object({ durationMs: z.number(), maxUses: z.number().nullable(), bounded: z.boolean() }),
+    grant: grantChoice,
   }),
 ]);
 

@@ -115,3 +115,27 @@ export function approverRuleAllows(rule: ApproverRule, input: ApproverRuleInput)
   if (verdict.kind === 'undecided') return { allowed: false, reason: rule.reason, error: verdict.error };
   return { allowed: false, reason: rule.reason };
 }
+
+/**
+ * The rule's input from what a click knows: identities become people's names through `nameOf`
+ * (the approver's and the agent's owners'), so "never the person who owns the agent" holds across
+ * all of a person's identities. One builder for the click (src/core) and `twokey policy test`.
+ */
+export function approverRuleInputOf(
+  facts: {
+    approver: { identity: string; groups: readonly string[] };
+    agent: { name: string; owners: readonly string[] };
+    operation: string;
+    params: Record<string, unknown>;
+  },
+  nameOf: (identity: string) => string | null,
+): ApproverRuleInput {
+  const asPerson = (identity: string): string => nameOf(identity) ?? identity;
+  return {
+    approver: { identity: facts.approver.identity, person: asPerson(facts.approver.identity), groups: [...facts.approver.groups] },
+    agent: facts.agent.name,
+    owners: facts.agent.owners.map(asPerson),
+    operation: facts.operation,
+    params: facts.params,
+  };
+}

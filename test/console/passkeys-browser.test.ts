@@ -1,11 +1,11 @@
 import { mkdir } from 'node:fs/promises';
-import { createServer } from 'node:net';
 import { fileURLToPath } from 'node:url';
-import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
+import { chromium, type Browser, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { signInUrl } from '../../src/console/index.js';
-import { findChromium } from '../support/chromium.js';
+import { findChromium, pageWithPasskeys } from '../support/chromium.js';
 import { configYaml, deleteWorkspaceOperation } from '../support/operations.js';
+import { freePort } from '../support/processes.js';
 import { buttonClick, interactionBody } from '../slack/support/slack-requests.js';
 import { startSlackTwokey, type SlackTwokey } from '../slack/support/slack-twokey.js';
 
@@ -18,20 +18,9 @@ const CONFIG = configYaml(
   `people:\n  - name: alice\n    identities: [slack:U0ALICE, web:alice]\n`,
 );
 
-/** A port free now, so TWOKEY_PUBLIC_URL can name it before twokey starts (the relying party is that origin). */
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((listening) => server.listen(0, '127.0.0.1', listening));
-  const address = server.address();
-  await new Promise((closed) => server.close(closed));
-  if (!address || typeof address === 'string') throw new Error('no port');
-  return address.port;
-}
-
 describe('passkey step-up in a real browser (virtual authenticator)', () => {
   let browser: Browser;
   let twokey: SlackTwokey;
-  let context: BrowserContext;
   let page: Page;
   let base: string;
   const runs: string[] = [];
@@ -59,13 +48,7 @@ describe('passkey step-up in a real browser (virtual authenticator)', () => {
       }),
     ]);
     await twokey.app.listen({ host: '127.0.0.1', port });
-    context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
-    page = await context.newPage();
-    const cdp = await context.newCDPSession(page);
-    await cdp.send('WebAuthn.enable');
-    await cdp.send('WebAuthn.addVirtualAuthenticator', {
-      options: { protocol: 'ctap2', transport: 'internal', hasResidentKey: true, hasUserVerification: true, isUserVerified: true },
-    });
+    ({ page } = await pageWithPasskeys(browser));
   }, 300_000);
   afterAll(async () => {
     await browser?.close();

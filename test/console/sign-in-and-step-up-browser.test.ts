@@ -2,7 +2,7 @@ import { mkdir } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { findChromium } from '../support/chromium.js';
+import { findChromium, pageWithPasskeys } from '../support/chromium.js';
 import { startTestIssuer, type TestIssuer } from '../support/oidc-issuer.js';
 import { configYaml, deleteWorkspaceOperation } from '../support/operations.js';
 import { freePort } from '../support/processes.js';
@@ -65,13 +65,7 @@ people:
       }),
     ]);
     await twokey.app.listen({ host: '127.0.0.1', port });
-    const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
-    page = await context.newPage();
-    const cdp = await context.newCDPSession(page);
-    await cdp.send('WebAuthn.enable');
-    await cdp.send('WebAuthn.addVirtualAuthenticator', {
-      options: { protocol: 'ctap2', transport: 'internal', hasResidentKey: true, hasUserVerification: true, isUserVerified: true },
-    });
+    ({ page } = await pageWithPasskeys(browser));
   }, 300_000);
   afterAll(async () => {
     await browser?.close();

@@ -1,3 +1,4 @@
+import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { existsSync } from 'node:fs';
 import { delimiter, join } from 'node:path';
 
@@ -49,4 +50,20 @@ export async function findChromium(): Promise<ChromiumLaunch> {
   const own = packaged.args.filter((arg) => arg !== '--single-process');
   const args = [...new Set([...own, ...QUIET_ARGS.filter((arg) => arg !== '--headless')])];
   return { executablePath, args, source: `@sparticuz/chromium (${executablePath})` };
+}
+
+/**
+ * A page whose browser has a platform authenticator (Chromium's virtual one, over the DevTools
+ * protocol): `navigator.credentials.create/get` succeed with user verification and no person.
+ * WebAuthn needs a secure context: open the page on http://localhost (127.0.0.1 is no valid RP ID).
+ */
+export async function pageWithPasskeys(browser: Browser): Promise<{ context: BrowserContext; page: Page }> {
+  const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+  const page = await context.newPage();
+  const cdp = await context.newCDPSession(page);
+  await cdp.send('WebAuthn.enable');
+  await cdp.send('WebAuthn.addVirtualAuthenticator', {
+    options: { protocol: 'ctap2', transport: 'internal', hasResidentKey: true, hasUserVerification: true, isUserVerified: true },
+  });
+  return { context, page };
 }

@@ -52,16 +52,14 @@ async function approverRuleCheck(
   const rule = operation.approval.approverRule;
   if (!rule) return null;
   if (!input.approver) return { when: rule.source, result: 'not evaluated: give --approver (and --groups) to test it' };
-  const { approverRuleAllows } = await import('../../policy/approver-rule.js');
+  const { approverRuleAllows, approverRuleInputOf } = await import('../../policy/approver-rule.js');
   const groups = input.groups ?? [];
-  const asPerson = (id: string): string => services.people.nameOf(id) ?? id;
-  const verdict = approverRuleAllows(rule, {
-    approver: { identity: input.approver, person: asPerson(input.approver), groups },
-    agent: agent.name,
-    owners: agent.owners.map(asPerson),
-    operation: operation.name,
-    params: input.params,
-  });
+  const verdict = approverRuleAllows(
+    rule,
+    approverRuleInputOf({ approver: { identity: input.approver, groups }, agent, operation: operation.name, params: input.params }, (identity) =>
+      services.people.nameOf(identity),
+    ),
+  );
   const result = verdict.allowed ? 'allows' : verdict.error ? `refuses (error: ${verdict.error}): ${verdict.reason}` : `refuses: ${verdict.reason}`;
   return { when: rule.source, approver: input.approver, groups, result };
 }
