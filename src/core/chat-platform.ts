@@ -20,6 +20,8 @@ export interface ChatPlatformDeclaration<Approval extends object = object, Escal
   readonly escalatePart: z.ZodType<Escalate>;
   /** Where an operation's messages go, in words (the MCP tool description): "Slack channel C0123". */
   describePart(part: Approval): string;
+  /** A valid part of each kind, as the config file would give it: the registry's test reads them. */
+  readonly examples: { readonly approval: Approval; readonly escalate: Escalate };
   readonly env: {
     /** Its variables, merged into the environment's schema; every schema carries its own message (they may be secrets). */
     readonly schema: z.ZodObject;
@@ -47,7 +49,9 @@ export interface ChatPlatformParts {}
 // eslint-disable-next-line @typescript-eslint/no-empty-object-type -- filled by declaration merging
 export interface ChatPlatformJobs {}
 
-type PartOf<P extends keyof ChatPlatformParts, Which extends 'approval' | 'escalate'> = ChatPlatformParts[P] extends { [K in Which]: infer Part } ? Part : never;
+type PartOf<P extends keyof ChatPlatformParts, Which extends 'approval' | 'escalate'> = ChatPlatformParts[P] extends { [K in Which]: infer Part }
+  ? Part
+  : never;
 
 /** `approval.<name>` of an operation, one optional key per platform. */
 export type ApprovalParts = { [P in keyof ChatPlatformParts]?: PartOf<P, 'approval'> };

@@ -28,6 +28,8 @@ export interface IdentityForm {
   readonly person: boolean;
   /** How error messages list it: `slack:U…, slack:W…`. */
   readonly shown: string;
+  /** One identity of this form in full, `slack:U0ALICE`: the registry's test parses it. */
+  readonly example: string;
 }
 
 /** The kind of an identity: the `kind` of the form it was written in. */
@@ -47,9 +49,9 @@ export const OIDC_VALUE = /^[\x21-\x7E]{1,255}$/;
 
 /** The forms of people the core signs in itself (the console's names and the OpenID Connect issuer's). */
 export const CORE_IDENTITY_FORMS: readonly IdentityForm[] = [
-  { kind: 'web', prefix: 'web:', pattern: WEB_NAME, person: true, shown: 'web:<name>' },
-  { kind: 'oidc_user', prefix: 'oidc:', pattern: OIDC_VALUE, person: true, shown: 'oidc:<claim>' },
-  { kind: 'oidc_group', prefix: 'oidc:group:', pattern: OIDC_VALUE, person: false, shown: 'oidc:group:<name>' },
+  { kind: 'web', prefix: 'web:', pattern: WEB_NAME, person: true, shown: 'web:<name>', example: 'web:alice' },
+  { kind: 'oidc_user', prefix: 'oidc:', pattern: OIDC_VALUE, person: true, shown: 'oidc:<claim>', example: 'oidc:alice@example.com' },
+  { kind: 'oidc_group', prefix: 'oidc:group:', pattern: OIDC_VALUE, person: false, shown: 'oidc:group:<name>', example: 'oidc:group:finance' },
 ];
 
 /** Every identity twokey accepts, with the words its errors use. */
@@ -88,7 +90,8 @@ export function identityGrammar(platformForms: readonly IdentityForm[]): Identit
   for (const [index, form] of forms.entries()) {
     const earlier = forms.slice(0, index).find((other) => other.kind === form.kind || other.prefix === form.prefix);
     if (earlier) throw new Error(`identity forms ${earlier.kind} and ${form.kind} share a kind or the prefix "${form.prefix}"`);
-    if (!form.pattern.source.startsWith('^') || !form.pattern.source.endsWith('$')) throw new Error(`identity form ${form.kind}: its pattern must be anchored (^…$)`);
+    if (!form.pattern.source.startsWith('^') || !form.pattern.source.endsWith('$'))
+      throw new Error(`identity form ${form.kind}: its pattern must be anchored (^…$)`);
   }
   const byPrefix = [...forms].sort((a, b) => b.prefix.length - a.prefix.length);
   const personKinds = new Set(forms.filter((form) => form.person).map((form) => form.kind));

@@ -64,19 +64,35 @@ export const discordPlatform = {
   name: 'discord' as const,
   label: 'Discord',
   identityForms: [
-    { kind: 'discord_user', prefix: 'discord:user:', pattern: DISCORD_SNOWFLAKE, person: true, shown: 'discord:user:<id>' },
-    { kind: 'discord_role', prefix: 'discord:role:', pattern: DISCORD_SNOWFLAKE, person: false, shown: 'discord:role:<id>' },
+    {
+      kind: 'discord_user',
+      prefix: 'discord:user:',
+      pattern: DISCORD_SNOWFLAKE,
+      person: true,
+      shown: 'discord:user:<id>',
+      example: 'discord:user:223456789012345678',
+    },
+    {
+      kind: 'discord_role',
+      prefix: 'discord:role:',
+      pattern: DISCORD_SNOWFLAKE,
+      person: false,
+      shown: 'discord:role:<id>',
+      example: 'discord:role:223456789012345679',
+    },
   ],
   approvalPart,
   escalatePart,
   describePart: (part: z.output<typeof approvalPart>) => `Discord channel ${part.channel}`,
+  examples: { approval: { channel: '223456789012345670' }, escalate: { channel: '223456789012345671' } },
   env: {
     schema: envSchema,
     issues(vars) {
       const issues: string[] = [];
       if (vars.DISCORD_GATEWAY === 'true' && vars.DISCORD_BOT_TOKEN === undefined) issues.push('DISCORD_BOT_TOKEN: required when DISCORD_GATEWAY is true');
       // Clicks would be verified but their messages could never be posted or edited.
-      if (vars.DISCORD_PUBLIC_KEY !== undefined && vars.DISCORD_BOT_TOKEN === undefined) issues.push('DISCORD_BOT_TOKEN: required when DISCORD_PUBLIC_KEY is set');
+      if (vars.DISCORD_PUBLIC_KEY !== undefined && vars.DISCORD_BOT_TOKEN === undefined)
+        issues.push('DISCORD_BOT_TOKEN: required when DISCORD_PUBLIC_KEY is set');
       return issues;
     },
     isConfigured: (env) => Boolean(env.DISCORD_BOT_TOKEN),

@@ -46,7 +46,11 @@ const envSchema = z.object({
  * True when the environment asks for Slack: a bot token plus a signing secret (HTTP) or an app token
  * (Socket Mode). Kept free of Bolt: the runtime asks it before deciding to load the integration.
  */
-export function isSlackConfigured(env: { readonly SLACK_BOT_TOKEN?: unknown; readonly SLACK_SIGNING_SECRET?: unknown; readonly SLACK_APP_TOKEN?: unknown }): boolean {
+export function isSlackConfigured(env: {
+  readonly SLACK_BOT_TOKEN?: unknown;
+  readonly SLACK_SIGNING_SECRET?: unknown;
+  readonly SLACK_APP_TOKEN?: unknown;
+}): boolean {
   return Boolean(env.SLACK_BOT_TOKEN && (env.SLACK_SIGNING_SECRET || env.SLACK_APP_TOKEN));
 }
 
@@ -54,12 +58,13 @@ export const slackPlatform = {
   name: 'slack' as const,
   label: 'Slack',
   identityForms: [
-    { kind: 'slack_user', prefix: 'slack:', pattern: SLACK_USER_ID, person: true, shown: 'slack:U…, slack:W…' },
-    { kind: 'slack_group', prefix: 'slack:group:', pattern: SLACK_GROUP_ID, person: false, shown: 'slack:group:S…' },
+    { kind: 'slack_user', prefix: 'slack:', pattern: SLACK_USER_ID, person: true, shown: 'slack:U…, slack:W…', example: 'slack:U0ALICE' },
+    { kind: 'slack_group', prefix: 'slack:group:', pattern: SLACK_GROUP_ID, person: false, shown: 'slack:group:S…', example: 'slack:group:S0OPS' },
   ],
   approvalPart,
   escalatePart,
   describePart: (part: z.output<typeof approvalPart>) => `Slack channel ${part.channel}`,
+  examples: { approval: { channel: 'C0APPROVALS' }, escalate: { channel: 'C0ESCALATE' } },
   env: {
     schema: envSchema,
     issues(vars) {
