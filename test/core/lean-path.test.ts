@@ -115,10 +115,10 @@ describe.each(drivers)('a call a rule approves, on the lean path (%s)', (driver)
   });
   afterAll(async () => {
     remote.release();
-    await twokey.close();
-    await recorded.close();
+    await twokey?.close();
+    await recorded?.close();
     await scratch?.close();
-    await receiver.close();
+    await receiver?.close();
   });
 
   /** The transactions `step` runs, counted at the driver. */
