@@ -8,7 +8,8 @@ import type { StoreTransaction } from './ports.js';
 /**
  * Decisions nobody has to click: policy rules and grants, applied at propose time inside the
  * transaction that inserts the proposal, so the proposal, its decision and their audit rows commit
- * together (or not at all).
+ * together (or not at all). They decide the proposal before its row is written: the row is inserted
+ * once, as decided, instead of inserted and then updated.
  *
  * Lock order: a grant's row lock is taken before the audit chain's lock in every transaction that
  * touches grants (here, revocation, granting), so a use racing a revocation waits instead of
@@ -39,19 +40,19 @@ export async function policyVerdict(
 type AuditSink = (type: string, actor: string, data: Record<string, unknown>) => void;
 
 /** A decision by policy, recorded like a person's: status, decider, reason and its audit row. */
-async function decide(
-  tx: StoreTransaction,
+function decide(
   context: ProposeContext,
   audit: AuditSink,
   decision: { kind: 'approve' | 'deny'; decider: string; reason: string; details: Record<string, unknown> },
-): Promise<ProposalRecord> {
-  const decided = await tx.updateProposal(context.proposal.id, {
+): ProposalRecord {
+  const decided: ProposalRecord = {
+    ...context.proposal,
     status: decision.kind === 'approve' ? 'approved' : 'rejected',
     decidedBy: decision.decider,
     decidedAt: context.now,
     decisionReason: decision.reason,
     updatedAt: context.now,
-  });
+  };
   audit(decision.kind === 'approve' ? 'proposal.approved' : 'proposal.rejected', decision.decider, {
     via: 'policy',
     ...decision.details,
@@ -65,7 +66,7 @@ async function decideByPolicy(tx: StoreTransaction, context: ProposeContext, aud
   // A standing rule of the operation itself (an MCP upstream's read-only tool): it always matches.
   if (operation.autoApprove) {
     const { decider, reason } = operation.autoApprove;
-    return { proposal: await decide(tx, context, audit, { kind: 'approve', decider, reason, details: {} }), grantsMayApply: false };
+    return { proposal: decide(context, audit, { kind: 'approve', decider, reason, details: {} }), grantsMayApply: false };
   }
   if (!operation.policy || operation.policy.length === 0) return { proposal, grantsMayApply: true };
   const verdict = await policyVerdict(tx, { agent, operation, params: proposal.params, proposalId: proposal.id, now });
@@ -87,13 +88,13 @@ async function decideByPolicy(tx: StoreTransaction, context: ProposeContext, aud
         approvers: explained.approvers,
         ...(explained.changes.stepUp ? { stepUp: explained.changes.stepUp } : {}),
       });
-      const updated = Object.keys(explained.changes).length > 0 ? await tx.updateProposal(proposal.id, explained.changes) : proposal;
+      const updated: ProposalRecord = { ...proposal, ...explained.changes };
       // A grant never stands in for a passkey the rule asked for.
       return { proposal: updated, grantsMayApply: explained.changes.stepUp === undefined };
     }
     case 'approve':
     case 'deny': {
-      const decided = await decide(tx, context, audit, {
+      const decided = decide(context, audit, {
         kind: explained.decision,
         decider: explained.decidedBy,
         reason: explained.reason,
@@ -117,7 +118,7 @@ async function decideByGrant(tx: StoreTransaction, context: ProposeContext, audi
     const decider = grantDecider(spent);
     const grantors = candidate.approvals.map((a) => a.approver);
     const reason = `covered by a grant from ${grantors.join(', ')} until ${spent.expiresAt.toISOString()}`;
-    const decided = await tx.updateProposal(proposal.id, { status: 'approved', decidedBy: decider, decidedAt: now, decisionReason: reason, updatedAt: now });
+    const decided: ProposalRecord = { ...proposal, status: 'approved', decidedBy: decider, decidedAt: now, decisionReason: reason, updatedAt: now };
     audit('grant.used', decider, { grantId: spent.id, uses: spent.uses, maxUses: spent.maxUses });
     audit('proposal.approved', decider, { via: 'grant', grantId: spent.id, grantedBy: grantors });
     return decided;
@@ -126,7 +127,8 @@ async function decideByGrant(tx: StoreTransaction, context: ProposeContext, audi
 }
 
 /**
- * Everything automatic at propose time, in the proposal's own transaction: policy rules first (the
+ * Everything automatic at propose time, in the proposal's own transaction and before its row is
+ * inserted (`context.proposal` is the row to be): policy rules first (the
  * first match decides), then a grant that covers the proposal. (The follow-ups of a proposal still
  * waiting for people are queued with its other effects, by `jobsForChange` in effects.ts.)
  */

@@ -1,7 +1,7 @@
 import { countedApprovers } from './decision-preview.js';
 import { TwokeyError } from './errors.js';
 import type { ExecutionRequest, ExecutorResolver } from './executor.js';
-import { isAutomaticDecider, operationFor, type AgentRecord, type ApprovalRecord, type Clock, type ProposalRecord } from './model.js';
+import { isAutomaticDecider, operationFor, type AgentRecord, type ApprovalRecord, type AuditEventInput, type Clock, type ProposalRecord } from './model.js';
 import { noPeople, type People } from './people.js';
 import type { Store, StoreTransaction } from './ports.js';
 import { digestsEqual, paramsHash, sha256Hex } from './secrets.js';
@@ -129,28 +129,73 @@ function checkCommitClaim(proposal: ProposalRecord, agent: AgentRecord, claim: C
   return 'run';
 }
 
-/** The side effect happened: the token is consumed, the result kept, the claim released. */
-async function recordCommitted(tx: StoreTransaction, proposal: ProposalRecord, result: unknown, actor: string, now: Date): Promise<ProposalRecord> {
-  const committed = await tx.updateProposal(proposal.id, {
-    status: 'committed',
-    consumedAt: now,
-    result: result ?? null,
-    error: null,
-    leaseUntil: null,
-    executionAttempts: proposal.status === 'executing' ? proposal.executionAttempts : proposal.executionAttempts + 1,
-    updatedAt: now,
-  });
-  await tx.appendAudit({ type: 'proposal.committed', actor, proposalId: proposal.id, agentId: proposal.agentId, data: { result: result ?? null } }, now);
-  return committed;
-}
-
-const isAutomaticallyApproved = (proposal: ProposalRecord): boolean =>
-  isAutomaticDecider(proposal.decidedBy) && (proposal.status === 'approved' || proposal.status === 'executing');
-
 /** Claims on remote executors last this long when the operation does not say. */
 const DEFAULT_LEASE_MS = 60_000;
 
 const leaseMsFor = (deps: ExecutionDeps, operation: string): number => deps.executionLeaseMs?.(operation) ?? DEFAULT_LEASE_MS;
+
+/**
+ * What each step of an execution writes: the row's change and its audit row. Written by an update of
+ * a stored row, or, for a proposal a rule or a grant approved at propose time, as part of the row's
+ * first insert (`executeAtPropose`): the same fields and events either way.
+ */
+type ExecutionStep = { patch: Partial<ProposalRecord>; audit: AuditEventInput };
+
+/** The side effect happened: the token is consumed, the result kept, the claim released. */
+function committedStep(proposal: ProposalRecord, result: unknown, actor: string, now: Date): ExecutionStep {
+  return {
+    patch: {
+      status: 'committed',
+      consumedAt: now,
+      result: result ?? null,
+      error: null,
+      leaseUntil: null,
+      executionAttempts: proposal.status === 'executing' ? proposal.executionAttempts : proposal.executionAttempts + 1,
+      updatedAt: now,
+    },
+    audit: { type: 'proposal.committed', actor, proposalId: proposal.id, agentId: proposal.agentId, data: { result: result ?? null } },
+  };
+}
+
+/** The side effect failed: back to approved with the token unconsumed, so the same proposal can be retried. */
+function failedStep(proposal: ProposalRecord, message: string, actor: string, now: Date): ExecutionStep {
+  return {
+    patch: {
+      status: 'approved',
+      error: message,
+      leaseUntil: null,
+      executionAttempts: proposal.status === 'executing' ? proposal.executionAttempts : proposal.executionAttempts + 1,
+      updatedAt: now,
+    },
+    audit: { type: 'execution.failed', actor, proposalId: proposal.id, agentId: proposal.agentId, data: { error: message } },
+  };
+}
+
+/** A remote executor's claim: a lease, one more attempt, `execution.started`; the call runs after commit. */
+function leasedStep(deps: ExecutionDeps, proposal: ProposalRecord, actor: string, now: Date): ExecutionStep {
+  return {
+    patch: {
+      status: 'executing',
+      leaseUntil: new Date(now.getTime() + leaseMsFor(deps, proposal.operation)),
+      executionAttempts: proposal.executionAttempts + 1,
+      updatedAt: now,
+    },
+    audit: { type: 'execution.started', actor, proposalId: proposal.id, agentId: proposal.agentId, data: {} },
+  };
+}
+
+async function applyStep(tx: StoreTransaction, proposal: ProposalRecord, step: ExecutionStep, now: Date): Promise<ProposalRecord> {
+  const updated = await tx.updateProposal(proposal.id, step.patch);
+  await tx.appendAudit(step.audit, now);
+  return updated;
+}
+
+async function recordCommitted(tx: StoreTransaction, proposal: ProposalRecord, result: unknown, actor: string, now: Date): Promise<ProposalRecord> {
+  return applyStep(tx, proposal, committedStep(proposal, result, actor, now), now);
+}
+
+const isAutomaticallyApproved = (proposal: ProposalRecord): boolean =>
+  isAutomaticDecider(proposal.decidedBy) && (proposal.status === 'approved' || proposal.status === 'executing');
 
 /** What the executor is told: the proposal and the people (one identity each) whose approvals count. */
 function requestFor(deps: ExecutionDeps, proposal: ProposalRecord, agent: AgentRecord, approvals: readonly ApprovalRecord[], now: Date): ExecutionRequest {
@@ -230,13 +275,7 @@ async function leaseForRemote(
   actor: string,
   now: Date,
 ) {
-  const executing = await tx.updateProposal(proposal.id, {
-    status: 'executing',
-    leaseUntil: new Date(now.getTime() + leaseMsFor(deps, proposal.operation)),
-    executionAttempts: proposal.executionAttempts + 1,
-    updatedAt: now,
-  });
-  await tx.appendAudit({ type: 'execution.started', actor, proposalId: proposal.id, agentId: proposal.agentId, data: {} }, now);
+  const executing = await applyStep(tx, proposal, leasedStep(deps, proposal, actor, now), now);
   return { request, proposal: await deps.transitions.settle(tx, executing), approvals };
 }
 
@@ -250,21 +289,25 @@ export interface ApprovedClaim {
   approvals: ApprovalRecord[];
 }
 
+/**
+ * An execution begun at propose time (`executeAtPropose`): the row to insert and the audit rows that
+ * follow the decision's; after the insert has committed, `finish`, given the row as stored, runs
+ * what is left (a remote call and its result) and answers the proposal as it then stands.
+ */
+export interface ExecutionAtPropose {
+  proposal: ProposalRecord;
+  audit: Array<{ event: AuditEventInput; at: Date }>;
+  finish(stored: ProposalRecord): Promise<ProposalRecord>;
+  /** The transaction did not commit: nothing of this execution was recorded. */
+  abandon(error: unknown): void;
+}
+
 async function recordFailure(deps: ExecutionDeps, proposalId: string, message: string, actor: string): Promise<ProposalRecord | null> {
   const now = deps.clock();
   return deps.store.transaction(async (tx) => {
     const proposal = await tx.lockProposal(proposalId);
     if (!proposal || (proposal.status !== 'approved' && proposal.status !== 'executing')) return null;
-    // Back to approved with the token unconsumed: the same proposal can be retried.
-    const failed = await tx.updateProposal(proposal.id, {
-      status: 'approved',
-      error: message,
-      leaseUntil: null,
-      executionAttempts: proposal.status === 'executing' ? proposal.executionAttempts : proposal.executionAttempts + 1,
-      updatedAt: now,
-    });
-    await tx.appendAudit({ type: 'execution.failed', actor, proposalId: proposal.id, agentId: proposal.agentId, data: { error: message } }, now);
-    return deps.transitions.settle(tx, failed);
+    return deps.transitions.settle(tx, await applyStep(tx, proposal, failedStep(proposal, message, actor, now), now));
   });
 }
 
@@ -385,11 +428,56 @@ export function createExecutionPipeline(deps: ExecutionDeps) {
   }
 
   /** Runs what `claimWhenApproved` claimed, after its transaction committed: the executor call and its result. */
-  async function runApprovedClaim(claim: ApprovedClaim, actor: string): Promise<ProposalRecord> {
-    const span = tracer.commit(claim.proposal.id);
-    span.begin(claim.approved);
+  async function runApprovedClaim(claim: ApprovedClaim, actor: string, begun?: CommitSpan): Promise<ProposalRecord> {
+    const span = begun ?? tracer.commit(claim.proposal.id);
+    if (!begun) span.begin(claim.approved);
     deps.transitions.announce(claim.proposal);
     return traced(span, () => finishRemote(deps, claim.request, actor, span));
+  }
+
+  /**
+   * The execution of a proposal that a policy rule or a grant has just approved (`commit: on_approve`),
+   * begun in the transaction that inserts it, before the insert: nobody else can see the proposal
+   * yet, so it needs no row lock and no claim transaction of its own, and its row is written once,
+   * with the execution's state and the same fields and audit rows as the steps above. A local
+   * executor runs here, as it would under the claim's lock, and its result (or its failure: approved,
+   * with the error) goes into the row. A remote one is claimed here (a lease, `execution.started`)
+   * and runs once the transaction has committed (`finish`), its result recorded in a transaction of
+   * its own; a crash in between leaves an expired lease that `resumeStaleExecutions` takes over with
+   * the same idempotency key, the proposal id.
+   */
+  async function executeAtPropose(approved: ProposalRecord, agent: AgentRecord, actor: string): Promise<ExecutionAtPropose> {
+    const now = clock();
+    const request = approvedRequest(deps, approved, agent, [], now);
+    const span = tracer.commit(approved.id);
+    span.begin(approved);
+    const executor = deps.executorFor(approved.operation);
+    if (executor.kind === 'remote') {
+      const step = leasedStep(deps, approved, actor, now);
+      const executing = { ...approved, ...step.patch };
+      return {
+        proposal: executing,
+        audit: [{ event: step.audit, at: now }],
+        finish: (stored) => runApprovedClaim({ approved, proposal: stored, request, approvals: [] }, actor, span),
+        abandon: (error) => span.end({ error }),
+      };
+    }
+    let step: ExecutionStep;
+    try {
+      step = committedStep(approved, await runExecutor(deps, span, request), actor, now);
+    } catch (error) {
+      step = failedStep(approved, describeFailure(error), actor, now);
+    }
+    const executed = { ...approved, ...step.patch };
+    return {
+      proposal: executed,
+      audit: [{ event: step.audit, at: now }],
+      finish: async (stored) => {
+        span.end({ status: stored.status });
+        return stored;
+      },
+      abandon: (error) => span.end({ error }),
+    };
   }
 
   /**
@@ -418,7 +506,7 @@ export function createExecutionPipeline(deps: ExecutionDeps) {
     return resumed;
   }
 
-  return { commit, commitWithApprovals, executeApproved, claimWhenApproved, runApprovedClaim, resumeStaleExecutions };
+  return { commit, commitWithApprovals, executeApproved, claimWhenApproved, runApprovedClaim, executeAtPropose, resumeStaleExecutions };
 }
 
 export type ExecutionPipeline = ReturnType<typeof createExecutionPipeline>;

@@ -1,11 +1,11 @@
 import { createDecisions } from './decisions.js';
 import { RefusalError, TwokeyError } from './errors.js';
-import { createExecutionPipeline } from './execution.js';
+import { createExecutionPipeline, type ExecutionAtPropose } from './execution.js';
 import type { ExecutorResolver } from './executor.js';
 import { newId } from './ids.js';
 import { outcomeOf } from './outcome.js';
 import { decideAtPropose } from './automatic-decisions.js';
-import { finalStatuses, type AgentRecord, type ApprovalRecord, type Clock, type OperationSpec, type ProposalRecord } from './model.js';
+import { finalStatuses, type AgentRecord, type ApprovalRecord, type AuditEventInput, type Clock, type OperationSpec, type ProposalRecord } from './model.js';
 import { noPeople, type People } from './people.js';
 import type { ChatPlatformName } from './jobs.js';
 import type { Store, StoreTransaction } from './ports.js';
@@ -116,17 +116,17 @@ function checkProposal(deps: ProposalServiceDeps, agent: AgentRecord, input: Pro
 }
 
 /**
- * Stores a new proposal with its audit row, and lets policy rules and grants decide it in the same
- * transaction when they can (their audit rows follow the creation's). Returns it as they left it.
+ * Decides a new proposal before it is stored: the pending-per-agent limit, then policy rules and
+ * grants (their audit rows follow the creation's). Returns the row to insert and its audit rows.
  */
-async function insertProposal(
+async function decideNewProposal(
   tx: StoreTransaction,
   proposal: ProposalRecord,
   agent: AgentRecord,
   operation: OperationSpec,
   /** The agent's limit of proposals waiting for a decision; none when undefined. */
   max: number | undefined,
-): Promise<ProposalRecord> {
+): Promise<{ proposal: ProposalRecord; audit: Array<{ event: AuditEventInput; at: Date }> }> {
   // Counted under the agent's row lock, so concurrent proposals of one agent cannot overshoot it.
   if (max !== undefined && (await tx.lockAgentAndCountWaiting(agent.id, proposal.createdAt, max)) >= max) {
     throw new RefusalError(
@@ -135,26 +135,25 @@ async function insertProposal(
       `this agent has ${max} proposals waiting for a decision (the limit); wait for decisions or cancel some`,
     );
   }
-  const stored = await tx.insertProposal(proposal);
-  const automatic = await decideAtPropose(tx, { proposal: stored, agent, operation, now: proposal.createdAt });
-  await tx.appendAudit(
-    {
-      type: 'proposal.created',
-      actor: agentActor(agent),
-      proposalId: proposal.id,
-      agentId: agent.id,
-      data: {
-        operation: proposal.operation,
-        paramsHash: proposal.paramsHash,
-        summaryHash: proposal.summaryHash,
-        expiresAt: proposal.expiresAt.toISOString(),
-      },
+  const automatic = await decideAtPropose(tx, { proposal, agent, operation, now: proposal.createdAt });
+  const created: AuditEventInput = {
+    type: 'proposal.created',
+    actor: agentActor(agent),
+    proposalId: proposal.id,
+    agentId: agent.id,
+    data: {
+      operation: proposal.operation,
+      paramsHash: proposal.paramsHash,
+      summaryHash: proposal.summaryHash,
+      expiresAt: proposal.expiresAt.toISOString(),
     },
-    proposal.createdAt,
-  );
-  for (const event of automatic.audit) await tx.appendAudit(event, proposal.createdAt);
-  return automatic.proposal;
+  };
+  return { proposal: automatic.proposal, audit: [created, ...automatic.audit].map((event) => ({ event, at: proposal.createdAt })) };
 }
+
+/** Decided at propose time and meant to run at once: its execution begins in the same transaction. */
+const runsOnDecision = (proposal: ProposalRecord): proposal is ProposalRecord & { decidedBy: string } =>
+  proposal.status === 'approved' && proposal.commitMode === 'on_approve' && proposal.decidedBy !== null;
 
 export function createProposalService(deps: ProposalServiceDeps) {
   const { store, clock } = deps;
@@ -162,8 +161,8 @@ export function createProposalService(deps: ProposalServiceDeps) {
   const tracer = deps.tracer ?? noTracer;
   const transitions = createTransitions({ ...deps, tracer });
   const { settle, announce, announceDecision } = transitions;
-  const execution = createExecutionPipeline({ ...deps, transitions, people, tracer });
-  const decisions = createDecisions({ store, clock, people, operation: deps.operation, transitions, execution, stepUpLink: deps.stepUpLink });
+  const pipeline = createExecutionPipeline({ ...deps, transitions, people, tracer });
+  const decisions = createDecisions({ store, clock, people, operation: deps.operation, transitions, execution: pipeline, stepUpLink: deps.stepUpLink });
 
   function propose(agent: AgentRecord, input: ProposeInput) {
     return tracer.propose(agent, input.operation, async (span) => {
@@ -183,21 +182,41 @@ export function createProposalService(deps: ProposalServiceDeps) {
       // The propose span's context: what the decision, execution and callbacks join later.
       tracer.currentContext(),
     );
-    const created = await store.transaction(async (tx) =>
-      settle(tx, await insertProposal(tx, proposal, agent, operation, deps.maxPendingPerAgent), { type: 'proposed' }),
-    );
-    // A policy rule or a grant may have decided it already.
-    if (created.status === 'pending') announce(created);
-    else announceDecision(created);
-    if (created.status === 'approved' && created.commitMode === 'on_approve' && created.decidedBy) {
-      // Decided without a click: it runs as a human approval would.
-      const executed = await execution.executeApproved(created.id, created.decidedBy).catch((error: unknown) => {
-        if (error instanceof TwokeyError && error.code === 'execution_failed') return null;
+    // One transaction: the decision and, when a rule or a grant approved it to run at once, the
+    // execution's start (a local executor's result, or a remote one's claim), all in the row's insert.
+    let execution: ExecutionAtPropose | null = null;
+    const made = await store
+      .transaction(async (tx) => {
+        const decided = await decideNewProposal(tx, proposal, agent, operation, deps.maxPendingPerAgent);
+        let row = decided.proposal;
+        const audit = decided.audit;
+        if (runsOnDecision(row)) {
+          // Decided without a click: it runs as a human approval would.
+          execution = await pipeline.executeAtPropose(row, agent, row.decidedBy);
+          row = execution.proposal;
+          audit.push(...execution.audit);
+        }
+        const stored = await tx.insertProposal(row);
+        for (const { event, at } of audit) await tx.appendAudit(event, at);
+        return { decided: decided.proposal, stored: await settle(tx, stored, { type: 'proposed' }) };
+      })
+      .catch((error: unknown) => {
+        (execution as ExecutionAtPropose | null)?.abandon(error);
         throw error;
       });
-      return { proposal: executed ?? (await mustGet(created.id)), confirmToken };
-    }
-    return { proposal: created, confirmToken };
+    // A policy rule or a grant may have decided it already.
+    if (made.decided.status === 'pending') return { proposal: announce(made.stored), confirmToken };
+    const started = execution as ExecutionAtPropose | null;
+    if (!started) return { proposal: announceDecision(made.stored), confirmToken };
+    // The decision is announced as it was made (approved), then what its execution made of it; a
+    // remote claim is announced when its call starts.
+    announceDecision(made.decided);
+    if (made.stored.status !== 'executing') announce(made.stored);
+    const executed = await started.finish(made.stored).catch((error: unknown) => {
+      if (error instanceof TwokeyError && error.code === 'execution_failed') return null;
+      throw error;
+    });
+    return { proposal: executed ?? (await mustGet(proposal.id)), confirmToken };
   }
 
   async function cancel(agent: AgentRecord, proposalId: string): Promise<ProposalRecord> {
@@ -259,11 +278,11 @@ export function createProposalService(deps: ProposalServiceDeps) {
     propose,
     ...decisions,
     cancel,
-    commit: execution.commit,
-    commitWithApprovals: execution.commitWithApprovals,
-    executeApproved: execution.executeApproved,
+    commit: pipeline.commit,
+    commitWithApprovals: pipeline.commitWithApprovals,
+    executeApproved: pipeline.executeApproved,
     expireDue,
-    resumeStaleExecutions: execution.resumeStaleExecutions,
+    resumeStaleExecutions: pipeline.resumeStaleExecutions,
     viewForAgent,
     get: mustGet,
   };
