@@ -161,12 +161,14 @@ function transactionStore(tx: Queryable, replica: string, hot: HotStatements): S
       // Sent together, in this order (see `lockedThenRead`): the count starts once the lock is held.
       const [, [row]] = await lockedThenRead(
         onConnectionOf(tx, hot.lockAgent).execute({ agentId }),
-        onConnectionOf(tx, hot.countWaiting).execute({ agentId, now, atMost }),
+        onConnectionOf(tx, hot.countWaiting).execute({ agentId, now: now.toISOString(), atMost }),
       );
       return Number(row?.count ?? 0);
     },
     async countRecentProposals(agentId, operation, since, exceptId) {
-      const [row] = await onConnectionOf(tx, hot.countRecent).execute({ agentId, operation, since, exceptId });
+      // A placeholder in a condition reaches the driver as given (only inserted values go through their
+      // column's mapping): a time as text, which both drivers read as a timestamptz.
+      const [row] = await onConnectionOf(tx, hot.countRecent).execute({ agentId, operation, since: since.toISOString(), exceptId });
       return Number(row?.count ?? 0);
     },
     async lockProposal(id) {
