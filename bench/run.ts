@@ -175,7 +175,11 @@ const SECTIONS = new Set((process.env.BENCH_SECTIONS ?? 'startup,cycles,clicks,r
 /** The minimal raw cycle, and twokey's core cycle over HTTP (one replica, and two on PostgreSQL), at 16 agents. */
 async function coreFigures(world: World, database: BenchDatabase, twokey: TwokeyProcess, benchAgents: BenchAgent[]) {
   const concurrency = 16;
-  const byAgents: Array<{ agents: number; minimal: Awaited<ReturnType<typeof minimalCycles>> | null; core: Awaited<ReturnType<typeof coreCycles>> & { cpuMsPerCycle: number; ofMinimal: number | null } | null }> = [];
+  const byAgents: Array<{
+    agents: number;
+    minimal: Awaited<ReturnType<typeof minimalCycles>> | null;
+    core: (Awaited<ReturnType<typeof coreCycles>> & { cpuMsPerCycle: number; ofMinimal: number | null }) | null;
+  }> = [];
   const approver = SECTIONS.has('core') ? await createApprover(database, world.configYaml, world.env) : null;
   try {
     for (const agents of CORE_AGENTS) {
@@ -183,7 +187,11 @@ async function coreFigures(world: World, database: BenchDatabase, twokey: Twokey
       let core = null;
       if (approver) {
         const { result, cpuMs } = await withCpu(twokey.pid, () => coreCycles([twokey.url], benchAgents, approver.approve, agents, cyclesAt(agents)));
-        core = { ...result, cpuMsPerCycle: round(cpuMs / result.cycles, 2), ofMinimal: minimal ? round(result.cyclesPerSecond / minimal.cyclesPerSecond, 2) : null };
+        core = {
+          ...result,
+          cpuMsPerCycle: round(cpuMs / result.cycles, 2),
+          ofMinimal: minimal ? round(result.cyclesPerSecond / minimal.cyclesPerSecond, 2) : null,
+        };
       }
       byAgents.push({ agents, minimal, core });
     }

@@ -118,7 +118,10 @@ try {
   );
 
   const medians = Object.fromEntries(
-    Object.entries(times).map(([name, samples]) => [name, { wallMs: round(median(samples.map((s) => s.wallMs)), 0), cpuMs: round(median(samples.map((s) => s.cpuMs)), 0) }]),
+    Object.entries(times).map(([name, samples]) => [
+      name,
+      { wallMs: round(median(samples.map((s) => s.wallMs)), 0), cpuMs: round(median(samples.map((s) => s.cpuMs)), 0) },
+    ]),
   );
   // One more start from the build, recorded: what it loads before it answers.
   const moduleLog = join(dataDir, 'modules.txt');
@@ -137,7 +140,15 @@ try {
   if (rest.length > 0) console.log(`  ${String(rest.reduce((sum, [, count]) => sum + count, 0)).padStart(4)} in ${rest.length} more packages`);
   // For `npm run bench`, which gathers every figure in one file.
   if (process.env.BENCH_JSON) {
-    const figures = { runs, load: { before: loadBefore, after: loadAfter }, medians, targetWallMs: TARGET_WALL_MS, met: built < TARGET_WALL_MS, modules: modules.length, packages: perPackage.size };
+    const figures = {
+      runs,
+      load: { before: loadBefore, after: loadAfter },
+      medians,
+      targetWallMs: TARGET_WALL_MS,
+      met: built < TARGET_WALL_MS,
+      modules: modules.length,
+      packages: perPackage.size,
+    };
     await writeFile(process.env.BENCH_JSON, JSON.stringify(figures));
   }
 } finally {
