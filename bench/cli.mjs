@@ -11,7 +11,7 @@
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { existsSync } from 'node:fs';
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -149,6 +149,7 @@ try {
   console.log(
     `${'command'.padEnd(36)} ${'wall'.padStart(8)} ${'× node'.padStart(7)} ${'CPU'.padStart(8)} ${'× node'.padStart(7)}  ${'modules'.padStart(7)}  target (wall)`,
   );
+  const rows = [];
   for (const [name, measure] of Object.entries(commands)) {
     const ms = median(times[name]);
     const ratio = ms / baseline;
@@ -162,7 +163,19 @@ try {
       `${(cpuMs / cpuBaseline).toFixed(2)}×`.padStart(7),
     ];
     console.log(`${name.padEnd(36)} ${cells.join(' ')}  ${String(modules).padStart(7)}  ${target}`);
+    rows.push({
+      command: name,
+      wallMs: Math.round(ms),
+      ofNode: Number(ratio.toFixed(2)),
+      cpuMs: Math.round(cpuMs),
+      cpuOfNode: Number((cpuMs / cpuBaseline).toFixed(2)),
+      modules,
+      target: targets[name] ? `<= ${targets[name]}x node -e 0` : null,
+      met: targets[name] ? ratio <= targets[name] : null,
+    });
   }
+  // For `npm run bench`, which gathers every figure in one file.
+  if (process.env.BENCH_JSON) await writeFile(process.env.BENCH_JSON, JSON.stringify({ runs, rows }));
 } finally {
   server.kill('SIGTERM');
   if (server.exitCode === null) await once(server, 'close');

@@ -52,7 +52,9 @@ import { startWorld, type World } from './support/world.js';
 
 const SEQUENTIAL = Number(process.env.BENCH_SEQUENTIAL ?? 100);
 const CONCURRENT = Number(process.env.BENCH_CYCLES ?? 400);
-const CONCURRENCY = [1, 16, 64];
+const CONCURRENCY = (process.env.BENCH_CONCURRENCY ?? '1,16,64').split(',').map(Number);
+/** Agents at once for the core cycle against the minimal raw one (the two-replica comparison runs at 16). */
+const CORE_AGENTS = (process.env.BENCH_CORE_AGENTS ?? '16').split(',').map(Number);
 const CLICKS = 100;
 const BULK = Number(process.env.BENCH_BULK ?? 10_000);
 /** Agents share the load so none hits its own rate limit (600 requests a minute). */
@@ -173,16 +175,35 @@ const SECTIONS = new Set((process.env.BENCH_SECTIONS ?? 'startup,cycles,clicks,r
 /** The minimal raw cycle, and twokey's core cycle over HTTP (one replica, and two on PostgreSQL), at 16 agents. */
 async function coreFigures(world: World, database: BenchDatabase, twokey: TwokeyProcess, benchAgents: BenchAgent[]) {
   const concurrency = 16;
-  const minimal = SECTIONS.has('minimal') ? await minimalCycles(database, world.configYaml, world.env, concurrency, CONCURRENT) : null;
-  if (!SECTIONS.has('core')) return { minimal };
-  const approver = await createApprover(database, world.configYaml, world.env);
+  const byAgents: Array<{
+    agents: number;
+    minimal: Awaited<ReturnType<typeof minimalCycles>> | null;
+    core: (Awaited<ReturnType<typeof coreCycles>> & { cpuMsPerCycle: number; ofMinimal: number | null }) | null;
+  }> = [];
+  const approver = SECTIONS.has('core') ? await createApprover(database, world.configYaml, world.env) : null;
   try {
-    const { result: oneReplica, cpuMs } = await withCpu(twokey.pid, () => coreCycles([twokey.url], benchAgents, approver.approve, concurrency, CONCURRENT));
-    const core = {
-      ...oneReplica,
-      cpuMsPerCycle: round(cpuMs / oneReplica.cycles, 2),
-      ofMinimal: minimal ? round(oneReplica.cyclesPerSecond / minimal.cyclesPerSecond, 2) : null,
-    };
+    for (const agents of CORE_AGENTS) {
+      const minimal = SECTIONS.has('minimal') ? await minimalCycles(database, world.configYaml, world.env, agents, cyclesAt(agents)) : null;
+      let core = null;
+      if (approver) {
+        const { result, cpuMs } = await withCpu(twokey.pid, () => coreCycles([twokey.url], benchAgents, approver.approve, agents, cyclesAt(agents)));
+        core = {
+          ...result,
+          cpuMsPerCycle: round(cpuMs / result.cycles, 2),
+          ofMinimal: minimal ? round(result.cyclesPerSecond / minimal.cyclesPerSecond, 2) : null,
+        };
+      }
+      byAgents.push({ agents, minimal, core });
+    }
+  } catch (error) {
+    await approver?.close();
+    throw error;
+  }
+  const at16 = byAgents.find((run) => run.agents === concurrency);
+  const minimal = at16?.minimal ?? null;
+  if (!approver) return { minimal, byAgents };
+  try {
+    const core = at16?.core ?? null;
     let twoReplicas = null;
     if (database.url) {
       const url = database.url;
@@ -213,7 +234,7 @@ async function coreFigures(world: World, database: BenchDatabase, twokey: Twokey
         await second.stop();
       }
     }
-    return { minimal, core, twoReplicas };
+    return { minimal, core, twoReplicas, byAgents };
   } finally {
     await approver.close();
   }

@@ -13,18 +13,20 @@ import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { readFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import { freePort } from '../test/support/processes.js';
-import { sleep } from './support/stats.js';
+import { round, sleep } from './support/stats.js';
 
-const launchers = {
+const allLaunchers = {
   'tsx (sources)': fileURLToPath(new URL('../scripts/twokey-from-source.js', import.meta.url)),
   'compiled (dist)': fileURLToPath(new URL('../bin/twokey.js', import.meta.url)),
 };
+/** STARTUP_BUILD_ONLY=1 (what `npm run bench` sets) measures the build alone. */
+const launchers: Partial<typeof allLaunchers> = process.env.STARTUP_BUILD_ONLY ? { 'compiled (dist)': allLaunchers['compiled (dist)'] } : allLaunchers;
 const runs = Number(process.env.RUNS ?? 7);
 const recorder = fileURLToPath(new URL('../test/support/module-log/register.mjs', import.meta.url));
 /** Spawn → first 200 on /readyz, from the build, on this machine. */
@@ -91,11 +93,11 @@ async function startAndStop(launcher: string, dataDir: string, moduleLog?: strin
 const dataDir = await mkdtemp(join(tmpdir(), 'twokey-startup-'));
 try {
   const loadBefore = loadavg();
-  await startAndStop(launchers['compiled (dist)'], dataDir); // initdb and migrations: not measured
+  await startAndStop(allLaunchers['compiled (dist)'], dataDir); // initdb and migrations: not measured
   const times: Record<string, { wallMs: number; cpuMs: number }[]> = Object.fromEntries(['node -e 0', ...Object.keys(launchers)].map((name) => [name, []]));
   for (let run = 0; run < runs; run += 1) {
     times['node -e 0']!.push(await bareNode());
-    for (const [name, launcher] of Object.entries(launchers)) times[name]!.push(await startAndStop(launcher, dataDir));
+    for (const [name, launcher] of Object.entries(launchers)) times[name]!.push(await startAndStop(launcher!, dataDir));
   }
   const median = (samples: number[]) => [...samples].sort((a, b) => a - b)[Math.floor(samples.length / 2)]!;
   const describe = (samples: number[]) => {
@@ -115,9 +117,15 @@ try {
       `${(built - median(times['node -e 0']!.map((s) => s.wallMs))).toFixed(0)} ms above node -e 0)`,
   );
 
+  const medians = Object.fromEntries(
+    Object.entries(times).map(([name, samples]) => [
+      name,
+      { wallMs: round(median(samples.map((s) => s.wallMs)), 0), cpuMs: round(median(samples.map((s) => s.cpuMs)), 0) },
+    ]),
+  );
   // One more start from the build, recorded: what it loads before it answers.
   const moduleLog = join(dataDir, 'modules.txt');
-  await startAndStop(launchers['compiled (dist)'], dataDir, moduleLog);
+  await startAndStop(allLaunchers['compiled (dist)'], dataDir, moduleLog);
   const modules = [...new Set((await readFile(moduleLog, 'utf8')).split('\n').filter(Boolean))];
   const perPackage = new Map<string, number>();
   for (const url of modules) {
@@ -130,6 +138,19 @@ try {
   console.log(shown.map(([name, count]) => `  ${String(count).padStart(4)} ${name}`).join('\n'));
   const rest = ranked.slice(shown.length);
   if (rest.length > 0) console.log(`  ${String(rest.reduce((sum, [, count]) => sum + count, 0)).padStart(4)} in ${rest.length} more packages`);
+  // For `npm run bench`, which gathers every figure in one file.
+  if (process.env.BENCH_JSON) {
+    const figures = {
+      runs,
+      load: { before: loadBefore, after: loadAfter },
+      medians,
+      targetWallMs: TARGET_WALL_MS,
+      met: built < TARGET_WALL_MS,
+      modules: modules.length,
+      packages: perPackage.size,
+    };
+    await writeFile(process.env.BENCH_JSON, JSON.stringify(figures));
+  }
 } finally {
   await rm(dataDir, { recursive: true, force: true });
 }

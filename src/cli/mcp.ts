@@ -13,12 +13,15 @@ export async function serveMcp(): Promise<void> {
   }
   const options = { url: process.env.TWOKEY_URL || 'http://127.0.0.1:8080', apiKey };
   const proxy = await serveStdioProxy(options);
-  // Checked beside serving rather than before it, so the desktop client's `initialize` is answered at
-  // once; a wrong URL or key still ends the process with one line in the client's log and exit 1.
-  const checked = checkTwokey(options).catch((error: unknown) => {
-    console.error(`twokey mcp: cannot use ${options.url}/mcp: ${error instanceof Error ? error.message : String(error)}`);
-    process.exit(1);
-  });
+  // Checked beside serving rather than before it, and once the client has spoken (loading the SDK's
+  // client would hold up the answer to `initialize`); a wrong URL or key still ends the process with
+  // one line in the client's log and exit 1.
+  const checked = proxy.started
+    .then(() => checkTwokey(options))
+    .catch((error: unknown) => {
+      console.error(`twokey mcp: cannot use ${options.url}/mcp: ${error instanceof Error ? error.message : String(error)}`);
+      process.exit(1);
+    });
   // Even a client that hangs up at once learns whether the server could be used.
   const stop = () => void checked.then(() => proxy.close()).then(() => process.exit(0));
   process.stdin.once('end', stop);

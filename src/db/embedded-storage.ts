@@ -26,6 +26,28 @@ export interface StorageLog {
   info(details: object, message: string): void;
 }
 
+/**
+ * A log for a database opened before the process's logger exists (`serve` opens it while the server
+ * loads): lines wait until `attach` names where they go, then pass straight through.
+ */
+export function heldStorageLog(): StorageLog & { attach(log: StorageLog): void } {
+  let target: StorageLog | null = null;
+  const held: Array<[keyof StorageLog, object, string]> = [];
+  const line = (level: keyof StorageLog) => (details: object, message: string) => {
+    if (target) target[level](details, message);
+    else held.push([level, details, message]);
+  };
+  return {
+    error: line('error'),
+    warn: line('warn'),
+    info: line('info'),
+    attach(log) {
+      target = log;
+      for (const [level, details, message] of held.splice(0)) log[level](details, message);
+    },
+  };
+}
+
 export interface EmbeddedStorageOptions {
   /** The data directory; its filesystem is the one measured. */
   dataDir: string;

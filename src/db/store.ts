@@ -1,4 +1,4 @@
-import { and, asc, desc, eq, gt, isNull, lte, ne, sql, type SQL } from 'drizzle-orm';
+import { and, asc, desc, eq, getTableColumns, gt, isNull, lte, ne, Param, sql, type Column, type SQL } from 'drizzle-orm';
 import { PgDialect } from 'drizzle-orm/pg-core';
 import type postgres from 'postgres';
 import type { AgentRecord, ApprovalRecord, AuditEventInput, ConfirmationType, CommitMode, ProposalRecord, ProposalStatus } from '../core/model.js';
@@ -150,7 +150,7 @@ function sendBeforeCommit(tx: Queryable, statement: SQL): Promise<unknown> | nul
  * jobs — are buffered and sent before commit as one statement (data-modifying CTEs), instead of
  * one round trip each; the change notifications are kept for after the commit.
  */
-function transactionStore(tx: Queryable, replica: string): StoreTransaction & { buffered(): BufferedWrites } {
+function transactionStore(tx: Queryable, replica: string, hot: HotStatements): StoreTransaction & { buffered(): BufferedWrites } {
   const audit: Array<{ event: AuditEventInput; at: Date }> = [];
   const queued: Array<{ spec: OutboxJobSpec; at: Date }> = [];
   const notify = new Set<string>();
@@ -158,28 +158,21 @@ function transactionStore(tx: Queryable, replica: string): StoreTransaction & { 
     ...readsFrom(tx),
     grants: grantTransactionStore(tx),
     async lockAgentAndCountWaiting(agentId, now, atMost) {
-      const waiting = tx
-        .select({ one: sql`1` })
-        .from(proposals)
-        .where(and(eq(proposals.agentId, agentId), eq(proposals.status, 'pending'), gt(proposals.expiresAt, now)))
-        .limit(atMost)
-        .as('waiting');
       // Sent together, in this order (see `lockedThenRead`): the count starts once the lock is held.
       const [, [row]] = await lockedThenRead(
-        tx.select({ id: agents.id }).from(agents).where(eq(agents.id, agentId)).for('update'),
-        tx.select({ count: sql<number>`count(*)::int` }).from(waiting),
+        onConnectionOf(tx, hot.lockAgent).execute({ agentId }),
+        onConnectionOf(tx, hot.countWaiting).execute({ agentId, now: now.toISOString(), atMost }),
       );
       return Number(row?.count ?? 0);
     },
     async countRecentProposals(agentId, operation, since, exceptId) {
-      const [row] = await tx
-        .select({ count: sql<number>`count(*)::int` })
-        .from(proposals)
-        .where(and(eq(proposals.agentId, agentId), eq(proposals.operation, operation), gt(proposals.createdAt, since), ne(proposals.id, exceptId)));
+      // A placeholder in a condition reaches the driver as given (only inserted values go through their
+      // column's mapping): a time as text, which both drivers read as a timestamptz.
+      const [row] = await onConnectionOf(tx, hot.countRecent).execute({ agentId, operation, since: since.toISOString(), exceptId });
       return Number(row?.count ?? 0);
     },
     async lockProposal(id) {
-      const [row] = await tx.select().from(proposals).where(eq(proposals.id, id)).for('update');
+      const [row] = await onConnectionOf(tx, hot.lockProposal).execute({ id });
       return row ? toProposal(row) : null;
     },
     async lockProposalWithContext(id) {
@@ -187,29 +180,29 @@ function transactionStore(tx: Queryable, replica: string): StoreTransaction & { 
       // reads with the snapshot it started with, and would miss the approvals the lock holder just
       // committed. A statement of its own, started once the lock is held, sees them.
       const [[row], listed] = await lockedThenRead(
-        tx
-          .select({ proposal: proposals, agent: agents })
-          .from(proposals)
-          .leftJoin(agents, eq(agents.id, proposals.agentId))
-          .where(eq(proposals.id, id))
-          .for('update', { of: proposals }),
-        tx.select().from(approvals).where(eq(approvals.proposalId, id)).orderBy(asc(approvals.at)),
+        onConnectionOf(tx, hot.lockProposalWithAgent).execute({ id }),
+        onConnectionOf(tx, hot.approvalsOf).execute({ id }),
       );
       if (!row) return null;
       return { proposal: toProposal(row.proposal), agent: row.agent ? toAgent(row.agent) : null, approvals: listed };
     },
     async insertProposal(proposal) {
-      const [row] = await tx.insert(proposals).values(proposal).returning();
+      const [row] = await onConnectionOf(tx, hot.insertProposal).execute({
+        ...proposal,
+        stepUp: proposal.stepUp ?? null,
+        traceContext: proposal.traceContext ?? null,
+      });
       if (!row) throw new Error(`proposal ${proposal.id} was not inserted`);
       return toProposal(row);
     },
     async updateProposal(id, patch) {
+      // Which columns change differs from one transition to the next: built per call.
       const [row] = await tx.update(proposals).set(patch).where(eq(proposals.id, id)).returning();
       if (!row) throw new Error(`proposal ${id} vanished inside its transaction`);
       return toProposal(row);
     },
     async insertApproval(approval) {
-      const inserted = await tx.insert(approvals).values(approval).onConflictDoNothing().returning({ at: approvals.at });
+      const inserted = await onConnectionOf(tx, hot.insertApproval).execute({ ...approval, stepUp: approval.stepUp ?? null });
       return inserted.length === 1;
     },
     async insertAgent(agent) {
@@ -254,12 +247,13 @@ function transactionStore(tx: Queryable, replica: string): StoreTransaction & { 
 async function inTransaction<T>(
   db: Db,
   replica: string,
+  hot: HotStatements,
   work: (tx: StoreTransaction) => Promise<T>,
 ): Promise<{ value: T; dueKinds: string[]; notifications: Notification[] }> {
   let beforeCommit: Promise<unknown> | null = null;
   try {
     return await db.transaction(async (tx) => {
-      const store = transactionStore(tx, replica);
+      const store = transactionStore(tx, replica, hot);
       const value = await work(store);
       const { statement, dueKinds, notifications } = store.buffered();
       if (statement) {
@@ -295,6 +289,98 @@ function jobInsertCte(spec: OutboxJobSpec, at: Date, index: number): SQL {
     returning 1)`;
 }
 
+/** A statement drizzle prepared on the database, as far as running it goes. */
+interface Prepared<R> {
+  execute(values?: Record<string, unknown>): Promise<R>;
+}
+
+/**
+ * `statement`, prepared once on the database, run on the transaction's connection instead. drizzle
+ * binds a prepared statement to the session it was built on, and a transaction's session differs only
+ * by its client (the reserved connection on PostgreSQL, PGlite's transaction): the same statement
+ * with that client in place of the pool's. Checked, not assumed: run on the pool, a `for update`
+ * would hold its lock for no transaction at all.
+ */
+function onConnectionOf<R>(tx: Queryable, statement: Prepared<R>): Prepared<R> {
+  const session = (tx as Partial<Pick<Db, '_'>>)._?.session as { client?: unknown } | undefined;
+  if (!session?.client || !Object.hasOwn(statement, 'client')) {
+    throw new Error("drizzle's transaction or prepared statement no longer has the shape the store relies on");
+  }
+  return Object.create(statement, { client: { value: session.client } }) as Prepared<R>;
+}
+
+/**
+ * A row of placeholders, one per column. drizzle maps a placeholder's value through its column (a
+ * date to text, json to text) even when it is null, where a plain insert leaves null alone: a null
+ * json column would be stored as JSON `null`, a null date would throw. So null goes through as null.
+ */
+const placeholders = <T extends Record<string, Column>>(columns: T) =>
+  Object.fromEntries(
+    Object.entries(columns).map(([key, column]) => [
+      key,
+      sql`${new Param(sql.placeholder(key), { mapToDriverValue: (value: unknown) => (value === null ? null : column.mapToDriverValue(value)) })}`,
+    ]),
+  ) as { [K in keyof T]: SQL };
+
+/**
+ * The statements inside the state changes of every cycle (propose, decide, commit), built once per
+ * store: drizzle only fills in their parameters, where building each again cost a share of every
+ * request's CPU. What stays built per call has a shape that changes with the call: a proposal's update
+ * (which columns a transition sets) and the buffered audit rows and jobs (one statement, as many
+ * parts as there are rows).
+ */
+function hotStatements(db: Db) {
+  const id = sql.placeholder('id');
+  const agentId = sql.placeholder('agentId');
+  const waiting = db
+    .select({ one: sql`1` })
+    .from(proposals)
+    .where(and(eq(proposals.agentId, agentId), eq(proposals.status, 'pending'), gt(proposals.expiresAt, sql.placeholder('now'))))
+    .limit(sql.placeholder('atMost'))
+    .as('waiting');
+  return {
+    lockAgent: db.select({ id: agents.id }).from(agents).where(eq(agents.id, agentId)).for('update').prepare('twokey_lock_agent'),
+    countWaiting: db
+      .select({ count: sql<number>`count(*)::int` })
+      .from(waiting)
+      .prepare('twokey_count_waiting'),
+    countRecent: db
+      .select({ count: sql<number>`count(*)::int` })
+      .from(proposals)
+      .where(
+        and(
+          eq(proposals.agentId, agentId),
+          eq(proposals.operation, sql.placeholder('operation')),
+          gt(proposals.createdAt, sql.placeholder('since')),
+          ne(proposals.id, sql.placeholder('exceptId')),
+        ),
+      )
+      .prepare('twokey_count_recent'),
+    lockProposal: db.select().from(proposals).where(eq(proposals.id, id)).for('update').prepare('twokey_lock_proposal'),
+    lockProposalWithAgent: db
+      .select({ proposal: proposals, agent: agents })
+      .from(proposals)
+      .leftJoin(agents, eq(agents.id, proposals.agentId))
+      .where(eq(proposals.id, id))
+      .for('update', { of: proposals })
+      .prepare('twokey_lock_proposal_with_agent'),
+    approvalsOf: db.select().from(approvals).where(eq(approvals.proposalId, id)).orderBy(asc(approvals.at)).prepare('twokey_approvals_of'),
+    insertProposal: db
+      .insert(proposals)
+      .values(placeholders(getTableColumns(proposals)))
+      .returning()
+      .prepare('twokey_insert_proposal'),
+    insertApproval: db
+      .insert(approvals)
+      .values(placeholders(getTableColumns(approvals)))
+      .onConflictDoNothing()
+      .returning({ at: approvals.at })
+      .prepare('twokey_insert_approval'),
+  };
+}
+
+type HotStatements = ReturnType<typeof hotStatements>;
+
 /**
  * The reads every request or cycle makes, built once: drizzle then only fills in the parameters
  * instead of assembling the query on each call (a fifth of a busy server's CPU went there).
@@ -328,6 +414,7 @@ export function createStore(db: Db, options: StoreOptions = {}): Store {
   const auditLog = createAuditLog(db);
   const replica = options.replica ?? '';
   const prepared = preparedReads(db);
+  const hot = hotStatements(db);
   return {
     ...readsFrom(db),
     async getAgent(id) {
@@ -345,7 +432,7 @@ export function createStore(db: Db, options: StoreOptions = {}): Store {
         .where(and(eq(requestIdentities.proposalId, proposalId), isNull(requestIdentities.seenAt)));
     },
     async transaction(work) {
-      const { value, dueKinds, notifications } = await inTransaction(db, replica, work);
+      const { value, dueKinds, notifications } = await inTransaction(db, replica, hot, work);
       if (dueKinds.length > 0) options.onJobsQueued?.(dueKinds);
       // Only after commit, never for a rolled-back change; not awaited (the notifier's close waits for it).
       if (options.notifier && notifications.length > 0) void options.notifier.send(notifications);

@@ -28,6 +28,7 @@ import type { Env } from '../config/env.js';
 import type { Executor } from '../core/executor.js';
 import type { Clock } from '../core/model.js';
 import { openDatabase, type Database } from '../db/database.js';
+import type { heldStorageLog } from '../db/embedded-storage.js';
 import { buildHttpApp } from '../http/app.js';
 import { registerResumeStateRoutes } from '../http/resume-state-routes.js';
 import { createResumeStateStore } from '../db/resume-state-store.js';
@@ -48,6 +49,11 @@ export interface StartOptions {
   config?: TwokeyConfig;
   /** An already open database (tests share one); otherwise opened from the environment. */
   database?: Database;
+  /**
+   * The database this process opens for itself, already under way (`serve` starts it while the server's
+   * modules load): owned and closed like one opened here. Its storage log is attached to the logger.
+   */
+  openingDatabase?: { database: Promise<Database>; log: ReturnType<typeof heldStorageLog> };
   clock?: Clock;
   executorFor?: (operation: string) => Executor;
   /** Where log lines go (tests capture them); stdout by default. */
@@ -131,20 +137,28 @@ async function openFoundation(options: StartOptions, logger: Logger): Promise<Fo
   const auditKeys = auditKeysFromEnvironment(env);
   const upstreamClients = createUpstreamClients();
   // MCP upstreams' tools become operations before anything else reads the configuration.
-  const config = await withUpstreamOperations(options.config ?? loadConfigFile(resolveConfigPath(env), process.env), upstreamClients).catch(
-    async (error: unknown) => {
+  const storageLog = logger.child({ component: 'storage' });
+  const opening = options.database ? undefined : options.openingDatabase;
+  opening?.log.attach(storageLog);
+  const config = await Promise.resolve()
+    .then(() => withUpstreamOperations(options.config ?? loadConfigFile(resolveConfigPath(env), process.env), upstreamClients))
+    .catch(async (error: unknown) => {
       await upstreamClients.closeAll();
+      await opening?.database.then(
+        (database) => database.close(),
+        () => undefined,
+      );
       throw error;
-    },
-  );
+    });
   const ownsDatabase = !options.database;
   const database =
     options.database ??
-    (await openDatabase({
-      databaseUrl: env.DATABASE_URL,
-      dataDir: env.TWOKEY_DATA_DIR,
-      storage: { minFreeBytes: env.TWOKEY_MIN_FREE_DISK_MB * 1024 * 1024, log: logger.child({ component: 'storage' }) },
-    }));
+    (await (opening?.database ??
+      openDatabase({
+        databaseUrl: env.DATABASE_URL,
+        dataDir: env.TWOKEY_DATA_DIR,
+        storage: { minFreeBytes: env.TWOKEY_MIN_FREE_DISK_MB * 1024 * 1024, log: storageLog },
+      })));
   const auditTrust = createAuditTrust(env, auditKeys, database);
   const services = createServices({
     database,
