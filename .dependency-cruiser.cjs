@@ -39,6 +39,8 @@ const ALLOWED = {
   console: ['lib', 'core', 'config', 'chat', 'http-kit', 'passkeys'],
   slack: ['lib', 'core', 'config', 'chat', 'outbox', 'http-kit'],
   discord: ['lib', 'core', 'config', 'chat', 'outbox', 'idempotency', 'http-kit'],
+  // The confirm page wears the console's layout and security headers.
+  email: ['lib', 'core', 'config', 'chat', 'console'],
   admin: ['lib', 'core', 'policy', 'config', 'audit', 'outbox', 'console', 'passkeys'],
   client: [],
   db: ['lib', 'core'], // and the ports.ts of every folder above (rule `db-implements-ports`)

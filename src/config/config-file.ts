@@ -45,6 +45,7 @@ export interface OperationDefinition extends OperationSpec {
     quorum: number;
     slack?: { channel: string };
     discord?: { channel: string };
+    email?: { channel: string };
     /** Delays after the proposal at which undecided approvers are pinged again. */
     remindMs: number[];
     escalate?: EscalationSettings;
@@ -249,6 +250,8 @@ function approvalOf(parsed: z.output<typeof approvalSchema>): OperationDefinitio
     quorum,
     ...(slack ? { slack } : {}),
     ...(discord ? { discord } : {}),
+    // Mail goes to the approvers themselves, not to a channel: an `email:` approver is all it takes.
+    ...(approvers.some((identity) => parseIdentity(identity)?.kind === 'email_user') ? { email: { channel: 'approvers' } } : {}),
     remindMs: [...remind].sort((a, b) => a - b),
     ...(escalate
       ? {

@@ -29,6 +29,15 @@ export interface Env {
   readonly DISCORD_PUBLIC_KEY?: string;
   readonly DISCORD_GATEWAY: boolean;
   readonly DISCORD_API_URL: string;
+  /** The SMTP server approval mails go through; unset → no email. */
+  readonly TWOKEY_SMTP_HOST?: string;
+  readonly TWOKEY_SMTP_PORT: number;
+  /** `tls` (from the first byte), `starttls` (required), `none` (a relay on the same host). */
+  readonly TWOKEY_SMTP_SECURE: 'tls' | 'starttls' | 'none';
+  readonly TWOKEY_SMTP_USER?: string;
+  readonly TWOKEY_SMTP_PASSWORD?: string;
+  /** The From address of approval mails. */
+  readonly TWOKEY_EMAIL_FROM?: string;
   readonly AGENR_EXECUTE_POLICY: AgenrExecutePolicy;
   /** cents */
   readonly AGENR_MAX_EXECUTE_AMOUNT: number;
@@ -169,6 +178,15 @@ const envSchema = z.object({
     .default('false')
     .transform((v) => v === 'true'),
   DISCORD_API_URL: urlString(['http:', 'https:'], 'expected an http:// or https:// URL').default('https://discord.com/api'),
+  TWOKEY_SMTP_HOST: z.string().optional(),
+  TWOKEY_SMTP_PORT: integerString(1, 65_535, 'expected a port between 1 and 65535').default(587),
+  TWOKEY_SMTP_SECURE: z.enum(['tls', 'starttls', 'none'], { error: 'expected one of: tls, starttls, none' }).default('starttls'),
+  TWOKEY_SMTP_USER: z.string().optional(),
+  TWOKEY_SMTP_PASSWORD: z.string().optional(),
+  TWOKEY_EMAIL_FROM: z
+    .string()
+    .regex(/^(?:[^<>\r\n]*<[^<>\s@]+@[^<>\s@]+>|[^<>\s@]+@[^<>\s@]+)$/, { error: 'expected an address (approvals@example.com) or a name and an address (twokey <approvals@example.com>)' })
+    .optional(),
   AGENR_EXECUTE_POLICY: z.enum(AGENR_EXECUTE_POLICIES, { error: 'expected one of: open, confirm, strict' }).default('open'),
   AGENR_MAX_EXECUTE_AMOUNT: integerString(0, Number.MAX_SAFE_INTEGER, 'expected a non-negative integer (cents)').default(100),
   TWOKEY_MCP_WAIT: integerString(0, 300, 'expected whole seconds between 0 and 300').default(50),
@@ -222,6 +240,12 @@ function crossVariableIssues(vars: Partial<Record<EnvName, string>>): string[] {
     // Clicks would be verified but their messages could never be posted or edited.
     issues.push('DISCORD_BOT_TOKEN: required when DISCORD_PUBLIC_KEY is set');
   }
+  if (vars.TWOKEY_SMTP_HOST !== undefined) {
+    if (vars.TWOKEY_EMAIL_FROM === undefined) issues.push('TWOKEY_EMAIL_FROM: required when TWOKEY_SMTP_HOST is set');
+    // The mail's links lead to twokey: without its public address there is nothing to click.
+    if (vars.TWOKEY_PUBLIC_URL === undefined) issues.push('TWOKEY_PUBLIC_URL: required when TWOKEY_SMTP_HOST is set (approval mails link to it)');
+  }
+  if (vars.TWOKEY_SMTP_PASSWORD !== undefined && vars.TWOKEY_SMTP_USER === undefined) issues.push('TWOKEY_SMTP_USER: required when TWOKEY_SMTP_PASSWORD is set');
   return issues;
 }
 

@@ -87,12 +87,12 @@ export function jobsForChange(proposal: ProposalRecord, change: ProposalChange, 
   }
   if (change.type === 'followed_up') {
     const { kind, mention } = change.followUp;
-    // An escalation is also posted where the operation sends escalations on that platform.
+    // An escalation is also posted where the operation sends escalations on that platform (mail has no channels).
     const escalation = kind === 'escalate' ? setting.operation?.approval.escalate : undefined;
     for (const platform of platforms) {
       jobs.push({
         kind: 'chat.followup',
-        payload: { proposalId: proposal.id, platform, kind, mention: [...mention], channel: escalation?.[platform]?.channel ?? null },
+        payload: { proposalId: proposal.id, platform, kind, mention: [...mention], channel: platform === 'email' ? null : (escalation?.[platform]?.channel ?? null) },
         orderingKey: messageKey(platform),
       });
     }

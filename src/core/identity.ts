@@ -13,8 +13,10 @@
  * - `oidc:VALUE`: a person signed in to the console through the OpenID Connect issuer; VALUE is the
  *   claim the config names (`sub` by default, or `email`), 1–255 printable ASCII characters.
  * - `oidc:group:NAME`: a value of the issuer's groups claim.
+ * - `email:ADDRESS`: a person approving through the links mailed to ADDRESS (matched as written;
+ *   write addresses in lower case).
  */
-export type IdentityKind = 'slack_user' | 'slack_group' | 'discord_user' | 'discord_role' | 'web' | 'oidc_user' | 'oidc_group';
+export type IdentityKind = 'slack_user' | 'slack_group' | 'discord_user' | 'discord_role' | 'web' | 'oidc_user' | 'oidc_group' | 'email_user';
 
 export interface Identity {
   kind: IdentityKind;
@@ -30,6 +32,8 @@ export const DISCORD_SNOWFLAKE = /^\d{17,20}$/;
 export const WEB_NAME = /^[A-Za-z0-9][A-Za-z0-9._@-]{0,63}$/;
 /** A claim value as an identity: printable ASCII without spaces, so it reads the same in every log and config. */
 export const OIDC_VALUE = /^[\x21-\x7E]{1,255}$/;
+/** A mailbox as SMTP takes it without quoting: a dot-atom local part and a domain of labels. */
+export const EMAIL_ADDRESS = /^(?=.{3,254}$)[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+(?:\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+)*@[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)+$/;
 
 const PREFIXES: ReadonlyArray<[IdentityKind, string, RegExp]> = [
   ['slack_group', 'slack:group:', SLACK_GROUP_ID],
@@ -39,12 +43,13 @@ const PREFIXES: ReadonlyArray<[IdentityKind, string, RegExp]> = [
   ['web', 'web:', WEB_NAME],
   ['oidc_group', 'oidc:group:', OIDC_VALUE],
   ['oidc_user', 'oidc:', OIDC_VALUE],
+  ['email_user', 'email:', EMAIL_ADDRESS],
 ];
 
 /** Every form, for error messages. */
-export const IDENTITY_FORMS = 'slack:U…, slack:W…, slack:group:S…, discord:user:<id>, discord:role:<id>, web:<name>, oidc:<claim> or oidc:group:<name>';
+export const IDENTITY_FORMS = 'slack:U…, slack:W…, slack:group:S…, discord:user:<id>, discord:role:<id>, web:<name>, oidc:<claim>, oidc:group:<name> or email:<address>';
 /** The forms that name one person (who can click), for owners, `--as` and people. */
-export const PERSON_FORMS = 'slack:U…, slack:W…, discord:user:<id>, web:<name> or oidc:<claim>';
+export const PERSON_FORMS = 'slack:U…, slack:W…, discord:user:<id>, web:<name>, oidc:<claim> or email:<address>';
 
 /** The identity a text names, or null when it is not one. */
 export function parseIdentity(text: unknown): Identity | null {
@@ -59,7 +64,7 @@ export function parseIdentity(text: unknown): Identity | null {
 }
 
 /** Groups and roles hold any number of people; every other identity is one person. */
-export const isPersonKind = (kind: IdentityKind): boolean => kind === 'slack_user' || kind === 'discord_user' || kind === 'web' || kind === 'oidc_user';
+export const isPersonKind = (kind: IdentityKind): boolean => kind === 'slack_user' || kind === 'discord_user' || kind === 'web' || kind === 'oidc_user' || kind === 'email_user';
 
 /** The identity if the text names one person (not a group or role), else null. */
 export function parsePersonIdentity(text: unknown): Identity | null {

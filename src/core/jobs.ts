@@ -10,7 +10,7 @@ import { FINAL_STATUSES } from './model.js';
  */
 
 /** The chat platforms a job may name; the core knows them by name only. */
-export const chatPlatformNames = ['slack', 'discord'] as const;
+export const chatPlatformNames = ['slack', 'discord', 'email'] as const;
 export type ChatPlatformName = (typeof chatPlatformNames)[number];
 
 const proposalId = z.string().min(1);

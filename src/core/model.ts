@@ -171,6 +171,8 @@ export interface OperationSpec extends OperationFields {
     /** Where the proposal's message is posted, per chat platform; none: not on that platform. */
     slack?: { channel: string };
     discord?: { channel: string };
+    /** Set when an approver is an `email:` address: every such approver is mailed (the channel is a constant). */
+    email?: { channel: string };
     remindMs?: number[];
     escalate?: { afterMs: number; approvers: string[]; slack?: { channel: string }; discord?: { channel: string } };
     /** Who among the approvers may approve this proposal: checked at every click, after the approvers list. */

@@ -2,6 +2,7 @@ import type { Logger } from 'pino';
 import type { ChatIntegration } from '../chat/types.js';
 import type { Env } from '../config/env.js';
 import type { LeaderElector } from '../discord/ports.js';
+import { createEmailStore } from '../db/email-store.js';
 import { isSlackConfigured } from '../slack/configured.js';
 import type { ChatConcurrency } from './concurrency.js';
 import type { Services } from './services.js';
@@ -27,6 +28,10 @@ export async function chatFromEnvironment(env: Env, services: Services, wiring: 
   if (env.DISCORD_BOT_TOKEN) {
     const { createDiscordIntegration } = await import('../discord/index.js');
     integrations.push(createDiscordIntegration({ env, services, logger, elect: wiring.elect }));
+  }
+  if (env.TWOKEY_SMTP_HOST) {
+    const { createEmailIntegration } = await import('../email/index.js');
+    integrations.push(createEmailIntegration({ env, services, store: createEmailStore(services.database.db), logger }));
   }
   return integrations;
 }

@@ -71,7 +71,7 @@ describe('people in the config file', () => {
 
   it('refuses an approver identity of 16 digits at start, naming the field', () => {
     expect(issues(operation('["discord:user:1234567890123456"]'))).toEqual([
-      'operations[0].approval.approvers[0]: expected slack:U…, slack:W…, slack:group:S…, discord:user:<id>, discord:role:<id>, web:<name>, oidc:<claim> or oidc:group:<name>',
+      'operations[0].approval.approvers[0]: expected slack:U…, slack:W…, slack:group:S…, discord:user:<id>, discord:role:<id>, web:<name>, oidc:<claim>, oidc:group:<name> or email:<address>',
     ]);
   });
 });
