@@ -185,7 +185,9 @@ const envSchema = z.object({
   TWOKEY_SMTP_PASSWORD: z.string().optional(),
   TWOKEY_EMAIL_FROM: z
     .string()
-    .regex(/^(?:[^<>\r\n]*<[^<>\s@]+@[^<>\s@]+>|[^<>\s@]+@[^<>\s@]+)$/, { error: 'expected an address (approvals@example.com) or a name and an address (twokey <approvals@example.com>)' })
+    .regex(/^(?:[^<>\r\n]*<[^<>\s@]+@[^<>\s@]+>|[^<>\s@]+@[^<>\s@]+)$/, {
+      error: 'expected an address (approvals@example.com) or a name and an address (twokey <approvals@example.com>)',
+    })
     .optional(),
   AGENR_EXECUTE_POLICY: z.enum(AGENR_EXECUTE_POLICIES, { error: 'expected one of: open, confirm, strict' }).default('open'),
   AGENR_MAX_EXECUTE_AMOUNT: integerString(0, Number.MAX_SAFE_INTEGER, 'expected a non-negative integer (cents)').default(100),
@@ -245,7 +247,8 @@ function crossVariableIssues(vars: Partial<Record<EnvName, string>>): string[] {
     // The mail's links lead to twokey: without its public address there is nothing to click.
     if (vars.TWOKEY_PUBLIC_URL === undefined) issues.push('TWOKEY_PUBLIC_URL: required when TWOKEY_SMTP_HOST is set (approval mails link to it)');
   }
-  if (vars.TWOKEY_SMTP_PASSWORD !== undefined && vars.TWOKEY_SMTP_USER === undefined) issues.push('TWOKEY_SMTP_USER: required when TWOKEY_SMTP_PASSWORD is set');
+  if (vars.TWOKEY_SMTP_PASSWORD !== undefined && vars.TWOKEY_SMTP_USER === undefined)
+    issues.push('TWOKEY_SMTP_USER: required when TWOKEY_SMTP_PASSWORD is set');
   return issues;
 }
 

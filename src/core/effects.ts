@@ -92,7 +92,13 @@ export function jobsForChange(proposal: ProposalRecord, change: ProposalChange, 
     for (const platform of platforms) {
       jobs.push({
         kind: 'chat.followup',
-        payload: { proposalId: proposal.id, platform, kind, mention: [...mention], channel: platform === 'email' ? null : (escalation?.[platform]?.channel ?? null) },
+        payload: {
+          proposalId: proposal.id,
+          platform,
+          kind,
+          mention: [...mention],
+          channel: platform === 'email' ? null : (escalation?.[platform]?.channel ?? null),
+        },
         orderingKey: messageKey(platform),
       });
     }

@@ -33,7 +33,8 @@ export const WEB_NAME = /^[A-Za-z0-9][A-Za-z0-9._@-]{0,63}$/;
 /** A claim value as an identity: printable ASCII without spaces, so it reads the same in every log and config. */
 export const OIDC_VALUE = /^[\x21-\x7E]{1,255}$/;
 /** A mailbox as SMTP takes it without quoting: a dot-atom local part and a domain of labels. */
-export const EMAIL_ADDRESS = /^(?=.{3,254}$)[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+(?:\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+)*@[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)+$/;
+export const EMAIL_ADDRESS =
+  /^(?=.{3,254}$)[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+(?:\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+)*@[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)+$/;
 
 const PREFIXES: ReadonlyArray<[IdentityKind, string, RegExp]> = [
   ['slack_group', 'slack:group:', SLACK_GROUP_ID],
@@ -47,7 +48,8 @@ const PREFIXES: ReadonlyArray<[IdentityKind, string, RegExp]> = [
 ];
 
 /** Every form, for error messages. */
-export const IDENTITY_FORMS = 'slack:U…, slack:W…, slack:group:S…, discord:user:<id>, discord:role:<id>, web:<name>, oidc:<claim>, oidc:group:<name> or email:<address>';
+export const IDENTITY_FORMS =
+  'slack:U…, slack:W…, slack:group:S…, discord:user:<id>, discord:role:<id>, web:<name>, oidc:<claim>, oidc:group:<name> or email:<address>';
 /** The forms that name one person (who can click), for owners, `--as` and people. */
 export const PERSON_FORMS = 'slack:U…, slack:W…, discord:user:<id>, web:<name>, oidc:<claim> or email:<address>';
 
@@ -64,7 +66,8 @@ export function parseIdentity(text: unknown): Identity | null {
 }
 
 /** Groups and roles hold any number of people; every other identity is one person. */
-export const isPersonKind = (kind: IdentityKind): boolean => kind === 'slack_user' || kind === 'discord_user' || kind === 'web' || kind === 'oidc_user' || kind === 'email_user';
+export const isPersonKind = (kind: IdentityKind): boolean =>
+  kind === 'slack_user' || kind === 'discord_user' || kind === 'web' || kind === 'oidc_user' || kind === 'email_user';
 
 /** The identity if the text names one person (not a group or role), else null. */
 export function parsePersonIdentity(text: unknown): Identity | null {

@@ -56,7 +56,14 @@ export function createEmailPublisher(options: EmailPublisherOptions): ChatPublis
       if (earlier?.sentAt) continue;
       const now = services.clock();
       const token = newLinkToken();
-      await store.insertLink({ tokenHash: linkTokenHash(token), proposalId: proposal.id, approver: recipient, bindingHash, expiresAt: proposal.expiresAt, createdAt: now });
+      await store.insertLink({
+        tokenHash: linkTokenHash(token),
+        proposalId: proposal.id,
+        approver: recipient,
+        bindingHash,
+        expiresAt: proposal.expiresAt,
+        createdAt: now,
+      });
       const mail = cardToEmail(card, {
         approve: linkUrl(publicUrl, 'approve', proposal.id, token),
         reject: linkUrl(publicUrl, 'reject', proposal.id, token),

@@ -111,7 +111,9 @@ export async function registerEmailRoutes(app: FastifyInstance, deps: EmailRoute
       const operation = services.operation(proposal.operation);
       if (action === 'approve' && operation && requiresPasskey(operation, proposal)) {
         // The core's own refusal, with the console's page of the proposal: a passkey cannot be used from a mail.
-        const stepUp = catchRefusal(() => checkStepUp(operation, proposal, decider(link), (id) => new URL(`/console/proposals/${id}`, deps.publicUrl).toString()));
+        const stepUp = catchRefusal(() =>
+          checkStepUp(operation, proposal, decider(link), (id) => new URL(`/console/proposals/${id}`, deps.publicUrl).toString()),
+        );
         if (stepUp) return sendHtml(reply, 403, refusedPage(card, stepUp, now));
       }
       const preview = await services.proposals.preview(proposal.id, action, decider(link));

@@ -29,7 +29,10 @@ describe('an approval mail clicked through in a real browser', () => {
   });
 
   it('opens the mail’s Approve link on a confirm page, approves with its button, and runs the operation once', async () => {
-    const created = await t.twokey.request('POST', '/v1/proposals', { apiKey: t.apiKey, body: { operation: 'upgrade_plan', params: { org: 'acme', plan: 'scale' } } });
+    const created = await t.twokey.request('POST', '/v1/proposals', {
+      apiKey: t.apiKey,
+      body: { operation: 'upgrade_plan', params: { org: 'acme', plan: 'scale' } },
+    });
     const id = created.body.id as string;
     const mail = await eventually(() => {
       const found = t.mail.to('alice@example.com').find((entry) => entry.mail.text?.includes(id));

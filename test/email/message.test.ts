@@ -29,7 +29,11 @@ const view = (overrides: Partial<ProposalMessageView> = {}): ProposalMessageView
 
 describe('the approval card as a mail', () => {
   it('labels its links with the card’s words, in the text body and the HTML body alike', () => {
-    const words: CardWords = { ...CARD_WORDS, actions: { ...CARD_WORDS.actions, approve: 'Allow it', reject: 'Refuse it' }, fields: { ...CARD_WORDS.fields, agent: 'Requested by' } };
+    const words: CardWords = {
+      ...CARD_WORDS,
+      actions: { ...CARD_WORDS.actions, approve: 'Allow it', reject: 'Refuse it' },
+      fields: { ...CARD_WORDS.fields, agent: 'Requested by' },
+    };
     const mail = cardToEmail(approvalCard(view(), { words }), links);
     expect(mail.text).toContain(`Allow it: ${links.approve}`);
     expect(mail.text).toContain(`Refuse it: ${links.reject}`);
