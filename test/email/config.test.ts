@@ -1,0 +1,48 @@
+import { describe, expect, it } from 'vitest';
+import { parseConfig } from '../../src/config/config-file.js';
+import { ConfigError } from '../../src/config/errors.js';
+import { parseIdentity, parsePersonIdentity } from '../../src/core/identity.js';
+
+const operation = (approvers: string) => `
+operations:
+  - name: pay
+    description: Pay
+    params: { type: object, properties: { to: { type: string } } }
+    summary: "{{agent}} pays"
+    approval: { approvers: ${approvers} }
+    executor: { type: echo }
+`;
+
+describe('email: identities and the operations they put on email', () => {
+  it('parses an email: identity as one person', () => {
+    expect(parseIdentity('email:alice@example.com')).toEqual({ kind: 'email_user', id: 'alice@example.com', text: 'email:alice@example.com' });
+    expect(parsePersonIdentity('email:ops+billing@mail.example.co.uk')?.kind).toBe('email_user');
+    for (const bad of [
+      'email:alice',
+      'email:@example.com',
+      'email:alice@example',
+      'email:a b@example.com',
+      'email:<alice@example.com>',
+      'email:alice@example.com\r\nBcc: x@y.z',
+    ]) {
+      expect(parseIdentity(bad)).toBeNull();
+    }
+  });
+
+  it('mails an operation that names an email: approver, and only such an operation', () => {
+    const config = parseConfig(`${operation('["email:alice@example.com", web:bob]')}`, {}, 'test.yaml');
+    expect(config.operations[0]?.approval.email).toEqual({ channel: 'approvers' });
+    const webOnly = parseConfig(operation('[web:bob]'), {}, 'test.yaml');
+    expect(webOnly.operations[0]?.approval.email).toBeUndefined();
+  });
+
+  it('refuses a malformed address, naming the field and the forms', () => {
+    try {
+      parseConfig(operation('["email:alice"]'), {}, 'test.yaml');
+      expect.unreachable('a malformed address was accepted');
+    } catch (error) {
+      expect(error).toBeInstanceOf(ConfigError);
+      expect((error as ConfigError).issues[0]).toMatch(/^operations\[0\]\.approval\.approvers\[0\]: expected .* or email:<address>$/);
+    }
+  });
+});
