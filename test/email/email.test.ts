@@ -130,6 +130,15 @@ describe.each(drivers)('email as an approval channel (%s)', (driver) => {
     }
   });
 
+  it('decides once when the button is pressed twice at the same moment', async () => {
+    const id = await propose('upgrade_plan', { org: 'stark', plan: 'scale' });
+    const { links } = await mailFor(ALICE, id);
+    const statuses = (await Promise.all([post(formOf(links.approve, 'approve')), post(formOf(links.approve, 'approve'))])).map((response) => response.status);
+    expect(statuses.sort()).toEqual([200, 410]);
+    expect((await proposal(id))?.status).toBe('committed');
+    expect(t.downstream.requests.filter((request) => JSON.stringify(request.body).includes('stark'))).toHaveLength(1);
+  });
+
   it('rejects with a reason', async () => {
     const id = await propose('upgrade_plan', { org: 'hooli', plan: 'scale' });
     const { links } = await mailFor(ALICE, id);
