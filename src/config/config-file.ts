@@ -250,8 +250,11 @@ function approvalOf(parsed: z.output<typeof approvalSchema>): OperationDefinitio
     quorum,
     ...(slack ? { slack } : {}),
     ...(discord ? { discord } : {}),
-    // Mail goes to the approvers themselves, not to a channel: an `email:` approver is all it takes.
-    ...(approvers.some((identity) => parseIdentity(identity)?.kind === 'email_user') ? { email: { channel: 'approvers' } } : {}),
+    // Mail goes to the approvers themselves, not to a channel: an `email:` approver (from the start,
+    // or once escalated to) is all it takes.
+    ...([...approvers, ...(escalate?.approvers ?? [])].some((identity) => parseIdentity(identity)?.kind === 'email_user')
+      ? { email: { channel: 'approvers' } }
+      : {}),
     remindMs: [...remind].sort((a, b) => a - b),
     ...(escalate
       ? {

@@ -34,6 +34,9 @@ describe('email: identities and the operations they put on email', () => {
     expect(config.operations[0]?.approval.email).toEqual({ channel: 'approvers' });
     const webOnly = parseConfig(operation('[web:bob]'), {}, 'test.yaml');
     expect(webOnly.operations[0]?.approval.email).toBeUndefined();
+    // Escalated to someone by mail: the escalation's sync mails them.
+    const escalated = parseConfig(operation('[web:bob], escalate: { after: 10m, approvers: ["email:carol@example.com"] }'), {}, 'test.yaml');
+    expect(escalated.operations[0]?.approval.email).toEqual({ channel: 'approvers' });
   });
 
   it('refuses a malformed address, naming the field and the forms', () => {
