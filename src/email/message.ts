@@ -1,4 +1,4 @@
-import type { ApprovalCard, CardActionId, CardInline, CardText, CardTone } from '../chat/card.js';
+import type { ApprovalCard, CardActionId, CardInline, CardText, CardTone, FollowUpCard } from '../chat/card.js';
 import { html, type SafeHtml } from '../console/html.js';
 
 /** One mail about a proposal: the same words in plain text and in HTML. */
@@ -175,4 +175,21 @@ export function cardToEmail(card: ApprovalCard, links: EmailLinks = {}): EmailMe
 </html>`;
 
   return { subject, text: textLines.join('\n'), html: body.value };
+}
+
+/**
+ * A reminder or an escalation (`followUpCard`) as the body of a reply in the proposal's thread: the
+ * card's one line, in text and HTML. The request it replies to still holds the recipient's links.
+ */
+export function followUpToEmail(card: FollowUpCard): Pick<EmailMessage, 'text' | 'html'> {
+  const body = html`<!doctype html>
+<html lang="en">
+  <head>
+    <meta charset="utf-8" />
+  </head>
+  <body style="margin:0;padding:24px;font-family:-apple-system,'Segoe UI',Roboto,Helvetica,Arial,sans-serif;color:#1a202c">
+    <p style="margin:0;font-size:14px;line-height:1.5">${rich(card.text)}</p>
+  </body>
+</html>`;
+  return { text: `${plain(card.text)}\n`, html: body.value };
 }

@@ -1,12 +1,12 @@
 import { createHash } from 'node:crypto';
 import type { FastifyBaseLogger } from 'fastify';
-import { approvalCard } from '../chat/card.js';
-import type { ChatMessageRef, ChatPublisher, ProposalMessageView } from '../chat/types.js';
+import { approvalCard, followUpCard } from '../chat/card.js';
+import type { ChatFollowUp, ChatMessageRef, ChatPublisher, ProposalMessageView } from '../chat/types.js';
 import { parseIdentity } from '../core/identity.js';
 import { approversOf, isFinalStatus } from '../core/model.js';
 import { proposalBindingHash } from '../core/step-up.js';
 import { linkTokenHash, linkUrl, newLinkToken } from './links.js';
-import { cardToEmail } from './message.js';
+import { cardToEmail, followUpToEmail } from './message.js';
 import type { EmailServices, EmailStore } from './ports.js';
 import type { MailSender } from './transport.js';
 
@@ -40,8 +40,7 @@ const recipientKey = (recipient: string): string => createHash('sha256').update(
  */
 export function createEmailPublisher(options: EmailPublisherOptions): ChatPublisher {
   const { services, store, sender, publicUrl, messageDomain } = options;
-  const messageIdFor = (proposalId: string, recipient: string, part: 'request' | 'outcome') =>
-    `<${proposalId}.${recipientKey(recipient)}.${part}@${messageDomain}>`;
+  const messageIdFor = (proposalId: string, recipient: string, part: string) => `<${proposalId}.${recipientKey(recipient)}.${part}@${messageDomain}>`;
 
   async function mailRequests(view: ProposalMessageView): Promise<void> {
     const proposal = await services.store.getProposal(view.id);
@@ -95,8 +94,33 @@ export function createEmailPublisher(options: EmailPublisherOptions): ChatPublis
     }
   }
 
+  /**
+   * A reminder, as a reply in each thread whose recipient is still asked and has not approved. An
+   * escalation needs no reply: the approvers it adds are mailed the request itself by the sync that
+   * follows it.
+   */
+  async function mailFollowUp(view: ProposalMessageView, followUp: ChatFollowUp): Promise<void> {
+    if (followUp.kind !== 'remind' || view.status !== 'pending') return;
+    const approved = new Set(view.approvals.map((approval) => approval.approver));
+    const mail = followUpToEmail(followUpCard(view, followUp));
+    for (const row of await store.listMessages(view.id)) {
+      if (!row.sentAt || approved.has(row.recipient) || !followUp.mention.includes(row.recipient)) continue;
+      await sender.send({
+        to: emailAddressOf(row.recipient) ?? '',
+        subject: `Re: ${row.subject}`,
+        text: mail.text,
+        html: mail.html,
+        messageId: messageIdFor(view.id, row.recipient, `remind-${view.reminders ?? 0}`),
+        inReplyTo: row.messageId,
+        references: row.messageId,
+      });
+    }
+  }
+
   return {
     platform: 'email',
+
+    postFollowUp: (_ref, view, followUp) => mailFollowUp(view, followUp),
 
     async post(_channel, view): Promise<ChatMessageRef> {
       if (view.status === 'pending') await mailRequests(view);

@@ -4,7 +4,7 @@ import type { ProposalMessageView } from '../../src/chat/types.js';
 import { compileSummaryTemplate } from '../../src/config/summary-template.js';
 import { cardToHtml } from '../../src/console/views/card-html.js';
 import { cardToDiscord, followUpToDiscord } from '../../src/discord/message.js';
-import { cardToEmail } from '../../src/email/message.js';
+import { cardToEmail, followUpToEmail } from '../../src/email/message.js';
 import { cardToBlockKit, followUpToSlack } from '../../src/slack/blocks.js';
 
 const now = new Date('2026-11-22T10:00:00.000Z');
@@ -54,6 +54,7 @@ const converters: Array<{ name: string; render(card: ApprovalCard): string; show
 const followUpConverters: Array<{ name: string; render(card: FollowUpCard): string }> = [
   { name: 'Slack', render: followUpToSlack },
   { name: 'Discord', render: (card) => followUpToDiscord(card).content },
+  { name: 'email', render: (card) => followUpToEmail(card).text },
 ];
 
 describe('one approval card, worded once, rendered by every channel', () => {

@@ -12,14 +12,15 @@ describe.each(drivers)('email as an approval channel (%s)', (driver) => {
 
   beforeAll(async () => {
     t = await startEmailTwokey({ driver, clock: () => new Date(Date.now() + skewMs) });
-  });
+  }, 120_000);
   afterAll(async () => {
+    if (!t) return;
     // Nothing secret in any log line: the SMTP password (startTestTwokey checks it on close) and every link token.
     const logs = t.twokey.logs.join('');
     expect(logs).not.toContain(SMTP_PASSWORD);
     for (const token of tokensSeen) expect(logs).not.toContain(token);
     expect(logs).not.toMatch(/tk_mail_[A-Za-z0-9_-]{8,}/);
-    await t?.close();
+    await t.close();
   });
 
   async function propose(operation: string, params: Record<string, unknown>): Promise<string> {
@@ -227,6 +228,32 @@ describe.each(drivers)('email as an approval channel (%s)', (driver) => {
     const bob = await mailFor(BOB, id);
     expect((await post(formOf(bob.links.approve, 'approve'))).status).toBe(200);
     expect((await proposal(id))?.status).toBe('committed');
+  });
+
+  it('replies with a reminder to those who have not approved, and mails the approver an escalation adds', async () => {
+    const id = await propose('purge_backups', { bucket: 'archive-2019' });
+    const [alice, bob] = await Promise.all([mailFor(ALICE, id), mailFor(BOB, id)]);
+    expect((await post(formOf(alice.links.approve, 'approve'))).status).toBe(200);
+    skewMs = 2 * 60_000 + 1_000;
+    try {
+      const reminder = await eventually(() => {
+        const found = t.mail.to('bob@example.com').find((entry) => entry.mail.inReplyTo === bob.mail.messageId);
+        if (!found) throw new Error('no reminder yet');
+        return found.mail;
+      });
+      expect(reminder.subject).toBe(`Re: ${bob.mail.subject}`);
+      expect(reminder.text).toMatch(/^Reminder /);
+      expect(reminder.text).toContain('still waits for 1 approval');
+      // Alice approved: she is not reminded.
+      expect(t.mail.to('alice@example.com').filter((entry) => entry.mail.inReplyTo === alice.mail.messageId)).toHaveLength(0);
+
+      skewMs = 4 * 60_000 + 1_000;
+      const dave = await mailFor('email:dave@example.com', id);
+      expect((await post(formOf(dave.links.approve, 'approve'))).status).toBe(200);
+      expect((await proposal(id))?.status).toBe('committed');
+    } finally {
+      skewMs = 0;
+    }
   });
 
   it('refuses an expired link', async () => {

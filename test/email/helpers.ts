@@ -104,6 +104,22 @@ operations:
       quorum: 2
     commit: on_approve
     executor: { type: echo }
+  - name: purge_backups
+    description: Purge old backups
+    params:
+      type: object
+      required: [bucket]
+      properties:
+        bucket: { type: string }
+    summary: "{{agent}} wants to purge the backups in {{params.bucket}}."
+    expiresIn: 10m
+    approval:
+      approvers: ["${ALICE}", "${BOB}"]
+      quorum: 2
+      remind: [2m]
+      escalate: { after: 4m, approvers: ["email:dave@example.com"] }
+    commit: on_approve
+    executor: { type: echo }
 people:
   - { name: alice, identities: ["${ALICE}", web:alice] }
 `;
