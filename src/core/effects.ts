@@ -1,3 +1,4 @@
+import { channelOfPart, chatPartOf, destinationOf } from './chat-platform.js';
 import type { ChatPlatformName, FollowUpKind } from './jobs.js';
 import { isAutomaticDecider, isFinalStatus, type OperationSpec, type ProposalRecord } from './model.js';
 import type { OutboxJobSpec } from './ports.js';
@@ -55,7 +56,7 @@ function messagePlatforms(proposal: ProposalRecord, setting: EffectsSetting): Ch
   const { operation } = setting;
   // A rule or grant decided it and the operation wants no chat message for that: none at all.
   if (operation?.automaticDecisions === 'silent' && isAutomaticDecider(proposal.decidedBy)) return [];
-  return [...setting.chatPlatforms].filter((platform) => operation?.approval[platform]?.channel);
+  return [...setting.chatPlatforms].filter((platform) => destinationOf(operation?.approval, platform) !== null);
 }
 
 /**
@@ -87,18 +88,12 @@ export function jobsForChange(proposal: ProposalRecord, change: ProposalChange, 
   }
   if (change.type === 'followed_up') {
     const { kind, mention } = change.followUp;
-    // An escalation is also posted where the operation sends escalations on that platform (mail has no channels).
+    // An escalation is also posted where the operation sends escalations on that platform.
     const escalation = kind === 'escalate' ? setting.operation?.approval.escalate : undefined;
     for (const platform of platforms) {
       jobs.push({
         kind: 'chat.followup',
-        payload: {
-          proposalId: proposal.id,
-          platform,
-          kind,
-          mention: [...mention],
-          channel: platform === 'email' ? null : (escalation?.[platform]?.channel ?? null),
-        },
+        payload: { proposalId: proposal.id, platform, kind, mention: [...mention], channel: channelOfPart(chatPartOf(escalation, platform)) },
         orderingKey: messageKey(platform),
       });
     }

@@ -1,4 +1,5 @@
 import type { FastifyBaseLogger } from 'fastify';
+import type { ChatPlatformContext } from '../chat/platform-module.js';
 import type { ChatIntegration } from '../chat/types.js';
 import type { Env } from '../config/env.js';
 import type { EmailServices, EmailStore } from './ports.js';
@@ -33,7 +34,8 @@ export function smtpSettingsOf(env: EmailEnv): SmtpSettings {
 export interface EmailIntegrationOptions {
   env: EmailEnv;
   services: EmailServices;
-  store: EmailStore;
+  /** Defaults to `services.emailStore`. */
+  store?: EmailStore;
   logger?: FastifyBaseLogger;
   /** Defaults to SMTP through nodemailer, as the environment says. */
   sender?: MailSender;
@@ -64,7 +66,8 @@ function domainOf(from: string): string {
  * decides through the core, and the outcome follows as a reply in the same thread.
  */
 export function createEmailIntegration(options: EmailIntegrationOptions): ChatIntegration {
-  const { env, services, store } = options;
+  const { env, services } = options;
+  const store = options.store ?? services.emailStore;
   const publicUrl = env.TWOKEY_PUBLIC_URL;
   if (!publicUrl) throw new Error('TWOKEY_PUBLIC_URL is required for email: the mails link to it');
   const settings = smtpSettingsOf(env);
@@ -82,4 +85,9 @@ export function createEmailIntegration(options: EmailIntegrationOptions): ChatIn
       sender.close();
     },
   };
+}
+
+/** The module the runtime loads when TWOKEY_SMTP_HOST is set (src/runtime/integrations.ts). */
+export function create({ env, services, logger }: ChatPlatformContext<EmailServices>): ChatIntegration {
+  return createEmailIntegration({ env, services, logger });
 }

@@ -54,4 +54,6 @@ export interface EmailServices {
   operation(name: string): Pick<OperationSpec, 'name' | 'description' | 'stepUp' | 'approval'> | undefined;
   clock: Clock;
   people?: People;
+  /** Where links and sent mails are kept (the runtime builds it on the database). */
+  emailStore: EmailStore;
 }

@@ -2,10 +2,10 @@ import { createHash } from 'node:crypto';
 import type { FastifyBaseLogger } from 'fastify';
 import { approvalCard, followUpCard } from '../chat/card.js';
 import type { ChatFollowUp, ChatMessageRef, ChatPublisher, ProposalMessageView } from '../chat/types.js';
-import { parseIdentity } from '../core/identity.js';
 import { approversOf, isFinalStatus } from '../core/model.js';
 import { proposalBindingHash } from '../core/step-up.js';
 import { linkTokenHash, linkUrl, newLinkToken } from './links.js';
+import { EMAIL_ADDRESS } from './platform.js';
 import { cardToEmail, followUpToEmail } from './message.js';
 import type { EmailServices, EmailStore } from './ports.js';
 import type { MailSender } from './transport.js';
@@ -23,8 +23,8 @@ export interface EmailPublisherOptions {
 
 /** The address an `email:` approver names, or null for every other identity. */
 export function emailAddressOf(identity: string): string | null {
-  const parsed = parseIdentity(identity);
-  return parsed?.kind === 'email_user' ? parsed.id : null;
+  const address = identity.startsWith('email:') ? identity.slice('email:'.length) : null;
+  return address !== null && EMAIL_ADDRESS.test(address) ? address : null;
 }
 
 const recipientKey = (recipient: string): string => createHash('sha256').update(recipient).digest('hex').slice(0, 16);

@@ -12,7 +12,9 @@ import { createProposalService } from '../core/proposals.js';
 import { createRequestIdentity } from '../core/request-identity.js';
 import { createGrantService } from '../core/grant-service.js';
 import { createFollowUpService } from '../core/follow-ups.js';
+import { identities } from '../platforms/index.js';
 import { createGrantReader } from '../db/grants-store.js';
+import { createEmailStore } from '../db/email-store.js';
 import type { Database } from '../db/database.js';
 import { createAgpRuntime, parseBusinesses, type AgpRuntime } from '../agp/index.js';
 import { createAgpTokenStore } from '../db/agp-store.js';
@@ -208,9 +210,11 @@ export function createServices(options: ServicesOptions) {
     requests: createRequestIdentity({ proposals, store: createRequestIdentityStore(options.database.db), clock }),
     followUps: createFollowUpService({ store, clock, operation: (name) => operations.get(name), chatPlatforms, onChange }),
     grants: createGrantService({ store, clock, operation: (name) => operations.get(name), proposals, grants: createGrantReader(options.database.db) }),
-    agents: createAgentService({ store, clock, knownOperations: () => [...operations.keys()], operations: () => [...operations.values()] }),
+    agents: createAgentService({ store, clock, knownOperations: () => [...operations.keys()], operations: () => [...operations.values()], identities }),
     audit: createAuditService(store, clock, options.auditCheckpoints),
     passkeyStore,
+    /** Emailed decision links and the mails that carried them (src/email). */
+    emailStore: createEmailStore(options.database.db),
     passkeys: createPasskeyService({ store: passkeyStore, clock, people }),
     auditLog: createAuditLog(options.database.db),
     consoleAuth: createConsoleAuth({ sessions: createConsoleSessionStore(options.database.db), clock }),

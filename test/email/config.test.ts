@@ -1,7 +1,9 @@
 import { describe, expect, it } from 'vitest';
 import { parseConfig } from '../../src/config/config-file.js';
 import { ConfigError } from '../../src/config/errors.js';
-import { parseIdentity, parsePersonIdentity } from '../../src/core/identity.js';
+import { identities } from '../../src/platforms/index.js';
+
+const { parseIdentity, parsePersonIdentity } = identities;
 
 const operation = (approvers: string) => `
 operations:
@@ -29,14 +31,11 @@ describe('email: identities and the operations they put on email', () => {
     }
   });
 
-  it('mails an operation that names an email: approver, and only such an operation', () => {
-    const config = parseConfig(`${operation('["email:alice@example.com", web:bob]')}`, {}, 'test.yaml');
-    expect(config.operations[0]?.approval.email).toEqual({ channel: 'approvers' });
+  it('mails an operation whose approval has an email part', () => {
+    const config = parseConfig(operation('["email:alice@example.com", web:bob], email: {}'), {}, 'test.yaml');
+    expect(config.operations[0]?.approval.email).toEqual({});
     const webOnly = parseConfig(operation('[web:bob]'), {}, 'test.yaml');
     expect(webOnly.operations[0]?.approval.email).toBeUndefined();
-    // Escalated to someone by mail: the escalation's sync mails them.
-    const escalated = parseConfig(operation('[web:bob], escalate: { after: 10m, approvers: ["email:carol@example.com"] }'), {}, 'test.yaml');
-    expect(escalated.operations[0]?.approval.email).toEqual({ channel: 'approvers' });
   });
 
   it('refuses a malformed address, naming the field and the forms', () => {
@@ -45,7 +44,7 @@ describe('email: identities and the operations they put on email', () => {
       expect.unreachable('a malformed address was accepted');
     } catch (error) {
       expect(error).toBeInstanceOf(ConfigError);
-      expect((error as ConfigError).issues[0]).toMatch(/^operations\[0\]\.approval\.approvers\[0\]: expected .* or email:<address>$/);
+      expect((error as ConfigError).issues[0]).toMatch(/^operations\[0\]\.approval\.approvers\[0\]: expected .*email:<address>/);
     }
   });
 });

@@ -75,6 +75,7 @@ operations:
     approval:
       approvers: ["${ALICE}", "${BOB}", "${CAROL}"]
       quorum: 1
+      email: {}
     commit: on_approve
     executor: { type: http, url: "${downstreamUrl}/upgrade", secret: "${DOWNSTREAM_SECRET}", timeout: 5s }
   - name: rotate_keys
@@ -89,6 +90,7 @@ operations:
     approval:
       approvers: ["${ALICE}"]
       quorum: 1
+      email: {}
     commit: on_approve
     executor: { type: echo }
   - name: close_account
@@ -102,6 +104,7 @@ operations:
     approval:
       approvers: ["${ALICE}", web:alice, "${BOB}"]
       quorum: 2
+      email: {}
     commit: on_approve
     executor: { type: echo }
   - name: purge_backups
@@ -116,6 +119,7 @@ operations:
     approval:
       approvers: ["${ALICE}", "${BOB}"]
       quorum: 2
+      email: {}
       remind: [2m]
       escalate: { after: 4m, approvers: ["email:dave@example.com"] }
     commit: on_approve
