@@ -24,6 +24,8 @@ function rules(now: Date): Array<{ table: string; where: SQL }> {
     // AGP tokens outlive their expiry by a day so a late execute still gets "expired", not "invalid".
     { table: 'agp_tokens', where: sql`expires_at <= ${at(dayAgo)}` },
     { table: 'approver_links', where: sql`expires_at <= ${at(now)}` },
+    // A mailed link outlives its proposal by a day, so a late click reads "expired", not "unknown".
+    { table: 'email_links', where: sql`expires_at <= ${at(dayAgo)}` },
     // A passkey challenge is worth nothing once expired: the approval that spent one keeps its nonce.
     { table: 'passkey_challenges', where: sql`expires_at <= ${at(now)}` },
     { table: 'console_sessions', where: sql`expires_at <= ${at(now)} or revoked_at <= ${at(dayAgo)}` },

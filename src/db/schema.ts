@@ -253,6 +253,43 @@ export const approverLinks = pgTable('approver_links', {
   usedAt: instant('used_at'),
 });
 
+/**
+ * Emailed decision links (src/email): one per approver per mail, bound to the proposal's binding hash;
+ * the mail holds the token, this table only its SHA-256.
+ */
+export const emailLinks = pgTable(
+  'email_links',
+  {
+    tokenHash: text('token_hash').primaryKey(),
+    proposalId: text('proposal_id')
+      .notNull()
+      .references(() => proposals.id),
+    approver: text('approver').notNull(),
+    bindingHash: text('binding_hash').notNull(),
+    expiresAt: instant('expires_at').notNull(),
+    usedAt: instant('used_at'),
+    createdAt: instant('created_at').notNull(),
+  },
+  (table) => [index('email_links_proposal_idx').on(table.proposalId)],
+);
+
+/** The approval mail of a proposal to one recipient: its Message-ID, which the outcome replies to. */
+export const emailMessages = pgTable(
+  'email_messages',
+  {
+    proposalId: text('proposal_id')
+      .notNull()
+      .references(() => proposals.id),
+    recipient: text('recipient').notNull(),
+    messageId: text('message_id').notNull(),
+    subject: text('subject').notNull(),
+    sentAt: instant('sent_at'),
+    outcomeSentAt: instant('outcome_sent_at'),
+    createdAt: instant('created_at').notNull(),
+  },
+  (table) => [primaryKey({ columns: [table.proposalId, table.recipient] })],
+);
+
 /** Web console sessions; the cookie holds the secret, the table only its hash. */
 export const consoleSessions = pgTable(
   'console_sessions',
@@ -408,6 +445,8 @@ export const schema = {
   agpTokens,
   idempotencyKeys,
   approverLinks,
+  emailLinks,
+  emailMessages,
   consoleSessions,
   requestIdentities,
   mcpClients,

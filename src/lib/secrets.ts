@@ -7,6 +7,8 @@ export const secretPatterns: readonly RegExp[] = [
   // Callback secrets: standard base64 (Standard Webhooks); base64url from earlier versions.
   /whsec_[A-Za-z0-9+/_=-]{8,}/g,
   /tk_link_[A-Za-z0-9_-]{8,}/g,
+  // An emailed decision link's token: in the request line of its confirm page by design.
+  /tk_mail_[A-Za-z0-9_-]{8,}/g,
   /xox[abposr]-[A-Za-z0-9-]{6,}/g,
   /xapp-[A-Za-z0-9-]{6,}/g,
   /https:\/\/hooks\.slack\.com\/[^\s"'\\]+/g,

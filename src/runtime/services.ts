@@ -14,6 +14,7 @@ import { createGrantService } from '../core/grant-service.js';
 import { createFollowUpService } from '../core/follow-ups.js';
 import { identities } from '../platforms/index.js';
 import { createGrantReader } from '../db/grants-store.js';
+import { createEmailStore } from '../db/email-store.js';
 import type { Database } from '../db/database.js';
 import { createAgpRuntime, parseBusinesses, type AgpRuntime } from '../agp/index.js';
 import { createAgpTokenStore } from '../db/agp-store.js';
@@ -212,6 +213,8 @@ export function createServices(options: ServicesOptions) {
     agents: createAgentService({ store, clock, knownOperations: () => [...operations.keys()], operations: () => [...operations.values()], identities }),
     audit: createAuditService(store, clock, options.auditCheckpoints),
     passkeyStore,
+    /** Emailed decision links and the mails that carried them (src/email). */
+    emailStore: createEmailStore(options.database.db),
     passkeys: createPasskeyService({ store: passkeyStore, clock, people }),
     auditLog: createAuditLog(options.database.db),
     consoleAuth: createConsoleAuth({ sessions: createConsoleSessionStore(options.database.db), clock }),

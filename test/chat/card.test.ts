@@ -4,6 +4,7 @@ import type { ProposalMessageView } from '../../src/chat/types.js';
 import { compileSummaryTemplate } from '../../src/config/summary-template.js';
 import { cardToHtml } from '../../src/console/views/card-html.js';
 import { cardToDiscord, followUpToDiscord } from '../../src/discord/message.js';
+import { cardToEmail, followUpToEmail } from '../../src/email/message.js';
 import { cardToBlockKit, followUpToSlack } from '../../src/slack/blocks.js';
 
 const now = new Date('2026-11-22T10:00:00.000Z');
@@ -38,11 +39,22 @@ const converters: Array<{ name: string; render(card: ApprovalCard): string; show
   { name: 'Discord', render: (card) => JSON.stringify(cardToDiscord(card)), showsActions: true },
   // The console's buttons are forms of the signed-in viewer (console tests cover them); the card body is the converter.
   { name: 'console', render: (card) => cardToHtml(card, now).value, showsActions: false },
+  // A mail's subject and HTML body (its plain-text body is plain text: nothing in it formats, so
+  // nothing is escaped; test/email/message.test.ts holds it to the same words). Its buttons are links.
+  {
+    name: 'email',
+    render: (card) => {
+      const mail = cardToEmail(card, { approve: 'https://twokey.example/email/approve/p/t', reject: 'https://twokey.example/email/reject/p/t' });
+      return `${mail.subject}\n${mail.html}`;
+    },
+    showsActions: false,
+  },
 ];
 
 const followUpConverters: Array<{ name: string; render(card: FollowUpCard): string }> = [
   { name: 'Slack', render: followUpToSlack },
   { name: 'Discord', render: (card) => followUpToDiscord(card).content },
+  { name: 'email', render: (card) => followUpToEmail(card).text },
 ];
 
 describe('one approval card, worded once, rendered by every channel', () => {

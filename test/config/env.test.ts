@@ -22,6 +22,8 @@ describe('loadEnv', () => {
       SLACK_API_URL: 'https://slack.com/api/',
       DISCORD_GATEWAY: false,
       DISCORD_API_URL: 'https://discord.com/api',
+      TWOKEY_SMTP_PORT: 587,
+      TWOKEY_SMTP_SECURE: 'starttls',
       AGENR_EXECUTE_POLICY: 'open',
       AGENR_MAX_EXECUTE_AMOUNT: 100,
       TWOKEY_MAX_LONG_POLLS_PER_AGENT: 20,
@@ -200,5 +202,29 @@ describe('loadEnv: Discord settings go together', () => {
     expect(() => loadEnv({ TWOKEY_MAX_PENDING_PER_AGENT: '0' })).toThrow(/TWOKEY_MAX_PENDING_PER_AGENT: expected an integer between 1 and 1000000/);
     expect(() => loadEnv({ TWOKEY_IDEMPOTENCY_MAX_RESPONSE_BYTES: '10' })).toThrow(/TWOKEY_IDEMPOTENCY_MAX_RESPONSE_BYTES/);
     expect(loadEnv({ TWOKEY_MAX_LONG_POLLS_PER_AGENT: '5' }).TWOKEY_MAX_LONG_POLLS_PER_AGENT).toBe(5);
+  });
+});
+
+describe('loadEnv: email settings go together', () => {
+  it('names what email needs besides the SMTP host', () => {
+    expect(envError({ TWOKEY_SMTP_HOST: 'smtp.example.com' }).issues).toEqual([
+      'TWOKEY_EMAIL_FROM: required when TWOKEY_SMTP_HOST is set',
+      'TWOKEY_PUBLIC_URL: required when TWOKEY_SMTP_HOST is set (approval mails link to it)',
+    ]);
+    expect(envError({ TWOKEY_SMTP_PASSWORD: 'pw' }).issues).toEqual(['TWOKEY_SMTP_USER: required when TWOKEY_SMTP_PASSWORD is set']);
+  });
+
+  it('checks the security mode, the port and the From address', () => {
+    const env = loadEnv({
+      TWOKEY_SMTP_HOST: 'smtp.example.com',
+      TWOKEY_SMTP_PORT: '465',
+      TWOKEY_SMTP_SECURE: 'tls',
+      TWOKEY_EMAIL_FROM: 'twokey <approvals@example.com>',
+      TWOKEY_PUBLIC_URL: 'https://twokey.example.com',
+    });
+    expect(env).toMatchObject({ TWOKEY_SMTP_PORT: 465, TWOKEY_SMTP_SECURE: 'tls', TWOKEY_EMAIL_FROM: 'twokey <approvals@example.com>' });
+    expect(envError({ TWOKEY_SMTP_SECURE: 'ssl' }).issues).toEqual(['TWOKEY_SMTP_SECURE: expected one of: tls, starttls, none']);
+    expect(envError({ TWOKEY_SMTP_PORT: '0' }).issues).toEqual(['TWOKEY_SMTP_PORT: expected a port between 1 and 65535']);
+    expect(envError({ TWOKEY_EMAIL_FROM: 'not an address' }).issues[0]).toMatch(/^TWOKEY_EMAIL_FROM: expected an address/);
   });
 });

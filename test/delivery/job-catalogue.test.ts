@@ -34,7 +34,7 @@ describe('job kinds and payloads, at compile time', () => {
       return handlers;
     };
     expect(compileOnly).toBeTypeOf('function');
-    expectTypeOf<JobPayloads['chat.sync']['platform']>().toEqualTypeOf<'slack' | 'discord'>();
+    expectTypeOf<JobPayloads['chat.sync']['platform']>().toEqualTypeOf<'slack' | 'discord' | 'email'>();
     expectTypeOf<JobPayloads['proposal.remind']>().toEqualTypeOf<{ proposalId: string; index: number }>();
     expectTypeOf<Extract<OutboxJobSpec, { kind: 'chat.followup' }>['payload']['kind']>().toEqualTypeOf<'remind' | 'escalate'>();
   });

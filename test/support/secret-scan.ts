@@ -4,7 +4,7 @@
  * here instead of hiding behind the same regular expression.
  */
 const SECRET_SHAPES: readonly RegExp[] = [
-  /tk_(?:conf|agent|link)_[A-Za-z0-9_-]{6,}/,
+  /tk_(?:conf|agent|link|mail)_[A-Za-z0-9_-]{6,}/,
   /whsec_[A-Za-z0-9+/_=-]{6,}/,
   /xox[a-z]-[A-Za-z0-9-]{4,}/,
   /xapp-[A-Za-z0-9-]{4,}/,
