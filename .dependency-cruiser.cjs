@@ -39,6 +39,7 @@ const ALLOWED = {
   console: ['lib', 'core', 'config', 'chat', 'http-kit', 'passkeys'],
   slack: ['lib', 'core', 'config', 'chat', 'outbox', 'http-kit'],
   discord: ['lib', 'core', 'config', 'chat', 'outbox', 'idempotency', 'http-kit'],
+  teams: ['lib', 'core', 'config', 'chat', 'outbox', 'http-kit'],
   admin: ['lib', 'core', 'policy', 'config', 'audit', 'outbox', 'console', 'passkeys'],
   client: [],
   db: ['lib', 'core'], // and the ports.ts of every folder above (rule `db-implements-ports`)

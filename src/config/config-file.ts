@@ -45,6 +45,8 @@ export interface OperationDefinition extends OperationSpec {
     quorum: number;
     slack?: { channel: string };
     discord?: { channel: string };
+    /** The Teams conversation the proposal's card is posted to (config `teams.conversation`). */
+    teams?: { channel: string };
     /** Delays after the proposal at which undecided approvers are pinged again. */
     remindMs: number[];
     escalate?: EscalationSettings;
@@ -243,12 +245,13 @@ function buildOperation(parsed: ParsedOperation, index: number, issues: string[]
 
 /** The approval section as the runtime reads it (durations in ms, reminders in order). */
 function approvalOf(parsed: z.output<typeof approvalSchema>): OperationDefinition['approval'] {
-  const { approvers, quorum, slack, discord, remind, escalate } = parsed;
+  const { approvers, quorum, slack, discord, teams, remind, escalate } = parsed;
   return {
     approvers,
     quorum,
     ...(slack ? { slack } : {}),
     ...(discord ? { discord } : {}),
+    ...(teams ? { teams: { channel: teams.conversation } } : {}),
     remindMs: [...remind].sort((a, b) => a - b),
     ...(escalate
       ? {
@@ -257,6 +260,7 @@ function approvalOf(parsed: z.output<typeof approvalSchema>): OperationDefinitio
             approvers: escalate.approvers,
             ...(escalate.slack ? { slack: escalate.slack } : {}),
             ...(escalate.discord ? { discord: escalate.discord } : {}),
+            ...(escalate.teams ? { teams: { channel: escalate.teams.conversation } } : {}),
           },
         }
       : {}),

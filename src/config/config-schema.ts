@@ -4,7 +4,7 @@ import { DISCORD_SNOWFLAKE, IDENTITY_FORMS, WEB_NAME, identityProblem } from '..
 import { parseDuration } from '../lib/duration.js';
 import { formatFieldPath } from './errors.js';
 import { consoleSchema } from './console-config.js';
-import { policySchemas } from './policy-config.js';
+import { policySchemas, teamsConversation } from './policy-config.js';
 
 /**
  * The shape of the config file, as zod schemas with messages a person can act on. The checks that
@@ -67,6 +67,7 @@ export const approvalSchema = z
         }),
       })
       .optional(),
+    teams: teamsConversation.optional(),
     remind: automatic.remind,
     escalate: automatic.escalate,
     approverRule: automatic.approverRule,

@@ -29,6 +29,18 @@ export interface Env {
   readonly DISCORD_PUBLIC_KEY?: string;
   readonly DISCORD_GATEWAY: boolean;
   readonly DISCORD_API_URL: string;
+  /** The Azure bot's app (client) id: the audience of the tokens Teams sends, and who twokey posts as. */
+  readonly TEAMS_APP_ID?: string;
+  /** The app's client secret: exchanged for the bot's tokens; never logged. */
+  readonly TEAMS_APP_PASSWORD?: string;
+  /** The Entra tenant of a single-tenant bot; unset: a multi-tenant bot (`botframework.com`). */
+  readonly TEAMS_TENANT_ID?: string;
+  /** Where the Bot Connector service is reached before an activity names its own `serviceUrl`. */
+  readonly TEAMS_SERVICE_URL: string;
+  /** The token endpoint of the client-credentials grant; derived from the tenant when unset. */
+  readonly TEAMS_TOKEN_URL?: string;
+  /** The Bot Framework's OpenID metadata, which names the issuer and the keys of inbound tokens. */
+  readonly TEAMS_OPENID_METADATA_URL: string;
   readonly AGENR_EXECUTE_POLICY: AgenrExecutePolicy;
   /** cents */
   readonly AGENR_MAX_EXECUTE_AMOUNT: number;
@@ -76,6 +88,9 @@ function integerString(min: number, max: number, error: string) {
     .transform(Number)
     .refine((n) => n >= min && n <= max, { error });
 }
+
+/** An Entra (Azure AD) id: app, tenant and object ids are GUIDs. */
+const GUID = /^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$/;
 
 function urlString(protocols: readonly string[], error: string) {
   return z.string().refine(
@@ -169,6 +184,20 @@ const envSchema = z.object({
     .default('false')
     .transform((v) => v === 'true'),
   DISCORD_API_URL: urlString(['http:', 'https:'], 'expected an http:// or https:// URL').default('https://discord.com/api'),
+  TEAMS_APP_ID: z
+    .string()
+    .regex(GUID, { error: 'expected the Azure bot\'s app id (a GUID)' })
+    .optional(),
+  TEAMS_APP_PASSWORD: z.string().optional(),
+  TEAMS_TENANT_ID: z
+    .string()
+    .regex(GUID, { error: 'expected an Entra tenant id (a GUID)' })
+    .optional(),
+  TEAMS_SERVICE_URL: urlString(['http:', 'https:'], 'expected an http:// or https:// URL').default('https://smba.trafficmanager.net/teams/'),
+  TEAMS_TOKEN_URL: urlString(['http:', 'https:'], 'expected an http:// or https:// URL').optional(),
+  TEAMS_OPENID_METADATA_URL: urlString(['http:', 'https:'], 'expected an http:// or https:// URL').default(
+    'https://login.botframework.com/v1/.well-known/openidconfiguration',
+  ),
   AGENR_EXECUTE_POLICY: z.enum(AGENR_EXECUTE_POLICIES, { error: 'expected one of: open, confirm, strict' }).default('open'),
   AGENR_MAX_EXECUTE_AMOUNT: integerString(0, Number.MAX_SAFE_INTEGER, 'expected a non-negative integer (cents)').default(100),
   TWOKEY_MCP_WAIT: integerString(0, 300, 'expected whole seconds between 0 and 300').default(50),
@@ -221,6 +250,9 @@ function crossVariableIssues(vars: Partial<Record<EnvName, string>>): string[] {
   if (vars.DISCORD_PUBLIC_KEY !== undefined && vars.DISCORD_BOT_TOKEN === undefined) {
     // Clicks would be verified but their messages could never be posted or edited.
     issues.push('DISCORD_BOT_TOKEN: required when DISCORD_PUBLIC_KEY is set');
+  }
+  if ((vars.TEAMS_APP_ID === undefined) !== (vars.TEAMS_APP_PASSWORD === undefined)) {
+    issues.push(vars.TEAMS_APP_ID === undefined ? 'TEAMS_APP_ID: required when TEAMS_APP_PASSWORD is set' : 'TEAMS_APP_PASSWORD: required when TEAMS_APP_ID is set');
   }
   return issues;
 }

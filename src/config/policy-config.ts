@@ -56,6 +56,7 @@ export function policySchemas(approverIdentity: z.ZodType<string>) {
     approvers: z.array(approverIdentity).min(1, { error: 'expected at least one approver' }),
     slack: z.strictObject({ channel: z.string().min(1) }).optional(),
     discord: z.strictObject({ channel: z.string().regex(/^\d{17,20}$/, { error: 'expected a Discord channel id (17 to 20 digits)' }) }).optional(),
+    teams: teamsConversation.optional(),
   });
   const approverRule = z.strictObject({
     when: z.string().min(1, { error: 'expected a CEL expression' }),
@@ -73,7 +74,22 @@ export function policySchemas(approverIdentity: z.ZodType<string>) {
 }
 
 export type GrantSettings = NonNullable<z.output<ReturnType<typeof policySchemas>['grants']>>;
-export type EscalationSettings = { afterMs: number; approvers: string[]; slack?: { channel: string }; discord?: { channel: string } };
+export type EscalationSettings = {
+  afterMs: number;
+  approvers: string[];
+  slack?: { channel: string };
+  discord?: { channel: string };
+  teams?: { channel: string };
+};
+
+/** Where a Teams card goes: a conversation id as Teams shows it (`19:…@thread.tacv2`, `a:…`). */
+export const teamsConversation = z.strictObject({
+  conversation: z
+    .string({ error: 'expected a Teams conversation id, e.g. "19:abc…@thread.tacv2"' })
+    .min(1)
+    .max(512)
+    .regex(/^[\x21-\x7E]+$/, { error: 'expected a Teams conversation id (no spaces), e.g. "19:abc…@thread.tacv2"' }),
+});
 
 export function buildPolicy(
   definitions: Parameters<typeof compilePolicy>[0],

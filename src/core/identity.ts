@@ -8,13 +8,15 @@
  * - `discord:user:<snowflake>` / `discord:role:<snowflake>`: a Discord snowflake is 17 to 20
  *   digits. Ids of 15–16 digits only existed in 2015 and are refused everywhere, so an id that
  *   could never click a button can never be an owner either.
+ * - `teams:<object id>`: a Microsoft Teams user by their Entra object id (`aadObjectId`), a GUID
+ *   in lower case as Teams sends it.
  * - `web:NAME`: a console person; NAME is 1–64 of letters, digits, `.`, `_`, `@`, `-`, starting
  *   with a letter or digit.
  * - `oidc:VALUE`: a person signed in to the console through the OpenID Connect issuer; VALUE is the
  *   claim the config names (`sub` by default, or `email`), 1–255 printable ASCII characters.
  * - `oidc:group:NAME`: a value of the issuer's groups claim.
  */
-export type IdentityKind = 'slack_user' | 'slack_group' | 'discord_user' | 'discord_role' | 'web' | 'oidc_user' | 'oidc_group';
+export type IdentityKind = 'slack_user' | 'slack_group' | 'discord_user' | 'discord_role' | 'teams_user' | 'web' | 'oidc_user' | 'oidc_group';
 
 export interface Identity {
   kind: IdentityKind;
@@ -27,6 +29,7 @@ export interface Identity {
 export const SLACK_USER_ID = /^[UW][A-Z0-9]{1,31}$/;
 export const SLACK_GROUP_ID = /^S[A-Z0-9]{1,31}$/;
 export const DISCORD_SNOWFLAKE = /^\d{17,20}$/;
+export const ENTRA_OBJECT_ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 export const WEB_NAME = /^[A-Za-z0-9][A-Za-z0-9._@-]{0,63}$/;
 /** A claim value as an identity: printable ASCII without spaces, so it reads the same in every log and config. */
 export const OIDC_VALUE = /^[\x21-\x7E]{1,255}$/;
@@ -36,15 +39,16 @@ const PREFIXES: ReadonlyArray<[IdentityKind, string, RegExp]> = [
   ['slack_user', 'slack:', SLACK_USER_ID],
   ['discord_user', 'discord:user:', DISCORD_SNOWFLAKE],
   ['discord_role', 'discord:role:', DISCORD_SNOWFLAKE],
+  ['teams_user', 'teams:', ENTRA_OBJECT_ID],
   ['web', 'web:', WEB_NAME],
   ['oidc_group', 'oidc:group:', OIDC_VALUE],
   ['oidc_user', 'oidc:', OIDC_VALUE],
 ];
 
 /** Every form, for error messages. */
-export const IDENTITY_FORMS = 'slack:U…, slack:W…, slack:group:S…, discord:user:<id>, discord:role:<id>, web:<name>, oidc:<claim> or oidc:group:<name>';
+export const IDENTITY_FORMS = 'slack:U…, slack:W…, slack:group:S…, discord:user:<id>, discord:role:<id>, teams:<object id>, web:<name>, oidc:<claim> or oidc:group:<name>';
 /** The forms that name one person (who can click), for owners, `--as` and people. */
-export const PERSON_FORMS = 'slack:U…, slack:W…, discord:user:<id>, web:<name> or oidc:<claim>';
+export const PERSON_FORMS = 'slack:U…, slack:W…, discord:user:<id>, teams:<object id>, web:<name> or oidc:<claim>';
 
 /** The identity a text names, or null when it is not one. */
 export function parseIdentity(text: unknown): Identity | null {
@@ -59,7 +63,7 @@ export function parseIdentity(text: unknown): Identity | null {
 }
 
 /** Groups and roles hold any number of people; every other identity is one person. */
-export const isPersonKind = (kind: IdentityKind): boolean => kind === 'slack_user' || kind === 'discord_user' || kind === 'web' || kind === 'oidc_user';
+export const isPersonKind = (kind: IdentityKind): boolean => kind === 'slack_user' || kind === 'discord_user' || kind === 'teams_user' || kind === 'web' || kind === 'oidc_user';
 
 /** The identity if the text names one person (not a group or role), else null. */
 export function parsePersonIdentity(text: unknown): Identity | null {
@@ -79,6 +83,11 @@ export const slackUserIdentity = (userId: string): string => `slack:${userId}`;
 export const slackGroupIdentity = (groupId: string): string => `slack:group:${groupId}`;
 export const discordUserIdentity = (userId: string): string => `discord:user:${userId}`;
 export const discordRoleIdentity = (roleId: string): string => `discord:role:${roleId}`;
+/** A Teams user's identity, or null when the object id is not a GUID. */
+export const teamsUserIdentity = (aadObjectId: string): string | null => {
+  const id = aadObjectId.toLowerCase();
+  return ENTRA_OBJECT_ID.test(id) ? `teams:${id}` : null;
+};
 
 /**
  * The identity of a person the issuer vouched for, or null when the claim value cannot be one (empty,

@@ -10,7 +10,7 @@ import { FINAL_STATUSES } from './model.js';
  */
 
 /** The chat platforms a job may name; the core knows them by name only. */
-export const chatPlatformNames = ['slack', 'discord'] as const;
+export const chatPlatformNames = ['slack', 'discord', 'teams'] as const;
 export type ChatPlatformName = (typeof chatPlatformNames)[number];
 
 const proposalId = z.string().min(1);
@@ -58,6 +58,18 @@ const discordClick = z.discriminatedUnion('action', [
   }),
 ]);
 
+/**
+ * A Teams card action (Action.Execute) as it is stored before the invoke is answered: who (the
+ * Entra object id Teams vouched for in the signed activity), what, and the card's inputs. Nothing
+ * of the activity is kept: its outcome goes back in the invoke's own response, or shows on the card.
+ */
+const teamsClickBase = { proposalId, decider: z.object({ identity: z.string(), via: z.literal('teams') }), activityId: z.string(), receivedAt: z.string() };
+const teamsClick = z.discriminatedUnion('action', [
+  z.object({ action: z.enum(['approve', 'retry']), ...teamsClickBase }),
+  z.object({ action: z.literal('reject'), ...teamsClickBase, reason: z.string().nullable() }),
+  z.object({ action: z.literal('grant'), ...teamsClickBase, grant: grantChoice }),
+]);
+
 /** Every job kind, by its stored name, and what its payload holds. */
 export const jobPayloadSchemas = {
   /** Posts the proposal's message on a platform, or edits it to the proposal's state when it runs. */
@@ -88,6 +100,7 @@ export const jobPayloadSchemas = {
   }),
   'slack.click': slackClick,
   'discord.click': discordClick,
+  'teams.click': teamsClick,
 } as const;
 
 type Schemas = typeof jobPayloadSchemas;

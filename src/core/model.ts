@@ -171,8 +171,10 @@ export interface OperationSpec extends OperationFields {
     /** Where the proposal's message is posted, per chat platform; none: not on that platform. */
     slack?: { channel: string };
     discord?: { channel: string };
+    /** Teams: the conversation id (config `approval.teams.conversation`). */
+    teams?: { channel: string };
     remindMs?: number[];
-    escalate?: { afterMs: number; approvers: string[]; slack?: { channel: string }; discord?: { channel: string } };
+    escalate?: { afterMs: number; approvers: string[]; slack?: { channel: string }; discord?: { channel: string }; teams?: { channel: string } };
     /** Who among the approvers may approve this proposal: checked at every click, after the approvers list. */
     approverRule?: ApproverRule;
   };

@@ -12,7 +12,8 @@ import type { OutboxLane } from './worker.js';
 /** The job kinds of stored clicks; both run in the `clicks` lane. */
 export const SLACK_CLICK_JOB = 'slack.click';
 export const DISCORD_CLICK_JOB = 'discord.click';
-export type ClickJobKind = typeof SLACK_CLICK_JOB | typeof DISCORD_CLICK_JOB;
+export const TEAMS_CLICK_JOB = 'teams.click';
+export type ClickJobKind = typeof SLACK_CLICK_JOB | typeof DISCORD_CLICK_JOB | typeof TEAMS_CLICK_JOB;
 
 /**
  * How long a stored click's run holds its claim before another process may take it over: renewed
@@ -40,7 +41,7 @@ export const CLICK_MAX_ATTEMPTS = 12;
 export function clickLane(concurrency: number, admit?: OutboxLane['admit']): OutboxLane {
   return {
     name: 'clicks',
-    kinds: [SLACK_CLICK_JOB, DISCORD_CLICK_JOB],
+    kinds: [SLACK_CLICK_JOB, DISCORD_CLICK_JOB, TEAMS_CLICK_JOB],
     concurrency,
     renewedLeaseMs: CLICK_LEASE_MS,
     handlerDeadlineMs: CLICK_HANDLER_DEADLINE_MS,

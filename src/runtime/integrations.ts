@@ -28,5 +28,9 @@ export async function chatFromEnvironment(env: Env, services: Services, wiring: 
     const { createDiscordIntegration } = await import('../discord/index.js');
     integrations.push(createDiscordIntegration({ env, services, logger, elect: wiring.elect }));
   }
+  if (env.TEAMS_APP_ID && env.TEAMS_APP_PASSWORD) {
+    const { createTeamsIntegration } = await import('../teams/index.js');
+    integrations.push(createTeamsIntegration({ env, services, logger }));
+  }
   return integrations;
 }
