@@ -184,15 +184,9 @@ const envSchema = z.object({
     .default('false')
     .transform((v) => v === 'true'),
   DISCORD_API_URL: urlString(['http:', 'https:'], 'expected an http:// or https:// URL').default('https://discord.com/api'),
-  TEAMS_APP_ID: z
-    .string()
-    .regex(GUID, { error: 'expected the Azure bot\'s app id (a GUID)' })
-    .optional(),
+  TEAMS_APP_ID: z.string().regex(GUID, { error: "expected the Azure bot's app id (a GUID)" }).optional(),
   TEAMS_APP_PASSWORD: z.string().optional(),
-  TEAMS_TENANT_ID: z
-    .string()
-    .regex(GUID, { error: 'expected an Entra tenant id (a GUID)' })
-    .optional(),
+  TEAMS_TENANT_ID: z.string().regex(GUID, { error: 'expected an Entra tenant id (a GUID)' }).optional(),
   TEAMS_SERVICE_URL: urlString(['http:', 'https:'], 'expected an http:// or https:// URL').default('https://smba.trafficmanager.net/teams/'),
   TEAMS_TOKEN_URL: urlString(['http:', 'https:'], 'expected an http:// or https:// URL').optional(),
   TEAMS_OPENID_METADATA_URL: urlString(['http:', 'https:'], 'expected an http:// or https:// URL').default(
@@ -252,7 +246,9 @@ function crossVariableIssues(vars: Partial<Record<EnvName, string>>): string[] {
     issues.push('DISCORD_BOT_TOKEN: required when DISCORD_PUBLIC_KEY is set');
   }
   if ((vars.TEAMS_APP_ID === undefined) !== (vars.TEAMS_APP_PASSWORD === undefined)) {
-    issues.push(vars.TEAMS_APP_ID === undefined ? 'TEAMS_APP_ID: required when TEAMS_APP_PASSWORD is set' : 'TEAMS_APP_PASSWORD: required when TEAMS_APP_ID is set');
+    issues.push(
+      vars.TEAMS_APP_ID === undefined ? 'TEAMS_APP_ID: required when TEAMS_APP_PASSWORD is set' : 'TEAMS_APP_PASSWORD: required when TEAMS_APP_ID is set',
+    );
   }
   return issues;
 }

@@ -46,7 +46,8 @@ const PREFIXES: ReadonlyArray<[IdentityKind, string, RegExp]> = [
 ];
 
 /** Every form, for error messages. */
-export const IDENTITY_FORMS = 'slack:U…, slack:W…, slack:group:S…, discord:user:<id>, discord:role:<id>, teams:<object id>, web:<name>, oidc:<claim> or oidc:group:<name>';
+export const IDENTITY_FORMS =
+  'slack:U…, slack:W…, slack:group:S…, discord:user:<id>, discord:role:<id>, teams:<object id>, web:<name>, oidc:<claim> or oidc:group:<name>';
 /** The forms that name one person (who can click), for owners, `--as` and people. */
 export const PERSON_FORMS = 'slack:U…, slack:W…, discord:user:<id>, teams:<object id>, web:<name> or oidc:<claim>';
 
@@ -63,7 +64,8 @@ export function parseIdentity(text: unknown): Identity | null {
 }
 
 /** Groups and roles hold any number of people; every other identity is one person. */
-export const isPersonKind = (kind: IdentityKind): boolean => kind === 'slack_user' || kind === 'discord_user' || kind === 'teams_user' || kind === 'web' || kind === 'oidc_user';
+export const isPersonKind = (kind: IdentityKind): boolean =>
+  kind === 'slack_user' || kind === 'discord_user' || kind === 'teams_user' || kind === 'web' || kind === 'oidc_user';
 
 /** The identity if the text names one person (not a group or role), else null. */
 export function parsePersonIdentity(text: unknown): Identity | null {

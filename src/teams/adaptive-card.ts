@@ -1,4 +1,14 @@
-import { approvalCard, fitSummary, followUpCard, type ApprovalCard, type CardAction, type CardLine, type CardText, type CardTone, type FollowUpCard } from '../chat/card.js';
+import {
+  approvalCard,
+  fitSummary,
+  followUpCard,
+  type ApprovalCard,
+  type CardAction,
+  type CardLine,
+  type CardText,
+  type CardTone,
+  type FollowUpCard,
+} from '../chat/card.js';
 import type { ChatFollowUp, ProposalMessageView } from '../chat/types.js';
 
 /**
@@ -147,10 +157,7 @@ function cardActions(card: ApprovalCard): Json[] {
         if (!action.confirm) return execute;
         return showCard(
           action.label,
-          [
-            { type: 'TextBlock', text: action.confirm.title, weight: 'Bolder', wrap: true },
-            richText([run(fitSummary(card, LIMIT.summary))]),
-          ],
+          [{ type: 'TextBlock', text: action.confirm.title, weight: 'Bolder', wrap: true }, richText([run(fitSummary(card, LIMIT.summary))])],
           [execute],
           'positive',
         );
@@ -174,7 +181,11 @@ function fieldRows(card: ApprovalCard): Json[] {
 /** The card as an Adaptive Card (an attachment's `content`). */
 export function cardToAdaptiveCard(card: ApprovalCard): Json {
   const header: Json[] = [
-    richText([run(`${TONE_SYMBOL[card.tone]} `), run(card.title, { weight: 'Bolder', size: 'Medium' }), run(` · ${card.state}`, { color: TONE_COLOUR[card.tone] })]),
+    richText([
+      run(`${TONE_SYMBOL[card.tone]} `),
+      run(card.title, { weight: 'Bolder', size: 'Medium' }),
+      run(` · ${card.state}`, { color: TONE_COLOUR[card.tone] }),
+    ]),
   ];
   const body: Json[] =
     card.layout === 'compact'

@@ -25,8 +25,7 @@ export interface BotConnectorOptions {
 export const BOT_FRAMEWORK_SCOPE = 'https://api.botframework.com/.default';
 
 /** The token endpoint of a tenant; `botframework.com` for a multi-tenant bot. */
-export const tokenUrlFor = (tenantId: string | undefined): string =>
-  `https://login.microsoftonline.com/${tenantId ?? 'botframework.com'}/oauth2/v2.0/token`;
+export const tokenUrlFor = (tenantId: string | undefined): string => `https://login.microsoftonline.com/${tenantId ?? 'botframework.com'}/oauth2/v2.0/token`;
 
 /** A token is renewed this long before it expires, so none expires on its way. */
 const TOKEN_MARGIN_MS = 5 * 60_000;
@@ -71,7 +70,11 @@ export function createBotConnector(options: BotConnectorOptions): BotConnector {
       client_secret: options.appPassword,
       scope: BOT_FRAMEWORK_SCOPE,
     });
-    const response = await send(options.tokenUrl, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: body.toString() }, 'the token endpoint');
+    const response = await send(
+      options.tokenUrl,
+      { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: body.toString() },
+      'the token endpoint',
+    );
     if (!response.ok) {
       // Entra's error body can echo the request; only the status and its error code are kept.
       const code = await response

@@ -94,7 +94,12 @@ export function createInvokeHandler(options: InvokeHandlerOptions) {
       return invokeMessage(INBOX_UNAVAILABLE_WORDS);
     }
     if (checked.refusal) return invokeMessage(checked.refusal);
-    const base = { proposalId, decider: { identity: decider.identity, via: 'teams' as const }, activityId: meta.id, receivedAt: services.clock().toISOString() };
+    const base = {
+      proposalId,
+      decider: { identity: decider.identity, via: 'teams' as const },
+      activityId: meta.id,
+      receivedAt: services.clock().toISOString(),
+    };
     const click: JobPayloadInputs['teams.click'] =
       action === 'reject'
         ? { ...base, action, reason }

@@ -33,7 +33,9 @@ describe('the approval card as an Adaptive Card', () => {
     expect(approve).toMatchObject({ type: 'Action.ShowCard', title: 'Approve' });
     expect(JSON.stringify(approve.card.body)).toContain('Approve this payment?');
     expect(JSON.stringify(approve.card.body)).toContain('argus wants to refund $12.00 to acme.');
-    expect(approve.card.actions).toEqual([expect.objectContaining({ type: 'Action.Execute', verb: 'twokey.approve', data: { proposalId: 'prp_TEAMSTEAMSTEAMS' } })]);
+    expect(approve.card.actions).toEqual([
+      expect.objectContaining({ type: 'Action.Execute', verb: 'twokey.approve', data: { proposalId: 'prp_TEAMSTEAMSTEAMS' } }),
+    ]);
   });
 
   it('a decision by a rule is compact, with nothing to press; a failure offers Retry', () => {

@@ -1,7 +1,20 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { drivers } from '../support/database.js';
 import { startFakeDownstream, type FakeDownstream } from '../support/fake-downstream.js';
-import { ALICE, APP_ID, BOB, CONVERSATION, MALLORY, OWNER, cardAction, cardContent, eventually, executeActions, startTeamsTwokey, type TeamsTwokey } from './helpers.js';
+import {
+  ALICE,
+  APP_ID,
+  BOB,
+  CONVERSATION,
+  MALLORY,
+  OWNER,
+  cardAction,
+  cardContent,
+  eventually,
+  executeActions,
+  startTeamsTwokey,
+  type TeamsTwokey,
+} from './helpers.js';
 
 const EXECUTOR_SECRET = 'teams-executor-secret-0123456789';
 
@@ -61,7 +74,10 @@ describe.each(drivers)('Teams: cards and clicks (%s)', (driver) => {
     const before = downstream.requests.length;
 
     const answer = await t.click('twokey.approve', { proposalId: id }, ALICE);
-    expect(answer).toEqual({ status: 200, body: { statusCode: 200, type: 'application/vnd.microsoft.activity.message', value: expect.stringContaining('You approved') } });
+    expect(answer).toEqual({
+      status: 200,
+      body: { statusCode: 200, type: 'application/vnd.microsoft.activity.message', value: expect.stringContaining('You approved') },
+    });
     expect(t.stored.filter((click) => click.proposalId === id)).toHaveLength(1);
     await eventually(async () => expect((await t.twokey.services.proposals.get(id)).status).toBe('committed'));
 
@@ -141,7 +157,9 @@ describe.each(drivers)('Teams: cards and clicks (%s)', (driver) => {
       expect({ name, status: response.status, body: response.body }).toEqual({ name, status: 401, body: null });
     }
     // An activity pointing at another service, with a token for the real one.
-    const redirected = await t.post(cardAction('twokey.approve', { proposalId: id }, { aadObjectId: ALICE }, t.fake, { serviceUrl: 'https://smba.example.test/teams/' }));
+    const redirected = await t.post(
+      cardAction('twokey.approve', { proposalId: id }, { aadObjectId: ALICE }, t.fake, { serviceUrl: 'https://smba.example.test/teams/' }),
+    );
     expect(redirected.status).toBe(401);
     expect(t.stored.filter((click) => click.proposalId === id)).toEqual([]);
     expect((await t.twokey.services.proposals.get(id)).status).toBe('pending');
@@ -161,6 +179,8 @@ describe.each(drivers)('Teams: cards and clicks (%s)', (driver) => {
 
   it('the app password reaches the token endpoint only', async () => {
     // The suite's close scans logs, answers and everything the fake received for it; here, the calls' headers too.
-    expect(t.fake.calls.every((call) => !JSON.stringify(call).includes(t.twokey.secrets.find((secret) => secret.startsWith('teams-app-password'))!))).toBe(true);
+    expect(t.fake.calls.every((call) => !JSON.stringify(call).includes(t.twokey.secrets.find((secret) => secret.startsWith('teams-app-password'))!))).toBe(
+      true,
+    );
   });
 });

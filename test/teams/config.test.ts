@@ -58,7 +58,10 @@ describe('Teams in the configuration', () => {
   it('a Teams identity is one person, linkable under people: so quorum counts them once', () => {
     expect(parseIdentity(`teams:${ALICE}`)).toEqual({ kind: 'teams_user', id: ALICE, text: `teams:${ALICE}` });
     const parsed = parseConfig(
-      config(`      approvers: [teams:${ALICE}, web:alice, web:bob]\n      quorum: 2`, `people:\n  - { name: alice, identities: [web:alice, "teams:${ALICE}"] }\n`),
+      config(
+        `      approvers: [teams:${ALICE}, web:alice, web:bob]\n      quorum: 2`,
+        `people:\n  - { name: alice, identities: [web:alice, "teams:${ALICE}"] }\n`,
+      ),
       {},
       'test.yaml',
     );

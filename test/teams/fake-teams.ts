@@ -87,7 +87,12 @@ export async function startFakeTeams(options: { appId: string; appPassword: stri
       const activityId = match[2] ? decodeURIComponent(match[2]) : undefined;
       const body = raw ? JSON.parse(raw) : null;
       const authorization = request.headers.authorization;
-      calls.push({ method: request.method ?? '', path: `/v3/conversations/${conversationId}/activities${activityId ? `/${activityId}` : ''}`, authorization, body });
+      calls.push({
+        method: request.method ?? '',
+        path: `/v3/conversations/${conversationId}/activities${activityId ? `/${activityId}` : ''}`,
+        authorization,
+        body,
+      });
       if (!authorization?.startsWith('Bearer ') || !issued.has(authorization.slice(7))) return send(401, { message: 'Authorization has been denied' });
       if (request.method === 'POST') {
         const id = `1${Date.now()}${randomBytes(2).readUInt16BE()}`;

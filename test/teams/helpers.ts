@@ -38,7 +38,11 @@ export function cardAction(
     id: overrides.id ?? `f:${randomBytes(8).readBigUInt64BE()}`,
     channelId: 'msteams',
     serviceUrl: overrides.serviceUrl ?? fake.serviceUrl,
-    from: { id: `29:1${randomBytes(20).toString('base64url')}`, name: clicker.name ?? 'Someone', ...(clicker.aadObjectId ? { aadObjectId: clicker.aadObjectId } : {}) },
+    from: {
+      id: `29:1${randomBytes(20).toString('base64url')}`,
+      name: clicker.name ?? 'Someone',
+      ...(clicker.aadObjectId ? { aadObjectId: clicker.aadObjectId } : {}),
+    },
     conversation: { isGroup: true, conversationType: 'channel', tenantId: TENANT_ID, id: `${CONVERSATION};messageid=1700000000000` },
     recipient: { id: `28:${APP_ID}`, name: 'twokey' },
     entities: [{ type: 'clientInfo', locale: 'en-US', country: 'US', platform: 'Web', timezone: 'Europe/London' }],
