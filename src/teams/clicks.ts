@@ -1,4 +1,6 @@
 import type { FastifyBaseLogger } from 'fastify';
+import { CARD_WORDS } from '../chat/card-words.js';
+import type { DecisionResult } from '../core/decisions.js';
 import { explainDecisionError, NOTHING_CHANGED, previewDecision, type DecisionAction } from '../core/decision-preview.js';
 import { isTwokeyError, TwokeyError } from '../core/errors.js';
 import type { JobHandler, JobPayloads } from '../core/jobs.js';
@@ -81,30 +83,37 @@ export interface TeamsClickJobOptions {
 export function createTeamsClickJob(options: TeamsClickJobOptions): JobHandler<'teams.click'> {
   const { services } = options;
 
-  async function decide(click: TeamsClick): Promise<void> {
+  /** What the clicker is told: a counted approval that leaves the quorum short says how many more it waits for. */
+  async function approvedWords(action: 'approve' | 'grant', result: DecisionResult): Promise<string> {
+    if (result.outcome !== 'counted' || result.proposal.status !== 'pending') return DECIDED_WORDS[action];
+    const count = (await services.store.listApprovals(result.proposal.id)).length;
+    const missing = Math.max(0, result.proposal.quorum - count);
+    return `You approved; ${CARD_WORDS.status.waiting(missing, CARD_WORDS.approvalsCount(count, result.proposal.quorum))}.`;
+  }
+
+  async function decide(click: TeamsClick): Promise<string> {
     const { proposalId, decider } = click;
     switch (click.action) {
       case 'approve':
-        await services.proposals.approve(proposalId, decider);
-        return;
+        return approvedWords('approve', await services.proposals.approve(proposalId, decider));
       case 'retry':
         await services.proposals.retry(proposalId, decider);
-        return;
+        return DECIDED_WORDS.retry;
       case 'reject':
         await services.proposals.reject(proposalId, decider, click.reason);
-        return;
+        return DECIDED_WORDS.reject;
       case 'grant': {
         if (!services.grants) throw new TwokeyError('invalid_request', 'This operation does not allow approving for a while');
-        const { grant } = await services.grants.approveAndGrant(proposalId, decider, click.grant);
-        options.logger().info({ proposalId, approver: decider.identity, grantId: grant.id }, 'Teams approval with a grant');
+        const result = await services.grants.approveAndGrant(proposalId, decider, click.grant);
+        options.logger().info({ proposalId, approver: decider.identity, grantId: result.grant.id }, 'Teams approval with a grant');
+        return approvedWords('grant', result);
       }
     }
   }
 
   return async (click, { attempt, jobId }) => {
     try {
-      await decide(click);
-      options.onOutcome(jobId, DECIDED_WORDS[click.action]);
+      options.onOutcome(jobId, await decide(click));
     } catch (error) {
       // Not a refusal (the database went away, a bug): the outbox runs the click again, with backoff.
       if (!isTwokeyError(error)) throw error;

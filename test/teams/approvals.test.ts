@@ -33,6 +33,22 @@ operations:
       teams: { conversation: "${CONVERSATION}" }
     commit: on_approve
     executor: { type: http, url: "${downstream}/delete", secret: "${EXECUTOR_SECRET}", timeout: 5s }
+  - name: rotate_keys
+    description: Rotate the production signing keys
+    params:
+      type: object
+      required: [service]
+      properties:
+        service: { type: string }
+    summary: "{{agent}} wants to rotate the keys of {{params.service}}."
+    approval:
+      approvers: [teams:${ALICE}, web:alice, teams:${BOB}]
+      quorum: 2
+      teams: { conversation: "${CONVERSATION}" }
+    commit: on_approve
+    executor: { type: echo }
+people:
+  - { name: alice, identities: [web:alice, "teams:${ALICE}"] }
 `;
 
 describe.each(drivers)('Teams: cards and clicks (%s)', (driver) => {
@@ -94,6 +110,20 @@ describe.each(drivers)('Teams: cards and clicks (%s)', (driver) => {
       expect(executeActions(replaced?.body.attachments[0].content)).toEqual([]);
     });
     expect(t.fake.activities.get(card.id)?.edits).toBeGreaterThan(0);
+  });
+
+  it('quorum 2: the first approval says how many more it waits for; the same person again, in Teams or the console, counts once', async () => {
+    const { id } = await t.propose('rotate_keys', { service: 'billing' });
+    await t.cardOf(id);
+    const first = await t.click('twokey.approve', { proposalId: id }, ALICE);
+    expect(first.body.value).toBe('You approved; waiting for 1 more approval (1 of 2).');
+    const again = await t.click('twokey.approve', { proposalId: id }, ALICE);
+    expect(again.body.value).toContain('Your approval is already counted (1 of 2)');
+    const inConsole = await t.twokey.services.proposals.approve(id, { identity: 'web:alice', via: 'web' });
+    expect(inConsole.outcome).toBe('already_counted');
+    const second = await t.click('twokey.approve', { proposalId: id }, BOB);
+    expect(second.body.value).toContain('You approved');
+    await eventually(async () => expect((await t.twokey.services.proposals.get(id)).status).toBe('committed'));
   });
 
   it('Reject with the reason typed on the card rejects, and the card shows the reason', async () => {
