@@ -77,6 +77,8 @@ export async function startTeamsTwokey(options: {
   env?: Record<string, string>;
   tuning?: Partial<TeamsTuning>;
   owners?: string[];
+  clock?: () => Date;
+  outboxPollMs?: number;
 }): Promise<TeamsTwokey> {
   const fake = await startFakeTeams({ appId: APP_ID, appPassword: APP_PASSWORD, tenantId: TENANT_ID });
   const stored: StoredClick[] = [];
@@ -86,6 +88,8 @@ export async function startTeamsTwokey(options: {
     configYaml: options.configYaml,
     chatPayloads: () => fake.calls.map((call) => call.body),
     executorFor: options.executorFor,
+    clock: options.clock,
+    outboxPollMs: options.outboxPollMs,
     env: {
       TEAMS_APP_ID: APP_ID,
       TEAMS_APP_PASSWORD: APP_PASSWORD,
