@@ -35,10 +35,11 @@ export function approvalText(operation: OperationDefinition): string {
   if (operation.autoApprove) {
     return `No human approval: ${operation.autoApprove.reason}; every call is recorded in twokey's audit log.`;
   }
-  const { approvers, quorum, slack, discord } = operation.approval;
+  const { approvers, quorum, slack, discord, teams } = operation.approval;
   const where = [
     slack ? `Slack channel ${slack.channel}` : null,
     discord ? `Discord channel ${discord.channel}` : null,
+    teams ? `Teams conversation ${teams.channel}` : null,
     approvers.some((identity) => identity.startsWith('web:')) ? 'the twokey web console' : null,
   ].filter((place): place is string => place !== null);
   const commit =
