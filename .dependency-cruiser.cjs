@@ -2,11 +2,19 @@
 /**
  * The direction of src/, checked by `npm run depcheck` (dependency-cruiser).
  *
- *   lib, policy  ←  core  ←  config  ←  feature folders  ←  db  ←  runtime  ←  cli
+ *   lib, policy  ←  core  ←  platforms  ←  config  ←  feature folders  ←  db  ←  runtime  ←  cli
  *
  * - `lib` holds general helpers and imports nothing from src/; `policy` compiles CEL rules on lib.
  * - `core` holds the rules and the ports storage and transports implement; it knows only lib and
  *   policy.
+ * - `platforms` is the list of chat platforms, and only that: it imports each platform's
+ *   declaration (`src/<name>/platform.ts`: identities, config parts, variables, stored clicks) and
+ *   builds from them what config and the rest iterate (the identity grammar, the job catalogue).
+ *   A declaration imports only lib and core (rule `platform-declaration-is-light`), so the list
+ *   sits below config although its files live in the platforms' folders; and no folder but
+ *   `platforms` and the platform's own imports a declaration (rule `declarations-through-registry`),
+ *   so every platform is reached alike, by name. A platform's module (`index.ts`, with its library)
+ *   is loaded by `runtime` alone, with `import()`, when configured. See src/chat/README.md.
  * - `config` turns the environment and the operations file into plain data the core's types
  *   describe; it knows no executor, transport or store.
  * - Feature folders (transports, executors, the outbox, …) build on the core and config, and on each
@@ -23,7 +31,8 @@ const ALLOWED = {
   lib: [],
   policy: ['lib'],
   core: ['lib', 'policy'],
-  config: ['lib', 'policy', 'core'],
+  platforms: ['lib', 'core'], // and the declaration files (rule `layer-platforms`, below)
+  config: ['lib', 'policy', 'core', 'platforms'],
   tracing: ['lib', 'core'],
   limits: ['lib', 'core'],
   idempotency: ['lib', 'core'],
@@ -31,16 +40,16 @@ const ALLOWED = {
   audit: ['lib', 'core', 'config'],
   passkeys: ['lib', 'core'],
   'http-kit': ['lib', 'core', 'config', 'limits', 'tracing'],
-  outbox: ['lib', 'core', 'config', 'executors', 'tracing'],
+  outbox: ['lib', 'core', 'platforms', 'config', 'executors', 'tracing'],
   chat: ['lib', 'core', 'config', 'outbox'],
   http: ['lib', 'core', 'config', 'limits', 'tracing', 'idempotency', 'http-kit'],
   agp: ['lib', 'core', 'config', 'limits', 'tracing', 'idempotency', 'http-kit'],
-  mcp: ['lib', 'core', 'config', 'limits', 'tracing', 'idempotency', 'executors', 'http-kit'],
-  console: ['lib', 'core', 'config', 'chat', 'http-kit', 'passkeys'],
+  mcp: ['lib', 'core', 'platforms', 'config', 'limits', 'tracing', 'idempotency', 'executors', 'http-kit'],
+  console: ['lib', 'core', 'platforms', 'config', 'chat', 'http-kit', 'passkeys'],
   slack: ['lib', 'core', 'config', 'chat', 'outbox', 'http-kit'],
   discord: ['lib', 'core', 'config', 'chat', 'outbox', 'idempotency', 'http-kit'],
   teams: ['lib', 'core', 'config', 'chat', 'outbox', 'http-kit'],
-  admin: ['lib', 'core', 'policy', 'config', 'audit', 'outbox', 'console', 'passkeys'],
+  admin: ['lib', 'core', 'policy', 'platforms', 'config', 'audit', 'outbox', 'console', 'passkeys'],
   client: [],
   db: ['lib', 'core'], // and the ports.ts of every folder above (rule `db-implements-ports`)
   runtime: null, // every folder but cli
@@ -69,6 +78,15 @@ const layerRules = Object.entries(ALLOWED)
   .map(([folder, allowed]) => {
     const others = FOLDERS.filter((other) => other !== folder && !allowed.includes(other));
     const dbExtra = folder === 'db' ? PORT_OWNERS : [];
+    if (folder === 'platforms') {
+      return {
+        name: 'layer-platforms',
+        comment: 'src/platforms may import only lib, core and the platforms\' declarations (src/<name>/platform.ts)',
+        severity: 'error',
+        from: { path: '^src/platforms/' },
+        to: { path: `^src/(?:(?:${others.join('|')})/|index\\.ts$)`, pathNot: '^src/[^/]+/platform\\.ts$' },
+      };
+    }
     return {
       name: `layer-${folder}`,
       comment: `src/${folder} may import only ${allowed.length ? allowed.join(', ') : 'nothing of src/'}${dbExtra.length ? ' (and ports.ts files)' : ''}`,
@@ -91,6 +109,20 @@ module.exports = {
       to: { circular: true },
     },
     ...layerRules,
+    {
+      name: 'platform-declaration-is-light',
+      comment: "A chat platform's declaration is read by every process (config, the CLI): it may import lib and core only, never its library.",
+      severity: 'error',
+      from: { path: '^src/[^/]+/platform\\.ts$' },
+      to: { path: '^src/', pathNot: '^src/(?:lib|core)/' },
+    },
+    {
+      name: 'declarations-through-registry',
+      comment: 'Code reaches a chat platform through src/platforms (the one list), never by importing its declaration; the platform itself may.',
+      severity: 'error',
+      from: { path: '^src/([^/]+)/', pathNot: '^src/platforms/' },
+      to: { path: '^src/[^/]+/platform\\.ts$', pathNot: '^src/$1/' },
+    },
     {
       name: 'nothing-imports-runtime',
       comment: 'src/runtime is the composition root: only cli and src/index.ts start it.',

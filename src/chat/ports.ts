@@ -29,3 +29,21 @@ export interface ChatMessageStore {
   setRendered(proposalId: string, platform: string, renderedVersion: string): Promise<void>;
   setTrailPosted(proposalId: string, platform: string, at: Date): Promise<void>;
 }
+
+/** One piece of work that must run on one replica of the fleet at a time (Discord's gateway connection). */
+export interface ElectedWork {
+  /** The advisory lock key; every replica uses the same one for the same work. */
+  key: number;
+  name: string;
+  log: () => { info(details: object, message?: string): void; warn(details: object, message?: string): void };
+  /** How often a standby tries to take over, and the leader checks it still leads. */
+  retryMs?: number;
+  onElected?(): Promise<void> | void;
+  onDeposed?(): Promise<void> | void;
+}
+
+/**
+ * Elects one replica for `work` (src/db/leader-election.ts: a PostgreSQL advisory lock; on the
+ * embedded database this process always leads). The runtime hands it in.
+ */
+export type LeaderElector = (work: ElectedWork) => { start(): void; stop(): Promise<void> };

@@ -9,7 +9,9 @@ import { closeParamsSchema, compileParamsSchema, describeSchemaPath, ParamsSchem
 import { compileResultTemplate, compileSummaryTemplate } from './summary-template.js';
 import type { ResultContext } from './summary-template.js';
 import { operationFieldsOf, type CommitMode, type OperationSpec } from '../core/model.js';
-import { parseIdentity, type IdentityKind } from '../core/identity.js';
+import type { IdentityKind } from '../core/identity.js';
+import type { ApprovalParts, EscalateParts } from '../core/chat-platform.js';
+import { chatPlatforms, identities } from '../platforms/index.js';
 import type { PersonDefinition } from '../core/people.js';
 import { peopleIssues, quorumIssues } from './people-config.js';
 import { buildApproverRule, buildPolicy, type EscalationSettings, type GrantSettings } from './policy-config.js';
@@ -43,16 +45,13 @@ export interface OperationDefinition extends OperationSpec {
   approval: {
     approvers: string[];
     quorum: number;
-    slack?: { channel: string };
-    discord?: { channel: string };
-    /** The Teams conversation the proposal's card is posted to (config `teams.conversation`). */
-    teams?: { channel: string };
     /** Delays after the proposal at which undecided approvers are pinged again. */
     remindMs: number[];
     escalate?: EscalationSettings;
     /** Who among the approvers may approve a given proposal (src/policy/approver-rule.ts). */
     approverRule?: ApproverRule;
-  };
+    // And `approval.<platform>`: where each chat platform posts its messages.
+  } & ApprovalParts;
   commit: CommitMode;
   /** Evaluated in order at propose time; the first match decides (see src/policy). */
   policy: PolicyRule[];
@@ -135,7 +134,7 @@ export type ApproverKind = IdentityKind;
 
 /** What an approver identity names, or undefined when it is not a valid identity (the core's grammar). */
 export function approverKind(identity: string): ApproverKind | undefined {
-  return parseIdentity(identity)?.kind;
+  return identities.parseIdentity(identity)?.kind;
 }
 
 /** Checked on the raw data because zod skips refinements once any field has failed. */
@@ -243,24 +242,26 @@ function buildOperation(parsed: ParsedOperation, index: number, issues: string[]
   };
 }
 
+/** The chat platforms' parts a section sets (`slack: { channel }`), by platform name. */
+function partsOf(section: object): Record<string, unknown> {
+  const values = section as Record<string, unknown>;
+  return Object.fromEntries(chatPlatforms.filter((platform) => values[platform.name] !== undefined).map((platform) => [platform.name, values[platform.name]]));
+}
+
 /** The approval section as the runtime reads it (durations in ms, reminders in order). */
 function approvalOf(parsed: z.output<typeof approvalSchema>): OperationDefinition['approval'] {
-  const { approvers, quorum, slack, discord, teams, remind, escalate } = parsed;
+  const { approvers, quorum, remind, escalate } = parsed;
   return {
     approvers,
     quorum,
-    ...(slack ? { slack } : {}),
-    ...(discord ? { discord } : {}),
-    ...(teams ? { teams: { channel: teams.conversation } } : {}),
+    ...(partsOf(parsed) as ApprovalParts),
     remindMs: [...remind].sort((a, b) => a - b),
     ...(escalate
       ? {
           escalate: {
             afterMs: escalate.after,
             approvers: escalate.approvers,
-            ...(escalate.slack ? { slack: escalate.slack } : {}),
-            ...(escalate.discord ? { discord: escalate.discord } : {}),
-            ...(escalate.teams ? { teams: { channel: escalate.teams.conversation } } : {}),
+            ...(partsOf(escalate) as EscalateParts),
           },
         }
       : {}),

@@ -1,10 +1,11 @@
 import * as z from 'zod';
 import { operationFieldsSchema } from '../core/model.js';
-import { DISCORD_SNOWFLAKE, IDENTITY_FORMS, WEB_NAME, identityProblem } from '../core/identity.js';
+import { WEB_NAME } from '../core/identity.js';
+import { chatPlatforms, identities } from '../platforms/index.js';
 import { parseDuration } from '../lib/duration.js';
 import { formatFieldPath } from './errors.js';
 import { consoleSchema } from './console-config.js';
-import { policySchemas, teamsConversation } from './policy-config.js';
+import { policySchemas } from './policy-config.js';
 
 /**
  * The shape of the config file, as zod schemas with messages a person can act on. The checks that
@@ -12,10 +13,10 @@ import { policySchemas, teamsConversation } from './policy-config.js';
  * config-file.ts.
  */
 
-/** A zod string check with the core's identity grammar; `person` refuses groups and roles. */
+/** A zod string check with the identity grammar (the core's and every platform's forms); `person` refuses groups and roles. */
 const identityString = (options: { person?: boolean } = {}) =>
-  z.string({ error: `expected ${IDENTITY_FORMS}` }).superRefine((text, ctx) => {
-    const problem = identityProblem(text, options);
+  z.string({ error: `expected ${identities.IDENTITY_FORMS}` }).superRefine((text, ctx) => {
+    const problem = identities.identityProblem(text, options);
     if (problem) ctx.addIssue({ code: 'custom', message: problem });
   });
 
@@ -58,16 +59,8 @@ export const approvalSchema = z
   .strictObject({
     approvers: z.array(identityString()).min(1, { error: 'expected at least one approver' }),
     quorum: z.int({ error: POSITIVE_INTEGER }).min(1, { error: POSITIVE_INTEGER }).default(1),
-    slack: z.strictObject({ channel: z.string().min(1, { error: 'expected a Slack channel id' }) }).optional(),
-    discord: z
-      .strictObject({
-        // YAML reads an unquoted 18-digit id as a number and rounds it, hence the hint.
-        channel: z.string({ error: 'expected a string: quote Discord ids, e.g. "223456789012345678"' }).regex(DISCORD_SNOWFLAKE, {
-          error: 'expected a Discord channel id (17 to 20 digits)',
-        }),
-      })
-      .optional(),
-    teams: teamsConversation.optional(),
+    // `approval.<platform>`: where its messages go, in the platform's own shape.
+    ...Object.fromEntries(chatPlatforms.map((platform) => [platform.name, platform.approvalPart.optional()])),
     remind: automatic.remind,
     escalate: automatic.escalate,
     approverRule: automatic.approverRule,

@@ -3,14 +3,22 @@ import * as z from 'zod';
 import { createSigner, parseAuditKey } from './audit-key.js';
 import { parseAllowList } from '../lib/address-guard.js';
 import { ConfigError } from './errors.js';
+import { urlString } from '../lib/url-string.js';
+import { chatPlatforms, type ChatPlatformsEnv } from '../platforms/index.js';
 
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 export type LogLevel = (typeof LOG_LEVELS)[number];
 export const AGENR_EXECUTE_POLICIES = ['open', 'confirm', 'strict'] as const;
 export type AgenrExecutePolicy = (typeof AGENR_EXECUTE_POLICIES)[number];
 
-/** The validated environment. Keys are the variable names so a reader can grep for them. */
-export interface Env {
+/**
+ * The validated environment. Keys are the variable names so a reader can grep for them; each chat
+ * platform's (`SLACK_…`, `DISCORD_…`) are declared in its `platform.ts`.
+ */
+export type Env = ServerEnv & ChatPlatformsEnv;
+
+/** The variables of the server itself. */
+export interface ServerEnv {
   readonly PORT: number;
   readonly HOST: string;
   /** unset → embedded PGlite in TWOKEY_DATA_DIR */
@@ -20,27 +28,6 @@ export interface Env {
   readonly TWOKEY_PUBLIC_URL?: string;
   /** CIDRs, IPs and hostnames callbacks may reach besides public addresses (comma-separated). */
   readonly TWOKEY_CALLBACK_ALLOW?: string;
-  readonly SLACK_BOT_TOKEN?: string;
-  readonly SLACK_SIGNING_SECRET?: string;
-  readonly SLACK_APP_TOKEN?: string;
-  readonly SLACK_API_URL: string;
-  readonly DISCORD_BOT_TOKEN?: string;
-  readonly DISCORD_APPLICATION_ID?: string;
-  readonly DISCORD_PUBLIC_KEY?: string;
-  readonly DISCORD_GATEWAY: boolean;
-  readonly DISCORD_API_URL: string;
-  /** The Azure bot's app (client) id: the audience of the tokens Teams sends, and who twokey posts as. */
-  readonly TEAMS_APP_ID?: string;
-  /** The app's client secret: exchanged for the bot's tokens; never logged. */
-  readonly TEAMS_APP_PASSWORD?: string;
-  /** The Entra tenant of a single-tenant bot; unset: a multi-tenant bot (`botframework.com`). */
-  readonly TEAMS_TENANT_ID?: string;
-  /** Where the Bot Connector service is reached before an activity names its own `serviceUrl`. */
-  readonly TEAMS_SERVICE_URL: string;
-  /** The token endpoint of the client-credentials grant; derived from the tenant when unset. */
-  readonly TEAMS_TOKEN_URL?: string;
-  /** The Bot Framework's OpenID metadata, which names the issuer and the keys of inbound tokens. */
-  readonly TEAMS_OPENID_METADATA_URL: string;
   readonly AGENR_EXECUTE_POLICY: AgenrExecutePolicy;
   /** cents */
   readonly AGENR_MAX_EXECUTE_AMOUNT: number;
@@ -87,22 +74,6 @@ function integerString(min: number, max: number, error: string) {
     .regex(/^\d+$/, { error })
     .transform(Number)
     .refine((n) => n >= min && n <= max, { error });
-}
-
-/** An Entra (Azure AD) id: app, tenant and object ids are GUIDs. */
-const GUID = /^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$/;
-
-function urlString(protocols: readonly string[], error: string) {
-  return z.string().refine(
-    (text) => {
-      try {
-        return protocols.includes(new URL(text).protocol);
-      } catch {
-        return false;
-      }
-    },
-    { error },
-  );
 }
 
 /** Names proxy-addr (fastify's trustProxy) accepts besides addresses and CIDRs. */
@@ -166,32 +137,8 @@ const envSchema = z.object({
       { error: 'expected a comma-separated list of CIDRs (10.0.0.0/8), IP addresses or hostnames' },
     )
     .optional(),
-  SLACK_BOT_TOKEN: z.string().optional(),
-  SLACK_SIGNING_SECRET: z.string().optional(),
-  SLACK_APP_TOKEN: z.string().optional(),
-  SLACK_API_URL: urlString(['http:', 'https:'], 'expected an http:// or https:// URL').default('https://slack.com/api/'),
-  DISCORD_BOT_TOKEN: z.string().optional(),
-  DISCORD_APPLICATION_ID: z
-    .string()
-    .regex(/^\d{17,20}$/, { error: 'expected a Discord id (17 to 20 digits)' })
-    .optional(),
-  DISCORD_PUBLIC_KEY: z
-    .string()
-    .regex(/^[0-9a-fA-F]{64}$/, { error: 'expected 64 hexadecimal characters' })
-    .optional(),
-  DISCORD_GATEWAY: z
-    .enum(['true', 'false'], { error: 'expected "true" or "false"' })
-    .default('false')
-    .transform((v) => v === 'true'),
-  DISCORD_API_URL: urlString(['http:', 'https:'], 'expected an http:// or https:// URL').default('https://discord.com/api'),
-  TEAMS_APP_ID: z.string().regex(GUID, { error: "expected the Azure bot's app id (a GUID)" }).optional(),
-  TEAMS_APP_PASSWORD: z.string().optional(),
-  TEAMS_TENANT_ID: z.string().regex(GUID, { error: 'expected an Entra tenant id (a GUID)' }).optional(),
-  TEAMS_SERVICE_URL: urlString(['http:', 'https:'], 'expected an http:// or https:// URL').default('https://smba.trafficmanager.net/teams/'),
-  TEAMS_TOKEN_URL: urlString(['http:', 'https:'], 'expected an http:// or https:// URL').optional(),
-  TEAMS_OPENID_METADATA_URL: urlString(['http:', 'https:'], 'expected an http:// or https:// URL').default(
-    'https://login.botframework.com/v1/.well-known/openidconfiguration',
-  ),
+  // Each chat platform's variables, where .env.example lists them (its own messages: they may be secrets).
+  ...Object.assign({}, ...chatPlatforms.map((platform) => platform.env.schema.shape)),
   AGENR_EXECUTE_POLICY: z.enum(AGENR_EXECUTE_POLICIES, { error: 'expected one of: open, confirm, strict' }).default('open'),
   AGENR_MAX_EXECUTE_AMOUNT: integerString(0, Number.MAX_SAFE_INTEGER, 'expected a non-negative integer (cents)').default(100),
   TWOKEY_MCP_WAIT: integerString(0, 300, 'expected whole seconds between 0 and 300').default(50),
@@ -226,31 +173,11 @@ const envSchema = z.object({
   TWOKEY_AUDIT_PUBLIC_KEY: auditPublicKeysSchema.optional(),
 });
 
-type EnvName = keyof z.input<typeof envSchema>;
+type EnvName = string;
 
 /** Rules that span variables: a half-configured transport must stop start, not fail at first use. */
 function crossVariableIssues(vars: Partial<Record<EnvName, string>>): string[] {
-  const issues: string[] = [];
-  if (vars.SLACK_APP_TOKEN !== undefined) {
-    if (vars.SLACK_BOT_TOKEN === undefined) issues.push('SLACK_BOT_TOKEN: required when SLACK_APP_TOKEN is set (Socket Mode)');
-  } else if (vars.SLACK_BOT_TOKEN !== undefined && vars.SLACK_SIGNING_SECRET === undefined) {
-    issues.push('SLACK_SIGNING_SECRET: required when SLACK_BOT_TOKEN is set (or set SLACK_APP_TOKEN for Socket Mode)');
-  } else if (vars.SLACK_SIGNING_SECRET !== undefined && vars.SLACK_BOT_TOKEN === undefined) {
-    issues.push('SLACK_BOT_TOKEN: required when SLACK_SIGNING_SECRET is set');
-  }
-  if (vars.DISCORD_GATEWAY === 'true' && vars.DISCORD_BOT_TOKEN === undefined) {
-    issues.push('DISCORD_BOT_TOKEN: required when DISCORD_GATEWAY is true');
-  }
-  if (vars.DISCORD_PUBLIC_KEY !== undefined && vars.DISCORD_BOT_TOKEN === undefined) {
-    // Clicks would be verified but their messages could never be posted or edited.
-    issues.push('DISCORD_BOT_TOKEN: required when DISCORD_PUBLIC_KEY is set');
-  }
-  if ((vars.TEAMS_APP_ID === undefined) !== (vars.TEAMS_APP_PASSWORD === undefined)) {
-    issues.push(
-      vars.TEAMS_APP_ID === undefined ? 'TEAMS_APP_ID: required when TEAMS_APP_PASSWORD is set' : 'TEAMS_APP_PASSWORD: required when TEAMS_APP_ID is set',
-    );
-  }
-  return issues;
+  return chatPlatforms.flatMap((platform) => platform.env.issues?.(vars) ?? []);
 }
 
 /**
@@ -267,6 +194,6 @@ export function loadEnv(source: NodeJS.ProcessEnv = process.env): Env {
   const issues = result.success ? [] : result.error.issues.map((issue) => `${String(issue.path[0])}: ${issue.message}`);
   issues.push(...crossVariableIssues(vars));
   if (!result.success || issues.length > 0) throw new ConfigError('Invalid environment:', issues);
-  const env: Env = result.data;
+  const env = result.data as unknown as Env;
   return Object.freeze(env);
 }

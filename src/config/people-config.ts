@@ -1,12 +1,12 @@
-import { isPersonKind, parseIdentity } from '../core/identity.js';
+import { identities } from '../platforms/index.js';
 import { createPeople, type PersonDefinition } from '../core/people.js';
 
 /** The checks of `people:` that span entries, and the quorum they bound (config-file.ts runs them). */
 
 /** Groups and roles may hold any number of people, so only these bound the quorum. */
 function isIndividual(identity: string): boolean {
-  const kind = parseIdentity(identity)?.kind;
-  return kind !== undefined && isPersonKind(kind);
+  const kind = identities.parseIdentity(identity)?.kind;
+  return kind !== undefined && identities.isPersonKind(kind);
 }
 
 /**

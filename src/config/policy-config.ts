@@ -3,6 +3,8 @@ import { compileApproverRule, type ApproverRule, type ApproverRuleDefinition } f
 import { ConditionError } from '../policy/condition.js';
 import { compilePolicy, policyRuleSchema, type PolicyRule } from '../policy/rules.js';
 import { parseDuration } from '../lib/duration.js';
+import type { EscalateParts } from '../core/chat-platform.js';
+import { chatPlatforms, identities } from '../platforms/index.js';
 
 /**
  * The config keys of automatic decisions: `policy:` rules, `grants:`, and `approval.remind` /
@@ -54,9 +56,8 @@ export function policySchemas(approverIdentity: z.ZodType<string>) {
   const escalate = z.strictObject({
     after: durationText(MINUTE, 7 * DAY, '1m and 7d'),
     approvers: z.array(approverIdentity).min(1, { error: 'expected at least one approver' }),
-    slack: z.strictObject({ channel: z.string().min(1) }).optional(),
-    discord: z.strictObject({ channel: z.string().regex(/^\d{17,20}$/, { error: 'expected a Discord channel id (17 to 20 digits)' }) }).optional(),
-    teams: teamsConversation.optional(),
+    // `escalate.<platform>`: where the escalation is also posted, in the platform's own shape.
+    ...Object.fromEntries(chatPlatforms.map((platform) => [platform.name, platform.escalatePart.optional()])),
   });
   const approverRule = z.strictObject({
     when: z.string().min(1, { error: 'expected a CEL expression' }),
@@ -74,22 +75,7 @@ export function policySchemas(approverIdentity: z.ZodType<string>) {
 }
 
 export type GrantSettings = NonNullable<z.output<ReturnType<typeof policySchemas>['grants']>>;
-export type EscalationSettings = {
-  afterMs: number;
-  approvers: string[];
-  slack?: { channel: string };
-  discord?: { channel: string };
-  teams?: { channel: string };
-};
-
-/** Where a Teams card goes: a conversation id as Teams shows it (`19:…@thread.tacv2`, `a:…`). */
-export const teamsConversation = z.strictObject({
-  conversation: z
-    .string({ error: 'expected a Teams conversation id, e.g. "19:abc…@thread.tacv2"' })
-    .min(1)
-    .max(512)
-    .regex(/^[\x21-\x7E]+$/, { error: 'expected a Teams conversation id (no spaces), e.g. "19:abc…@thread.tacv2"' }),
-});
+export type EscalationSettings = { afterMs: number; approvers: string[] } & EscalateParts;
 
 export function buildPolicy(
   definitions: Parameters<typeof compilePolicy>[0],
@@ -103,7 +89,10 @@ export function buildPolicy(
   );
   for (const rule of rules) {
     const approvers = rule.approvers ?? context.approvers;
-    const individuals = approvers.filter((identity) => !/^(slack:group:|discord:role:|oidc:group:)/.test(identity));
+    const individuals = approvers.filter((identity) => {
+      const kind = identities.parseIdentity(identity)?.kind;
+      return kind === undefined || identities.isPersonKind(kind);
+    });
     if (rule.quorum !== undefined && individuals.length === approvers.length && rule.quorum > new Set(individuals).size) {
       issues.push(`${rule.path}.quorum: cannot exceed the number of individual approvers (${new Set(individuals).size})`);
     }
@@ -119,7 +108,7 @@ export function buildApproverRule(
 ): ApproverRule | undefined {
   if (!definition) return undefined;
   try {
-    return compileApproverRule(definition, context);
+    return compileApproverRule(definition, { ...context, groupIdentity: identities.platformGroupPattern });
   } catch (error) {
     if (!(error instanceof ConditionError)) throw error;
     issues.push(`${context.path}.when: ${error.message}`);

@@ -1,6 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import type { ConsoleSignInConfig } from '../config/console-config.js';
 import type { Env } from '../config/env.js';
+import { chatPlatformLabels } from '../platforms/index.js';
 import { formatTime } from './layout.js';
 import { registerConsoleRoutes } from './plugin.js';
 import { createOidcSignIn } from './oidc.js';
@@ -78,7 +79,7 @@ export function createWebConsole({ env, services, stores, signIn, listenUrl }: W
       return [
         '',
         `twokey web console: ${consoleUrl(base)}`,
-        'No Slack or Discord is configured: approve proposals in the browser.',
+        `No ${chatPlatformLabels} is configured: approve proposals in the browser.`,
         `Sign in as ${approver} with this link (it works once, until ${formatTime(expiresAt)}):`,
         '',
         `  ${signInUrl(base, token)}`,

@@ -1,5 +1,5 @@
 import { RefusalError, TwokeyError } from './errors.js';
-import { PERSON_FORMS, parsePersonIdentity } from './identity.js';
+import type { IdentityGrammar } from './identity.js';
 import { newId } from './ids.js';
 import { OPERATOR, agentRevokeRight, type Revoker } from './agent-revocation.js';
 import type { AgentRecord, Clock } from './model.js';
@@ -23,18 +23,20 @@ export interface AgentServiceDeps {
   knownOperations(): string[];
   /** The configured operations' approvers, for the rule of who besides the operator may revoke. */
   operations(): readonly { name: string; approval: { approvers: readonly string[] } }[];
+  /** The identity grammar, with every chat platform's forms: an owner must be one person in it. */
+  identities: Pick<IdentityGrammar, 'parsePersonIdentity' | 'PERSON_FORMS'>;
 }
 
-export function createAgentService({ store, clock, knownOperations, operations }: AgentServiceDeps) {
+export function createAgentService({ store, clock, knownOperations, operations, identities }: AgentServiceDeps) {
   async function create(input: CreateAgentInput) {
     if (!AGENT_NAME.test(input.name)) {
       throw new TwokeyError('invalid_request', 'agent name must be 1-63 letters, digits, "_", "-" or "."');
     }
     const owners = input.owners ?? [];
     // An owner is one person: a group or role owner would match no click, so it would protect nothing.
-    const badOwner = owners.find((owner) => !parsePersonIdentity(owner));
+    const badOwner = owners.find((owner) => !identities.parsePersonIdentity(owner));
     if (badOwner !== undefined) {
-      throw new TwokeyError('invalid_request', `owner "${badOwner}" is not one person's identity (${PERSON_FORMS})`);
+      throw new TwokeyError('invalid_request', `owner "${badOwner}" is not one person's identity (${identities.PERSON_FORMS})`);
     }
     const operations = input.operations ?? null;
     const unknown = operations?.filter((name) => !knownOperations().includes(name)) ?? [];

@@ -1,3 +1,4 @@
+import { channelOfPart, chatPartOf, destinationOf } from './chat-platform.js';
 import type { ChatPlatformName, FollowUpKind } from './jobs.js';
 import { isAutomaticDecider, isFinalStatus, type OperationSpec, type ProposalRecord } from './model.js';
 import type { OutboxJobSpec } from './ports.js';
@@ -55,7 +56,7 @@ function messagePlatforms(proposal: ProposalRecord, setting: EffectsSetting): Ch
   const { operation } = setting;
   // A rule or grant decided it and the operation wants no chat message for that: none at all.
   if (operation?.automaticDecisions === 'silent' && isAutomaticDecider(proposal.decidedBy)) return [];
-  return [...setting.chatPlatforms].filter((platform) => operation?.approval[platform]?.channel);
+  return [...setting.chatPlatforms].filter((platform) => destinationOf(operation?.approval, platform) !== null);
 }
 
 /**
@@ -92,7 +93,7 @@ export function jobsForChange(proposal: ProposalRecord, change: ProposalChange, 
     for (const platform of platforms) {
       jobs.push({
         kind: 'chat.followup',
-        payload: { proposalId: proposal.id, platform, kind, mention: [...mention], channel: escalation?.[platform]?.channel ?? null },
+        payload: { proposalId: proposal.id, platform, kind, mention: [...mention], channel: channelOfPart(chatPartOf(escalation, platform)) },
         orderingKey: messageKey(platform),
       });
     }

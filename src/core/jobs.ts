@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import type { ChatPlatformJobs, ChatPlatformName } from './chat-platform.js';
 import { FINAL_STATUSES } from './model.js';
 
 /**
@@ -9,101 +10,60 @@ import { FINAL_STATUSES } from './model.js';
  * src/outbox/README.md, "The job catalogue".
  */
 
-/** The chat platforms a job may name; the core knows them by name only. */
-export const chatPlatformNames = ['slack', 'discord', 'teams'] as const;
-export type ChatPlatformName = (typeof chatPlatformNames)[number];
+export type { ChatPlatformName } from './chat-platform.js';
 
 const proposalId = z.string().min(1);
-const platform = z.enum(chatPlatformNames);
 
 /** A reminder or an escalation, as it is posted next to the proposal's message. */
 export const followUpKinds = ['remind', 'escalate'] as const;
 export type FollowUpKind = (typeof followUpKinds)[number];
 
 /**
- * A click from Slack or Discord as it is stored before it is answered (src/outbox/inbox.ts): who,
- * what, on which proposal, and what the form said. Slack's `response_url` and `trigger_id` are not
- * kept (the outcome is told through the bot's own API, which works at any later time); Discord's
- * interaction token is kept sealed only (src/discord/clicks.ts).
+ * "Approve for…": the duration, uses and bounds the approver chose, one shape for every platform's
+ * stored click (src/outbox/inbox.ts).
  */
-/** "Approve for…": the duration, uses and bounds the approver chose (one shape on both platforms). */
-const grantChoice = z.object({ durationMs: z.number().int().positive(), maxUses: z.number().int().positive().nullable(), bounded: z.boolean() });
-
-const slackClickBase = { proposalId, userId: z.string().min(1), receivedAt: z.string() };
-const slackClick = z.discriminatedUnion('action', [
-  z.object({ action: z.enum(['approve', 'retry']), ...slackClickBase, channel: z.string().nullable() }),
-  z.object({ action: z.literal('reject'), ...slackClickBase, reason: z.string().nullable() }),
-  z.object({
-    action: z.literal('grant'),
-    ...slackClickBase,
-    grant: grantChoice,
-  }),
-]);
-
-/** A value sealed with AES-256-GCM (src/idempotency/seal.ts): the interaction token of a stored Discord click. */
-const sealed = z.object({ v: z.literal(1), iv: z.string(), tag: z.string(), data: z.string() });
-const discordClickBase = {
-  proposalId,
-  decider: z.object({ identity: z.string(), memberOf: z.array(z.string()).optional(), via: z.string() }),
-  interaction: z.object({ id: z.string(), applicationId: z.string(), token: sealed }),
-  receivedAt: z.string(),
-};
-const discordClick = z.discriminatedUnion('action', [
-  z.object({ action: z.enum(['approve', 'retry']), ...discordClickBase }),
-  z.object({ action: z.literal('reject'), ...discordClickBase, reason: z.string().nullable() }),
-  z.object({
-    action: z.literal('grant'),
-    ...discordClickBase,
-    grant: grantChoice,
-  }),
-]);
+export const grantChoice = z.object({ durationMs: z.number().int().positive(), maxUses: z.number().int().positive().nullable(), bounded: z.boolean() });
 
 /**
- * A Teams card action (Action.Execute) as it is stored before the invoke is answered: who (the
- * Entra object id Teams vouched for in the signed activity), what, and the card's inputs. Nothing
- * of the activity is kept: its outcome goes back in the invoke's own response, or shows on the card.
+ * The core's job kinds and their payloads; `platformNames` are the chat platforms a job may name.
+ * The full catalogue adds each platform's stored clicks (`src/platforms/jobs.ts`).
  */
-const teamsClickBase = { proposalId, decider: z.object({ identity: z.string(), via: z.literal('teams') }), activityId: z.string(), receivedAt: z.string() };
-const teamsClick = z.discriminatedUnion('action', [
-  z.object({ action: z.enum(['approve', 'retry']), ...teamsClickBase }),
-  z.object({ action: z.literal('reject'), ...teamsClickBase, reason: z.string().nullable() }),
-  z.object({ action: z.literal('grant'), ...teamsClickBase, grant: grantChoice }),
-]);
+export function coreJobSchemas(platformNames: readonly [ChatPlatformName, ...ChatPlatformName[]]) {
+  const platform = z.enum(platformNames);
+  return {
+    /** Posts the proposal's message on a platform, or edits it to the proposal's state when it runs. */
+    'chat.sync': z.object({ proposalId, platform }),
+    /** POSTs the proposal's final state to the agent's `callbackUrl`. */
+    'callback.deliver': z.object({
+      proposalId,
+      status: z.enum(FINAL_STATUSES),
+      // The callbacks lane's caps: at most so many of one agent's callbacks at once, and fewer
+      // towards one host. Rows queued before the per-agent cap existed have no `agentId`.
+      agentId: z.string().min(1).optional(),
+      /** `<agent id> <host:port>`: an agent's hanging receiver holds back its own callbacks only. */
+      destination: z.string().min(1),
+    }),
+    /** The `index`-th reminder of a proposal that waits (counted from 0). */
+    'proposal.remind': z.object({ proposalId, index: z.number().int().nonnegative().default(0) }),
+    /** The escalation of a proposal that still waits. */
+    'proposal.escalate': z.object({ proposalId }),
+    /** A reminder or escalation posted next to the proposal's message, after its edit. */
+    'chat.followup': z.object({
+      proposalId,
+      platform,
+      kind: z.enum(followUpKinds),
+      /** The identities pinged. */
+      mention: z.array(z.string()),
+      /** Where an escalation is also posted; null: next to the message only. */
+      channel: z.string().nullable(),
+    }),
+  };
+}
 
-/** Every job kind, by its stored name, and what its payload holds. */
-export const jobPayloadSchemas = {
-  /** Posts the proposal's message on a platform, or edits it to the proposal's state when it runs. */
-  'chat.sync': z.object({ proposalId, platform }),
-  /** POSTs the proposal's final state to the agent's `callbackUrl`. */
-  'callback.deliver': z.object({
-    proposalId,
-    status: z.enum(FINAL_STATUSES),
-    // The callbacks lane's caps: at most so many of one agent's callbacks at once, and fewer
-    // towards one host. Rows queued before the per-agent cap existed have no `agentId`.
-    agentId: z.string().min(1).optional(),
-    /** `<agent id> <host:port>`: an agent's hanging receiver holds back its own callbacks only. */
-    destination: z.string().min(1),
-  }),
-  /** The `index`-th reminder of a proposal that waits (counted from 0). */
-  'proposal.remind': z.object({ proposalId, index: z.number().int().nonnegative().default(0) }),
-  /** The escalation of a proposal that still waits. */
-  'proposal.escalate': z.object({ proposalId }),
-  /** A reminder or escalation posted next to the proposal's message, after its edit. */
-  'chat.followup': z.object({
-    proposalId,
-    platform,
-    kind: z.enum(followUpKinds),
-    /** The identities pinged. */
-    mention: z.array(z.string()),
-    /** Where an escalation is also posted; null: next to the message only. */
-    channel: z.string().nullable(),
-  }),
-  'slack.click': slackClick,
-  'discord.click': discordClick,
-  'teams.click': teamsClick,
-} as const;
+/** Every job kind, by its stored name, and what its payload holds: the core's and the platforms' clicks. */
+export type JobPayloadSchemas = ReturnType<typeof coreJobSchemas> & ChatPlatformJobs;
 
-type Schemas = typeof jobPayloadSchemas;
+type Schemas = JobPayloadSchemas;
 export type JobKind = keyof Schemas;
 
 /** Kind → payload as a handler receives it (parsed, defaults applied). */
@@ -111,7 +71,6 @@ export type JobPayloads = { [K in JobKind]: z.output<Schemas[K]> };
 /** Kind → payload as it may be queued (before defaults). */
 export type JobPayloadInputs = { [K in JobKind]: z.input<Schemas[K]> };
 
-export const isJobKind = (kind: string): kind is JobKind => Object.hasOwn(jobPayloadSchemas, kind);
 
 /** A job of one kind with its payload: `{ kind: 'chat.sync', payload: { proposalId, platform } } | …`. */
 export type JobOf<Payloads extends Record<JobKind, unknown>> = { [K in JobKind]: { kind: K; payload: Payloads[K] } }[JobKind];
@@ -132,12 +91,25 @@ export type JobHandlers = { [K in JobKind]: JobHandler<K> };
 
 export type ParsedJob = JobOf<JobPayloads>;
 
-/** A stored payload checked against its kind's schema; `problem` names what does not fit (never a value). */
-export function parseJob(kind: JobKind, payload: unknown): { job: ParsedJob } | { problem: string } {
-  const parsed = jobPayloadSchemas[kind].safeParse(payload);
-  if (parsed.success) return { job: { kind, payload: parsed.data } as ParsedJob };
-  const problems = parsed.error.issues.map((issue) => `${issue.path.length > 0 ? issue.path.join('.') : 'payload'}: ${issue.message}`);
-  return { problem: `the stored payload of a ${kind} job does not fit its schema (${problems.join('; ')})` };
+/** The job catalogue's checks, over the full set of schemas (`src/platforms/jobs.ts` builds it). */
+export interface JobCatalogue {
+  readonly schemas: JobPayloadSchemas;
+  isJobKind(kind: string): kind is JobKind;
+  /** A stored payload checked against its kind's schema; `problem` names what does not fit (never a value). */
+  parseJob(kind: JobKind, payload: unknown): { job: ParsedJob } | { problem: string };
+}
+
+export function jobCatalogue(schemas: JobPayloadSchemas): JobCatalogue {
+  return {
+    schemas,
+    isJobKind: (kind: string): kind is JobKind => Object.hasOwn(schemas, kind),
+    parseJob(kind, payload) {
+      const parsed = (schemas[kind] as z.ZodType).safeParse(payload);
+      if (parsed.success) return { job: { kind, payload: parsed.data } as ParsedJob };
+      const problems = parsed.error.issues.map((issue) => `${issue.path.length > 0 ? issue.path.join('.') : 'payload'}: ${issue.message}`);
+      return { problem: `the stored payload of a ${kind} job does not fit its schema (${problems.join('; ')})` };
+    },
+  };
 }
 
 /** The handler of a parsed job, bound to its payload; undefined when none is registered for its kind. */

@@ -1,6 +1,7 @@
 /** The records the core reasons about. Storage maps its rows to these; nothing here knows SQL. */
 import { z } from 'zod';
 import type { ApproverRule } from '../policy/approver-rule.js';
+import type { ApprovalParts, EscalateParts } from './chat-platform.js';
 import type { PolicyRule } from '../policy/rules.js';
 
 /**
@@ -168,16 +169,13 @@ export interface OperationSpec extends OperationFields {
   approval: {
     approvers: string[];
     quorum: number;
-    /** Where the proposal's message is posted, per chat platform; none: not on that platform. */
-    slack?: { channel: string };
-    discord?: { channel: string };
-    /** Teams: the conversation id (config `approval.teams.conversation`). */
-    teams?: { channel: string };
     remindMs?: number[];
-    escalate?: { afterMs: number; approvers: string[]; slack?: { channel: string }; discord?: { channel: string }; teams?: { channel: string } };
+    /** Also where the escalation is posted, per chat platform (`escalate.<name>`). */
+    escalate?: { afterMs: number; approvers: string[] } & EscalateParts;
     /** Who among the approvers may approve this proposal: checked at every click, after the approvers list. */
     approverRule?: ApproverRule;
-  };
+    // And where the proposal's message is posted, per chat platform (`approval.<name>`); none: not on that platform.
+  } & ApprovalParts;
   policy?: PolicyRule[];
   grants?: { allow: boolean; maxDurationMs: number; durationsMs: number[] } | null;
   automaticDecisions?: 'message' | 'silent';

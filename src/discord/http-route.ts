@@ -1,7 +1,7 @@
 import type { KeyObject } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
 import { serializerCompiler, validatorCompiler } from 'fastify-type-provider-zod';
-import { discordInteractionsSchema } from '../http-kit/chat-schemas.js';
+import { discordInteractionsSchema } from './route-schema.js';
 import { TwokeyError } from '../core/errors.js';
 import type { Clock } from '../core/model.js';
 import type { InteractionHandler } from './interactions.js';

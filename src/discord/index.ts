@@ -1,13 +1,14 @@
 import { Routes } from 'discord.js';
 import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
 import type { ChatIntegration, ChatPublisher } from '../chat/types.js';
+import type { ChatPlatformContext } from '../chat/platform-module.js';
 import type { Env } from '../config/env.js';
 import { isTwokeyError } from '../core/errors.js';
 import { createDiscordGateway, type DiscordGateway } from './gateway.js';
 import { registerInteractionRoute } from './http-route.js';
 import { createInteractionHandler, type InteractionReply } from './interactions.js';
 import type { DiscordServices, LeaderElector } from './ports.js';
-import { DISCORD_CLICK_JOB } from '../outbox/inbox.js';
+import { DISCORD_CLICK_JOB } from './platform.js';
 import { createDiscordPublisher } from './publisher.js';
 import { createDiscordRest, describeRestFailure, withDeadline } from './rest.js';
 import { discordPublicKey } from './signature.js';
@@ -92,6 +93,11 @@ const idAndToken = (payload: unknown): { id: string; token: string } | null => {
   const { id, token } = payload as { id?: unknown; token?: unknown };
   return typeof id === 'string' && typeof token === 'string' ? { id, token } : null;
 };
+
+/** The registry's entry point (src/runtime/integrations.ts): Discord as the environment configures it. */
+export function create({ env, services, logger, wiring }: ChatPlatformContext<DiscordServices>): ChatIntegration {
+  return createDiscordIntegration({ env, services, logger, elect: wiring.elect });
+}
 
 /**
  * Discord as an approval channel: posts and edits proposal messages (embed + buttons) and takes

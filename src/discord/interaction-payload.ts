@@ -1,5 +1,5 @@
 import { InteractionType } from 'discord.js';
-import { DISCORD_SNOWFLAKE as SNOWFLAKE, discordRoleIdentity, discordUserIdentity } from '../core/identity.js';
+import { DISCORD_SNOWFLAKE as SNOWFLAKE, discordRoleIdentity, discordUserIdentity } from './platform.js';
 import type { Decider } from '../core/model.js';
 import { isRecord } from '../lib/records.js';
 

@@ -2,6 +2,7 @@ import type { Tool } from '@modelcontextprotocol/sdk/types.js';
 import type { OperationDefinition } from '../config/config-file.js';
 import type { AgentRecord } from '../core/model.js';
 import { OUTCOME_KINDS } from '../core/outcome.js';
+import { describeChatParts } from '../platforms/index.js';
 
 /** The structured answer of every gated tool: the outcome every agent-facing answer carries, plus the result. */
 export const outcomeOutputSchema = {
@@ -35,11 +36,9 @@ export function approvalText(operation: OperationDefinition): string {
   if (operation.autoApprove) {
     return `No human approval: ${operation.autoApprove.reason}; every call is recorded in twokey's audit log.`;
   }
-  const { approvers, quorum, slack, discord, teams } = operation.approval;
+  const { approvers, quorum } = operation.approval;
   const where = [
-    slack ? `Slack channel ${slack.channel}` : null,
-    discord ? `Discord channel ${discord.channel}` : null,
-    teams ? `Teams conversation ${teams.channel}` : null,
+    ...describeChatParts(operation.approval),
     approvers.some((identity) => identity.startsWith('web:')) ? 'the twokey web console' : null,
   ].filter((place): place is string => place !== null);
   const commit =

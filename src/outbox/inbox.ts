@@ -1,19 +1,18 @@
+import type { ChatPlatformJobs } from '../core/chat-platform.js';
 import type { JobHandler, JobOf, JobPayloads } from '../core/jobs.js';
+import { clickJobKinds } from '../platforms/jobs.js';
 import type { JobStore, NewJob } from './ports.js';
 import type { OutboxLane } from './worker.js';
 
 /**
- * The inbox: a click from Slack or Discord is stored as an outbox job before it is answered, and
- * decided from there. Slack and Discord do not send a click again, so a click answered and then
+ * The inbox: a click from a chat platform is stored as an outbox job before it is answered, and
+ * decided from there. Chat platforms do not send a click again, so a click answered and then
  * lost with its process would be lost for good; stored first, it is decided by whichever process
  * runs next (see README.md, "The inbox").
  */
 
-/** The job kinds of stored clicks; both run in the `clicks` lane. */
-export const SLACK_CLICK_JOB = 'slack.click';
-export const DISCORD_CLICK_JOB = 'discord.click';
-export const TEAMS_CLICK_JOB = 'teams.click';
-export type ClickJobKind = typeof SLACK_CLICK_JOB | typeof DISCORD_CLICK_JOB | typeof TEAMS_CLICK_JOB;
+/** The job kinds of stored clicks, every platform's (its `clickJobs`); all run in the `clicks` lane. */
+export type ClickJobKind = keyof ChatPlatformJobs;
 
 /**
  * How long a stored click's run holds its claim before another process may take it over: renewed
@@ -41,7 +40,7 @@ export const CLICK_MAX_ATTEMPTS = 12;
 export function clickLane(concurrency: number, admit?: OutboxLane['admit']): OutboxLane {
   return {
     name: 'clicks',
-    kinds: [SLACK_CLICK_JOB, DISCORD_CLICK_JOB, TEAMS_CLICK_JOB],
+    kinds: clickJobKinds,
     concurrency,
     renewedLeaseMs: CLICK_LEASE_MS,
     handlerDeadlineMs: CLICK_HANDLER_DEADLINE_MS,

@@ -5,7 +5,8 @@ import { isDatabaseUnavailable } from '../lib/driver-errors.js';
 import type { JobRow, JobStore } from './ports.js';
 import { scrubSecrets } from '../lib/secrets.js';
 import { withDeadline } from '../lib/timeouts.js';
-import { boundHandler, isJobKind, parseJob, type JobContext, type JobHandlers } from '../core/jobs.js';
+import { boundHandler, type JobContext, type JobHandlers } from '../core/jobs.js';
+import { isJobKind, parseJob } from '../platforms/jobs.js';
 
 export type { JobContext, JobHandler, JobHandlers } from '../core/jobs.js';
 

@@ -57,14 +57,21 @@ const VARIABLES = {
 const environment = celEnv({ variables: VARIABLES });
 const NAMES = { names: new Set(Object.keys(VARIABLES)), listed: 'approver, agent, owners, operation and params' };
 const APPROVER_FIELDS = new Set(['identity', 'person', 'groups']);
-const GROUP_IDENTITY = /slack:group:S[A-Z0-9]{1,31}|discord:role:\d{17,20}/g;
 
 /**
  * Compiles an approver rule at start: syntax, names, declared params, `approver.<field>`, and a
  * trial run on typed sample params (when the schema gives one) that must answer a boolean.
  * Throws ConditionError with a one-line reason.
  */
-export function compileApproverRule(definition: ApproverRuleDefinition, context: { operation: string; paramsSchema: Record<string, unknown> }): ApproverRule {
+export function compileApproverRule(
+  definition: ApproverRuleDefinition,
+  context: {
+    operation: string;
+    paramsSchema: Record<string, unknown>;
+    /** The chat platforms' group identities (a global pattern): those the rule names are `mentionedGroups`. */
+    groupIdentity: RegExp;
+  },
+): ApproverRule {
   let parsed: ReturnType<typeof parse>;
   try {
     parsed = parse(definition.when);
@@ -103,7 +110,7 @@ export function compileApproverRule(definition: ApproverRuleDefinition, context:
   return {
     source: definition.when,
     reason: definition.reason ?? `the approver rule of ${context.operation} (${definition.when}) does not allow you`,
-    mentionedGroups: [...new Set(definition.when.match(GROUP_IDENTITY) ?? [])],
+    mentionedGroups: [...new Set(definition.when.match(context.groupIdentity) ?? [])],
     evaluate,
   };
 }

@@ -1,12 +1,8 @@
 import type { Database } from '../db/database.js';
 
-/** How much chat work runs at once; set per database. */
-export interface ChatConcurrency {
-  /** Slack form openers (Reject, Approve for…) handled at once after their acks. */
-  slackClicks: number;
-  /** Stored clicks (both platforms) decided at once per replica: the slots of the outbox's `clicks` lane. */
-  clickDecisions: number;
-}
+import type { ChatConcurrency } from '../chat/platform-module.js';
+
+export type { ChatConcurrency } from '../chat/platform-module.js';
 
 /**
  * The embedded database runs every query on this event loop, one at a time: decisions at once only

@@ -35,6 +35,8 @@ import { loggerOptions } from './logger.js';
 import { chatConcurrencyFor } from './concurrency.js';
 import { createServices, type Services } from './services.js';
 import type { JobHandlers } from '../core/jobs.js';
+import { destinationOf } from '../core/chat-platform.js';
+import { chatPlatformLabels } from '../platforms/index.js';
 import { createSharedRateLimitStore, type SharedRateLimitStore } from '../db/rate-limit-store.js';
 import { createUpstreamClients, ungatedUpstreamTools, withUpstreamOperations, type UpstreamClients } from '../mcp/upstreams.js';
 import { registerMcpRoutes } from '../mcp/http-route.js';
@@ -173,7 +175,7 @@ async function wireChat(
     store: services.store,
     messages: createChatMessageStore(database.db),
     publishers: integrations.map((integration) => integration.publisher),
-    channelFor: (operation, platform) => services.operation(operation)?.approval[platform]?.channel,
+    channelFor: (operation, platform) => destinationOf(services.operation(operation)?.approval, platform) ?? undefined,
     describe: (operation) => services.operation(operation)?.description ?? operation,
     grantDurations: (operation) => {
       const grants = services.operation(operation)?.grants;
@@ -403,14 +405,14 @@ export async function startTwokey(options: StartOptions): Promise<RunningTwokey>
     if (released > 0) logger.info('outbox jobs claimed by a process that died run again now');
   }
   outbox.start();
-  // The first minute: with no Slack or Discord, the console is the way to approve; say how to get in.
+  // The first minute: with no chat platform, the console is the way to approve; say how to get in.
   // A sign-in link goes to a terminal only: the log stream is collected, kept and read by others.
   if (url && integrations.length === 0) {
     if (options.announceConsole) options.announceConsole(await webConsole.firstRunSignIn(url));
     else
       logger.info(
         { console: consoleUrl(publicBaseUrl(env, url)) },
-        'no Slack or Discord configured: approve in the web console; run `twokey approvers link NAME` for a sign-in link',
+        `no ${chatPlatformLabels} configured: approve in the web console; run \`twokey approvers link NAME\` for a sign-in link`,
       );
   }
 

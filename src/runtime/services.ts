@@ -12,6 +12,7 @@ import { createProposalService } from '../core/proposals.js';
 import { createRequestIdentity } from '../core/request-identity.js';
 import { createGrantService } from '../core/grant-service.js';
 import { createFollowUpService } from '../core/follow-ups.js';
+import { identities } from '../platforms/index.js';
 import { createGrantReader } from '../db/grants-store.js';
 import type { Database } from '../db/database.js';
 import { createAgpRuntime, parseBusinesses, type AgpRuntime } from '../agp/index.js';
@@ -208,7 +209,7 @@ export function createServices(options: ServicesOptions) {
     requests: createRequestIdentity({ proposals, store: createRequestIdentityStore(options.database.db), clock }),
     followUps: createFollowUpService({ store, clock, operation: (name) => operations.get(name), chatPlatforms, onChange }),
     grants: createGrantService({ store, clock, operation: (name) => operations.get(name), proposals, grants: createGrantReader(options.database.db) }),
-    agents: createAgentService({ store, clock, knownOperations: () => [...operations.keys()], operations: () => [...operations.values()] }),
+    agents: createAgentService({ store, clock, knownOperations: () => [...operations.keys()], operations: () => [...operations.values()], identities }),
     audit: createAuditService(store, clock, options.auditCheckpoints),
     passkeyStore,
     passkeys: createPasskeyService({ store: passkeyStore, clock, people }),

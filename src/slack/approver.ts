@@ -1,10 +1,11 @@
 import { webApi, type AckFn, type App, type BlockAction, type ButtonAction, type ViewResponseAction, type ViewSubmitAction } from '@slack/bolt';
 import { explainDecisionError, NOTHING_CHANGED, type DecisionAction, type DecisionPreview } from '../core/decision-preview.js';
 import { TwokeyError } from '../core/errors.js';
-import { SLACK_USER_ID, slackGroupIdentity, slackUserIdentity } from '../core/identity.js';
+import { SLACK_USER_ID, slackGroupIdentity, slackUserIdentity } from './platform.js';
 import type { Decider, ProposalRecord } from '../core/model.js';
 import { approversOf } from '../core/model.js';
-import { INBOX_UNAVAILABLE_WORDS, SLACK_CLICK_JOB, type ClickInbox } from '../outbox/inbox.js';
+import { INBOX_UNAVAILABLE_WORDS, type ClickInbox } from '../outbox/inbox.js';
+import { SLACK_CLICK_JOB } from './platform.js';
 import {
   APPROVE_ACTION,
   GRANT_ACTION,

@@ -1,7 +1,7 @@
 import { ReceiverMultipleAckError, type App, type Receiver, type ReceiverEvent } from '@slack/bolt';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { serializerCompiler, validatorCompiler } from 'fastify-type-provider-zod';
-import { slackEventsSchema } from '../http-kit/chat-schemas.js';
+import { slackEventsSchema } from './route-schema.js';
 import type { SlackLog } from './log.js';
 import { verifySlackSignature } from './signature.js';
 

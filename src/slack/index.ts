@@ -1,6 +1,7 @@
 import { App, SocketModeReceiver, webApi, type Receiver } from '@slack/bolt';
 import type { FastifyInstance } from 'fastify';
 import type { ChatIntegration } from '../chat/types.js';
+import type { ChatPlatformContext } from '../chat/platform-module.js';
 import type { Env } from '../config/env.js';
 import { registerSlackApprover } from './approver.js';
 import { FastifySlackReceiver } from './fastify-receiver.js';
@@ -10,7 +11,7 @@ import { createUsergroupDirectory } from './usergroups.js';
 import { createWorkQueue } from '../lib/work-queue.js';
 import { settleWithin } from '../lib/timeouts.js';
 import type { SlackServices } from './ports.js';
-import { SLACK_CLICK_JOB } from '../outbox/inbox.js';
+import { SLACK_CLICK_JOB } from './platform.js';
 
 export { renderProposalMessage } from './blocks.js';
 export { verifySlackSignature } from './signature.js';
@@ -38,7 +39,12 @@ export interface SlackIntegrationOptions {
 }
 
 // Apart, so the runtime can ask without loading Bolt.
-export { isSlackConfigured } from './configured.js';
+export { isSlackConfigured } from './platform.js';
+
+/** The registry's entry point (src/runtime/integrations.ts): Slack as the environment configures it. */
+export function create({ env, services, logger, wiring }: ChatPlatformContext<SlackServices>): ChatIntegration {
+  return createSlackIntegration({ env, services, logger, clickConcurrency: wiring.concurrency.slackClicks });
+}
 
 /** Until a logger is known (registerRoutes), lines are dropped rather than printed unscrubbed. */
 const silent: SlackLog = { debug: () => {}, info: () => {}, warn: () => {}, error: () => {} };

@@ -1,4 +1,4 @@
-import { teamsUserIdentity } from '../core/identity.js';
+import { teamsUserIdentity } from './platform.js';
 import type { Decider } from '../core/model.js';
 import { parseVerb, REASON_INPUT, type TeamsAction } from './adaptive-card.js';
 

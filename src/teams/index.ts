@@ -1,7 +1,8 @@
 import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
 import type { ChatIntegration } from '../chat/types.js';
 import type { Env } from '../config/env.js';
-import { TEAMS_CLICK_JOB } from '../outbox/inbox.js';
+import type { ChatPlatformContext } from '../chat/platform-module.js';
+import { TEAMS_CLICK_JOB } from './platform.js';
 import { createTeamsAuth } from './auth.js';
 import { createBotConnector, tokenUrlFor } from './connector.js';
 import { registerTeamsRoute } from './http-route.js';
@@ -42,6 +43,11 @@ export interface TeamsIntegration extends ChatIntegration {
   stop(): Promise<void>;
   /** Resolves once the clicks this process stored have been decided. */
   settle(): Promise<void>;
+}
+
+/** The registry's entry point (src/runtime/integrations.ts): Teams as the environment configures it. */
+export function create({ env, services, logger }: ChatPlatformContext<TeamsServices>): ChatIntegration {
+  return createTeamsIntegration({ env, services, logger });
 }
 
 const noop = () => {};

@@ -16,6 +16,7 @@ const CONFIG = configYaml([
     policy: [
       { when: "params.customer == 'blocked'", decide: 'deny', reason: 'this customer is blocked from refunds' },
       { when: 'params.amount_cents > 100000', decide: 'require', quorum: 2 },
+      { when: 'params.amount_cents > 50000', decide: 'require', stepUp: 'passkey' },
     ],
     approvers: ['web:alice', 'web:bob'],
   }),
@@ -80,5 +81,23 @@ describe.each(drivers)('the operator command table (%s)', (driver) => {
     const required = (await twokey.services.store.listAudit({ proposalId: proposal.id })).find((event) => event.type === 'policy.required');
     expect(required).toMatchObject({ actor: tested.decidedBy, data: { rule: 'operations[0].policy[1]', quorum: tested.quorum, approvers: tested.approvers } });
     expect(proposal.quorum).toBe(2);
+  });
+
+  it('policy test says when the approvals it asks for need a passkey, as the proposal then does', async () => {
+    const tested = adminCommands['policy.test'].output.parse(
+      await ask('policy.test', { operation: 'refund', params: '{"customer":"c1","amount_cents":60000}', agent: 'argus' }),
+    );
+    expect(tested).toMatchObject({ decision: 'require', stepUp: 'passkey' });
+    expect(adminCommands['policy.test'].print(tested).split('\n').at(-1)).toBe(
+      'decision: require by policy:refund#2; needs 1 of web:alice,web:bob, each approving with a passkey',
+    );
+    const agent = (await twokey.services.store.findAgentByName('argus'))!;
+    const { proposal } = await twokey.services.proposals.propose(agent, { operation: 'refund', params: { customer: 'c1', amount_cents: 60000 } });
+    expect(proposal.stepUp).toBe('passkey');
+    // Below the rule's threshold, nothing asks for a passkey.
+    const small = adminCommands['policy.test'].output.parse(
+      await ask('policy.test', { operation: 'refund', params: '{"customer":"c1","amount_cents":600}', agent: 'argus' }),
+    );
+    expect(small.stepUp).toBeUndefined();
   });
 });

@@ -1,5 +1,8 @@
 import { describe, expect, it } from 'vitest';
-import { identityProblem, parseIdentity, parsePersonIdentity, webIdentity } from '../../src/core/identity.js';
+import { webIdentity } from '../../src/core/identity.js';
+import { identities } from '../../src/platforms/index.js';
+
+const { identityProblem, parseIdentity, parsePersonIdentity } = identities;
 import { approverKind } from '../../src/config/config-file.js';
 
 describe('the identity grammar', () => {

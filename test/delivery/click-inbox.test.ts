@@ -1,8 +1,10 @@
 import { eq } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { auditEvents } from '../../src/db/schema.js';
-import { DISCORD_CLICK_JOB, SLACK_CLICK_JOB } from '../../src/outbox/inbox.js';
-import { jobPayloadSchemas, type JobHandler } from '../../src/core/jobs.js';
+import { DISCORD_CLICK_JOB } from '../../src/discord/platform.js';
+import { SLACK_CLICK_JOB } from '../../src/slack/platform.js';
+import type { JobHandler } from '../../src/core/jobs.js';
+import { jobPayloadSchemas } from '../../src/platforms/jobs.js';
 import { ALICE, BOB, MALLORY, buttonPress, discordConfigYaml, eventually, modalSubmit, startDiscordTwokey, type DiscordTwokey } from '../discord/helpers.js';
 import { RESPONSE_URL, buttonClick, interactionBody, rejectSubmission } from '../slack/support/slack-requests.js';
 import { startSlackTwokey, type SlackTwokey } from '../slack/support/slack-twokey.js';

@@ -2,7 +2,7 @@ import { REST } from 'discord.js';
 import type { FastifyBaseLogger } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { TwokeyError } from '../../src/core/errors.js';
-import { jobPayloadSchemas } from '../../src/core/jobs.js';
+import { jobPayloadSchemas } from '../../src/platforms/jobs.js';
 import type { AgentRecord, ProposalRecord } from '../../src/core/model.js';
 import { createInteractionHandler, type InteractionReply } from '../../src/discord/interactions.js';
 import type { DiscordServices } from '../../src/discord/ports.js';

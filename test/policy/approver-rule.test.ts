@@ -2,9 +2,10 @@ import { describe, expect, it } from 'vitest';
 import { previewDecision } from '../../src/core/decision-preview.js';
 import { createPeople } from '../../src/core/people.js';
 import { approverRuleAllows, compileApproverRule } from '../../src/policy/approver-rule.js';
+import { identities } from '../../src/platforms/index.js';
 
 const paramsSchema = { type: 'object', additionalProperties: false, required: ['amount_cents'], properties: { amount_cents: { type: 'integer' } } };
-const compile = (when: string, reason?: string) => compileApproverRule({ when, reason }, { operation: 'refund', paramsSchema });
+const compile = (when: string, reason?: string) => compileApproverRule({ when, reason }, { operation: 'refund', paramsSchema, groupIdentity: identities.platformGroupPattern });
 const approver = (identity: string, person: string, groups: string[] = []) => ({ identity, person, groups });
 
 describe('approver rules', () => {

@@ -2,7 +2,8 @@ import { describe, expect, it } from 'vitest';
 import { parseConfig } from '../../src/config/config-file.js';
 import { loadEnv } from '../../src/config/env.js';
 import { ConfigError } from '../../src/config/errors.js';
-import { parseIdentity, teamsUserIdentity } from '../../src/core/identity.js';
+import { identities } from '../../src/platforms/index.js';
+import { teamsUserIdentity } from '../../src/teams/platform.js';
 import { createPeople, samePerson } from '../../src/core/people.js';
 
 const ALICE = '5f0c3a2e-8d4b-4c1a-9e7f-2b6d8a0c4e13';
@@ -56,7 +57,7 @@ describe('Teams in the configuration', () => {
   });
 
   it('a Teams identity is one person, linkable under people: so quorum counts them once', () => {
-    expect(parseIdentity(`teams:${ALICE}`)).toEqual({ kind: 'teams_user', id: ALICE, text: `teams:${ALICE}` });
+    expect(identities.parseIdentity(`teams:${ALICE}`)).toEqual({ kind: 'teams_user', id: ALICE, text: `teams:${ALICE}` });
     const parsed = parseConfig(
       config(
         `      approvers: [teams:${ALICE}, web:alice, web:bob]\n      quorum: 2`,

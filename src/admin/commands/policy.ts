@@ -85,6 +85,8 @@ export const policyTest = defineCommand({
     reason: z.string().nullable(),
     quorum: z.number().optional(),
     approvers: z.array(z.string()).optional(),
+    /** The approvals asked for need a passkey: the operation says so, or the rule that matched does. */
+    stepUp: z.literal('passkey').optional(),
     approverRule: z.object({ when: z.string(), approver: z.string().optional(), groups: z.array(z.string()).optional(), result: z.string() }).nullable(),
   }),
   async run(services, input) {
@@ -98,7 +100,10 @@ export const policyTest = defineCommand({
     const now = services.clock();
     const verdict = await services.store.transaction((tx) => policyVerdict(tx, { agent, operation, params: input.params, proposalId: '', now }));
     const explained = explainVerdict(verdict, operation.name, operation.approval);
-    const needs = explained.decision === 'require' ? { quorum: explained.quorum, approvers: explained.approvers } : {};
+    const stepUp =
+      explained.decision === 'require' && (operation.stepUp === 'passkey' || (explained.kind === 'require' && explained.changes.stepUp === 'passkey'));
+    const needs =
+      explained.decision === 'require' ? { quorum: explained.quorum, approvers: explained.approvers, ...(stepUp ? { stepUp: 'passkey' as const } : {}) } : {};
     return {
       operation: operation.name,
       agent: input.agent,
@@ -115,7 +120,8 @@ export const policyTest = defineCommand({
     [
       ...tested.trace.map((step) => `rule ${step.rule}: ${step.when} → ${step.result}`),
       `decision: ${tested.decision}${tested.decidedBy ? ` by ${tested.decidedBy}` : ''}${tested.reason ? ` (${tested.reason})` : ''}` +
-        (tested.decision === 'require' ? `; needs ${String(tested.quorum)} of ${tested.approvers?.length ? tested.approvers.join(',') : '-'}` : ''),
+        (tested.decision === 'require' ? `; needs ${String(tested.quorum)} of ${tested.approvers?.length ? tested.approvers.join(',') : '-'}` : '') +
+        (tested.stepUp === 'passkey' ? ', each approving with a passkey' : ''),
       ...(tested.approverRule
         ? [
             `approver rule: ${tested.approverRule.when} → ${tested.approverRule.approver ? `${tested.approverRule.approver}: ` : ''}${tested.approverRule.result}`,

@@ -1,7 +1,7 @@
 import * as z from 'zod';
 import { parseDuration } from '../../lib/duration.js';
 import { TwokeyError } from '../../core/errors.js';
-import { PERSON_FORMS, parsePersonIdentity } from '../../core/identity.js';
+import { identities } from '../../platforms/index.js';
 import type { ProposalStatus } from '../../core/model.js';
 import { defineCommand } from '../command.js';
 import { table } from '../print.js';
@@ -16,8 +16,8 @@ const id = z.string('missing id').min(1, 'missing id');
 const decider = z
   .string('missing as')
   .min(1, 'missing as')
-  .refine((identity) => parsePersonIdentity(identity) !== null, {
-    error: (issue) => `--as must name one person (${PERSON_FORMS}), not "${String(issue.input)}"`,
+  .refine((identity) => identities.parsePersonIdentity(identity) !== null, {
+    error: (issue) => `--as must name one person (${identities.PERSON_FORMS}), not "${String(issue.input)}"`,
   })
   .transform((identity) => ({ identity, via: 'cli' }));
 
