@@ -40,8 +40,8 @@ describe('Teams in the configuration', () => {
     );
     const approval = parsed.operations[0]?.approval;
     expect(approval?.approvers).toEqual([`teams:${ALICE}`]);
-    expect(approval?.teams).toEqual({ channel: '19:abc@thread.tacv2' });
-    expect(approval?.escalate?.teams).toEqual({ channel: '19:def@thread.tacv2' });
+    expect(approval?.teams).toEqual({ conversation: '19:abc@thread.tacv2', channel: '19:abc@thread.tacv2' });
+    expect(approval?.escalate?.teams).toEqual({ conversation: '19:def@thread.tacv2', channel: '19:def@thread.tacv2' });
   });
 
   it('refuses an object id that is not a lower-case GUID, and a conversation with spaces, naming the field', () => {
