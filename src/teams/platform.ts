@@ -55,10 +55,7 @@ const conversation = z
   .transform((part) => ({ conversation: part.conversation, channel: part.conversation }));
 
 const envSchema = z.object({
-  TEAMS_APP_ID: z
-    .string()
-    .regex(GUID, { error: "expected the Azure bot's app id (a GUID)" })
-    .optional(),
+  TEAMS_APP_ID: z.string().regex(GUID, { error: "expected the Azure bot's app id (a GUID)" }).optional(),
   TEAMS_APP_PASSWORD: z.string().optional(),
   TEAMS_TENANT_ID: z.string().regex(GUID, { error: 'expected an Entra tenant id (a GUID)' }).optional(),
   TEAMS_SERVICE_URL: urlString(['http:', 'https:'], 'expected an http:// or https:// URL').default('https://smba.trafficmanager.net/teams/'),
@@ -89,7 +86,9 @@ export const teamsPlatform = {
     schema: envSchema,
     issues(vars) {
       if ((vars.TEAMS_APP_ID === undefined) === (vars.TEAMS_APP_PASSWORD === undefined)) return [];
-      return [vars.TEAMS_APP_ID === undefined ? 'TEAMS_APP_ID: required when TEAMS_APP_PASSWORD is set' : 'TEAMS_APP_PASSWORD: required when TEAMS_APP_ID is set'];
+      return [
+        vars.TEAMS_APP_ID === undefined ? 'TEAMS_APP_ID: required when TEAMS_APP_PASSWORD is set' : 'TEAMS_APP_PASSWORD: required when TEAMS_APP_ID is set',
+      ];
     },
     isConfigured: (env) => Boolean(env.TEAMS_APP_ID && env.TEAMS_APP_PASSWORD),
   },
