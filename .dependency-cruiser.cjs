@@ -48,6 +48,7 @@ const ALLOWED = {
   console: ['lib', 'core', 'platforms', 'config', 'chat', 'http-kit', 'passkeys'],
   slack: ['lib', 'core', 'config', 'chat', 'outbox', 'http-kit'],
   discord: ['lib', 'core', 'config', 'chat', 'outbox', 'idempotency', 'http-kit'],
+  teams: ['lib', 'core', 'config', 'chat', 'outbox', 'http-kit'],
   // The confirm page wears the console's layout and security headers.
   email: ['lib', 'core', 'config', 'chat', 'console'],
   admin: ['lib', 'core', 'policy', 'platforms', 'config', 'audit', 'outbox', 'console', 'passkeys'],

@@ -4,6 +4,7 @@ import { identityGrammar } from '../core/identity.js';
 import { discordPlatform } from '../discord/platform.js';
 import { emailPlatform } from '../email/platform.js';
 import { slackPlatform } from '../slack/platform.js';
+import { teamsPlatform } from '../teams/platform.js';
 
 /**
  * The chat platforms twokey knows: the one list. Each entry is a platform's declaration
@@ -11,7 +12,7 @@ import { slackPlatform } from '../slack/platform.js';
  * config, identities, the job catalogue and the CLI read them from here, and the runtime loads a
  * configured platform's module (`src/runtime/integrations.ts`). Adding one: src/chat/README.md.
  */
-export const chatPlatforms = [slackPlatform, discordPlatform, emailPlatform] as const satisfies readonly ChatPlatformDeclaration[];
+export const chatPlatforms = [slackPlatform, discordPlatform, teamsPlatform, emailPlatform] as const satisfies readonly ChatPlatformDeclaration[];
 
 export type ChatPlatform = (typeof chatPlatforms)[number];
 /** The registered platforms' names, as a type: what the runtime's loaders must cover. */

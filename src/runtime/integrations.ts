@@ -16,6 +16,7 @@ export type { ChatWiring } from '../chat/platform-module.js';
 export const platformModules: { readonly [Name in RegisteredPlatformName]: () => Promise<ChatPlatformModule<Services>> } = {
   slack: () => import('../slack/index.js'),
   discord: () => import('../discord/index.js'),
+  teams: () => import('../teams/index.js'),
   email: () => import('../email/index.js'),
 };
 

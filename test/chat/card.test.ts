@@ -6,6 +6,7 @@ import { cardToHtml } from '../../src/console/views/card-html.js';
 import { cardToDiscord, followUpToDiscord } from '../../src/discord/message.js';
 import { cardToEmail, followUpToEmail } from '../../src/email/message.js';
 import { cardToBlockKit, followUpToSlack } from '../../src/slack/blocks.js';
+import { cardToAdaptiveCard, followUpToTeams } from '../../src/teams/adaptive-card.js';
 
 const now = new Date('2026-11-22T10:00:00.000Z');
 
@@ -34,9 +35,16 @@ const view = (overrides: Partial<ProposalMessageView> = {}): ProposalMessageView
  * Every place an approval card is shown. A new channel (Teams' Adaptive Cards, email's text and
  * HTML) joins by adding its converter here; every test below then holds it to the same words.
  */
-const converters: Array<{ name: string; render(card: ApprovalCard): string; showsActions: boolean }> = [
+const converters: Array<{
+  name: string;
+  render(card: ApprovalCard): string;
+  showsActions: boolean;
+  /** Teams: text a person or an agent chose goes in a TextRun, which renders no markup at all, so it stays as written. */
+  plainRuns?: boolean;
+}> = [
   { name: 'Slack', render: (card) => JSON.stringify(cardToBlockKit(card)), showsActions: true },
   { name: 'Discord', render: (card) => JSON.stringify(cardToDiscord(card)), showsActions: true },
+  { name: 'Teams', render: (card) => JSON.stringify(cardToAdaptiveCard(card)), showsActions: true, plainRuns: true },
   // The console's buttons are forms of the signed-in viewer (console tests cover them); the card body is the converter.
   { name: 'console', render: (card) => cardToHtml(card, now).value, showsActions: false },
   // A mail's subject and HTML body (its plain-text body is plain text: nothing in it formats, so
@@ -54,6 +62,8 @@ const converters: Array<{ name: string; render(card: ApprovalCard): string; show
 const followUpConverters: Array<{ name: string; render(card: FollowUpCard): string }> = [
   { name: 'Slack', render: followUpToSlack },
   { name: 'Discord', render: (card) => followUpToDiscord(card).content },
+  // What a reader sees: the follow-up's runs, one after the other.
+  { name: 'Teams', render: (card) => (followUpToTeams(card).body as Array<{ inlines: Array<{ text: string }> }>)[0]!.inlines.map((run) => run.text).join('') },
   { name: 'email', render: (card) => followUpToEmail(card).text },
 ];
 
@@ -97,7 +107,10 @@ describe('one approval card, worded once, rendered by every channel', () => {
   it('hands converters data only: agent-chosen text stays raw in the card, for each converter to escape', () => {
     const card = approvalCard(view({ agent: '<!channel> **argus**' }));
     expect(card.fields.find((field) => field.id === 'agent')?.value).toEqual([{ type: 'value', text: '<!channel> **argus**' }]);
-    for (const { render } of converters) expect(render(card)).not.toContain('<!channel> **argus**');
+    for (const { render, plainRuns } of converters) {
+      if (plainRuns) expect(render(card)).toContain(JSON.stringify({ type: 'TextRun', text: '<!channel> **argus**' }));
+      else expect(render(card)).not.toContain('<!channel> **argus**');
+    }
   });
 
   it('keeps the action ids every channel turns into its own', () => {

@@ -114,7 +114,7 @@ describe('parseConfig', () => {
       'operations[0].description: expected a string',
       'operations[0].confirmationType: expected one of: payment, approval, verification',
       'operations[0].expiresIn: expected a duration between 10s and 7d, such as 5m',
-      'operations[0].approval.approvers[0]: expected slack:U…, slack:W…, slack:group:S…, discord:user:<id>, discord:role:<id>, email:<address>, web:<name>, oidc:<claim> or oidc:group:<name>',
+      'operations[0].approval.approvers[0]: expected slack:U…, slack:W…, slack:group:S…, discord:user:<id>, discord:role:<id>, teams:<object id>, email:<address>, web:<name>, oidc:<claim> or oidc:group:<name>',
       'operations[0].approval.quorum: expected a positive integer',
       'operations[0].approval.discord.channel: expected a string: quote Discord ids, e.g. "223456789012345678"',
       'operations[0].commit: expected one of: on_approve, agent',

@@ -64,7 +64,7 @@ describe('console.oidc in the config file', () => {
     );
     expect(config.people?.[0]?.identities).toContain('oidc:alice@example.com');
     expect(issues(`people:\n  - { name: alice, identities: [oidc:group:finance] }\n${refund('      approvers: [web:alice]')}`)).toEqual([
-      'people[0].identities[0]: expected one person (slack:U…, slack:W…, discord:user:<id>, email:<address>, web:<name> or oidc:<claim>), not a group or role',
+      'people[0].identities[0]: expected one person (slack:U…, slack:W…, discord:user:<id>, teams:<object id>, email:<address>, web:<name> or oidc:<claim>), not a group or role',
     ]);
   });
 });

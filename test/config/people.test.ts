@@ -43,8 +43,8 @@ describe('people in the config file', () => {
         `people:\n  - { name: alice, identities: [web:alice, slack:group:S0OPS, "discord:user:1234567890123456"] }\n  - { name: "bad name", identities: [] }\n${operation('[web:alice]')}`,
       ),
     ).toEqual([
-      'people[0].identities[1]: expected one person (slack:U…, slack:W…, discord:user:<id>, email:<address>, web:<name> or oidc:<claim>), not a group or role',
-      'people[0].identities[2]: expected slack:U…, slack:W…, discord:user:<id>, email:<address>, web:<name> or oidc:<claim>',
+      'people[0].identities[1]: expected one person (slack:U…, slack:W…, discord:user:<id>, teams:<object id>, email:<address>, web:<name> or oidc:<claim>), not a group or role',
+      'people[0].identities[2]: expected slack:U…, slack:W…, discord:user:<id>, teams:<object id>, email:<address>, web:<name> or oidc:<claim>',
       'people[1].name: expected 1-64 letters, digits, ".", "_", "@" or "-", starting with a letter or digit',
       'people[1].identities: expected at least one identity',
     ]);
@@ -71,7 +71,7 @@ describe('people in the config file', () => {
 
   it('refuses an approver identity of 16 digits at start, naming the field', () => {
     expect(issues(operation('["discord:user:1234567890123456"]'))).toEqual([
-      'operations[0].approval.approvers[0]: expected slack:U…, slack:W…, slack:group:S…, discord:user:<id>, discord:role:<id>, email:<address>, web:<name>, oidc:<claim> or oidc:group:<name>',
+      'operations[0].approval.approvers[0]: expected slack:U…, slack:W…, slack:group:S…, discord:user:<id>, discord:role:<id>, teams:<object id>, email:<address>, web:<name>, oidc:<claim> or oidc:group:<name>',
     ]);
   });
 });

@@ -22,7 +22,7 @@ describe('job kinds and payloads, at compile time', () => {
     const compileOnly = (tx: StoreTransaction, at: Date) => {
       void tx.enqueue([{ kind: 'chat.sync', payload: { proposalId: 'prp_1', platform: 'slack' } }], at);
       // @ts-expect-error -- a platform that is not a name of the catalogue
-      void tx.enqueue([{ kind: 'chat.sync', payload: { proposalId: 'prp_1', platform: 'teams' } }], at);
+      void tx.enqueue([{ kind: 'chat.sync', payload: { proposalId: 'prp_1', platform: 'irc' } }], at);
       // @ts-expect-error -- the payload of `proposal.escalate` under the kind `callback.deliver`
       void tx.enqueue([{ kind: 'callback.deliver', payload: { proposalId: 'prp_1' } }], at);
       // @ts-expect-error -- a kind the catalogue does not name
@@ -34,7 +34,7 @@ describe('job kinds and payloads, at compile time', () => {
       return handlers;
     };
     expect(compileOnly).toBeTypeOf('function');
-    expectTypeOf<JobPayloads['chat.sync']['platform']>().toEqualTypeOf<'slack' | 'discord' | 'email'>();
+    expectTypeOf<JobPayloads['chat.sync']['platform']>().toEqualTypeOf<'slack' | 'discord' | 'teams' | 'email'>();
     expectTypeOf<JobPayloads['proposal.remind']>().toEqualTypeOf<{ proposalId: string; index: number }>();
     expectTypeOf<Extract<OutboxJobSpec, { kind: 'chat.followup' }>['payload']['kind']>().toEqualTypeOf<'remind' | 'escalate'>();
   });
@@ -57,7 +57,7 @@ describe.each(drivers)('stored payloads the catalogue refuses (%s)', (driver) =>
       async (payload: unknown): Promise<void> =>
         void runs.push([kind, payload]);
     const stored = [
-      { kind: 'chat.sync', payload: { proposalId: 'prp_1', platform: 'teams' } },
+      { kind: 'chat.sync', payload: { proposalId: 'prp_1', platform: 'irc' } },
       { kind: 'proposal.remind', payload: { proposalId: 42, index: 0 } },
       { kind: 'callback.deliver', payload: { proposalId: 'prp_2', status: 'expired' } },
       { kind: 'proposal.archive', payload: { proposalId: 'prp_3' } },

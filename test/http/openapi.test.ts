@@ -39,6 +39,7 @@ describe.each(drivers)('GET /openapi.json (%s)', (driver) => {
         '/metrics',
         '/readyz',
         '/slack/events',
+        '/teams/messages',
         '/v1/operations',
         '/v1/proposals',
         '/v1/proposals/{id}',
@@ -85,6 +86,11 @@ describe.each(drivers)('GET /openapi.json (%s)', (driver) => {
     });
     expect(unsignedDiscord.statusCode).toBe(401);
     expect(unsignedDiscord.body).toBe('');
+    const teams = served.body.paths['/teams/messages'].post;
+    expect(teams.parameters).toEqual(expect.arrayContaining([expect.objectContaining({ in: 'header', name: 'authorization', required: false })]));
+    const unsignedTeams = await twokey.app.inject({ method: 'POST', url: '/teams/messages', headers: { 'content-type': 'application/json' }, payload: '{}' });
+    expect(unsignedTeams.statusCode).toBe(401);
+    expect(unsignedTeams.body).toBe('');
   });
 });
 

@@ -126,7 +126,7 @@ export async function startTestTwokey(options: TestTwokeyOptions): Promise<TestT
   });
   const secrets = Object.entries(options.env ?? {})
     // TWOKEY_PUBLIC_URL holds "KEY" in the product's name, not a secret: chat messages link to it.
-    .filter(([name]) => /TOKEN|SECRET|KEY|PASSWORD/.test(name.replace(/^TWOKEY_/, '')))
+    .filter(([name]) => !name.endsWith('_URL') && /TOKEN|SECRET|KEY|PASSWORD/.test(name.replace(/^TWOKEY_/, '')))
     .map(([, value]) => value)
     .concat(Object.values(options.configVars ?? {}));
   return {

@@ -504,6 +504,62 @@ export type paths = {
         patch?: never;
         trace?: never;
     };
+    "/teams/messages": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Microsoft Teams' messaging endpoint (Bot Framework activities)
+         * @description Activities from the Bot Framework channel. Each carries a JWT (`Authorization: Bearer`, RS256) that must be signed by a key of the channel's OpenID metadata (TEAMS_OPENID_METADATA_URL), issued by its issuer, for TEAMS_APP_ID, with a `serviceUrl` claim equal to the activity's; otherwise `401` with no body and nothing is read. An approval card's button (`invoke` named `adaptiveCard/action`) is stored before its invoke response, which tells the clicker the outcome, a refusal, or that twokey cannot reach its database. Other activities are acknowledged with an empty `200`. Only with TEAMS_APP_ID and TEAMS_APP_PASSWORD.
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header?: {
+                    /** @description Bearer JWT from the Bot Framework channel */
+                    authorization?: string;
+                };
+                path?: never;
+                cookie?: never;
+            };
+            /** @description A Bot Framework activity, read only once its token checks out */
+            requestBody: {
+                content: {
+                    "application/json": unknown;
+                };
+            };
+            responses: {
+                /** @description Refused; `error.code` says why and nothing changed */
+                "4XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description An invoke response (statusCode, type, value), or empty */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": unknown;
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/operations": {
         parameters: {
             query?: never;
