@@ -71,7 +71,6 @@ export type JobPayloads = { [K in JobKind]: z.output<Schemas[K]> };
 /** Kind → payload as it may be queued (before defaults). */
 export type JobPayloadInputs = { [K in JobKind]: z.input<Schemas[K]> };
 
-
 /** A job of one kind with its payload: `{ kind: 'chat.sync', payload: { proposalId, platform } } | …`. */
 export type JobOf<Payloads extends Record<JobKind, unknown>> = { [K in JobKind]: { kind: K; payload: Payloads[K] } }[JobKind];
 

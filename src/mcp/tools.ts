@@ -37,10 +37,9 @@ export function approvalText(operation: OperationDefinition): string {
     return `No human approval: ${operation.autoApprove.reason}; every call is recorded in twokey's audit log.`;
   }
   const { approvers, quorum } = operation.approval;
-  const where = [
-    ...describeChatParts(operation.approval),
-    approvers.some((identity) => identity.startsWith('web:')) ? 'the twokey web console' : null,
-  ].filter((place): place is string => place !== null);
+  const where = [...describeChatParts(operation.approval), approvers.some((identity) => identity.startsWith('web:')) ? 'the twokey web console' : null].filter(
+    (place): place is string => place !== null,
+  );
   const commit =
     operation.commit === 'agent'
       ? 'Once approved, it runs when this tool is called (the waiting call, or the same call repeated).'

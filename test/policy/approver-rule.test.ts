@@ -5,7 +5,8 @@ import { approverRuleAllows, compileApproverRule } from '../../src/policy/approv
 import { identities } from '../../src/platforms/index.js';
 
 const paramsSchema = { type: 'object', additionalProperties: false, required: ['amount_cents'], properties: { amount_cents: { type: 'integer' } } };
-const compile = (when: string, reason?: string) => compileApproverRule({ when, reason }, { operation: 'refund', paramsSchema, groupIdentity: identities.platformGroupPattern });
+const compile = (when: string, reason?: string) =>
+  compileApproverRule({ when, reason }, { operation: 'refund', paramsSchema, groupIdentity: identities.platformGroupPattern });
 const approver = (identity: string, person: string, groups: string[] = []) => ({ identity, person, groups });
 
 describe('approver rules', () => {
