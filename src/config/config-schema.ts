@@ -71,7 +71,25 @@ export const approvalSchema = z
       if (seen.has(identity)) ctx.addIssue({ code: 'custom', path: ['approvers', i], message: 'duplicate approver' });
       seen.add(identity);
     });
-  });
+  })
+  .transform(withImpliedParts);
+
+/**
+ * An `email:` approver is mailed without `approval.email: {}` written beside it: a platform that
+ * reaches each approver directly is on for every operation naming one of its approvers (or an
+ * escalation's), so no approver listed is silently never asked.
+ */
+function withImpliedParts<Approval extends { approvers: string[]; escalate?: { approvers: string[] } | undefined }>(approval: Approval): Approval {
+  const named = [...approval.approvers, ...(approval.escalate?.approvers ?? [])];
+  const implied: Record<string, unknown> = {};
+  for (const platform of chatPlatforms) {
+    if (!('reachesApproversDirectly' in platform) || !platform.reachesApproversDirectly || (approval as Record<string, unknown>)[platform.name] !== undefined) continue;
+    if (named.some((identity) => platform.identityForms.some((form) => identity.startsWith(form.prefix)))) {
+      implied[platform.name] = platform.approvalPart.parse({});
+    }
+  }
+  return Object.keys(implied).length === 0 ? approval : { ...approval, ...implied };
+}
 
 const stringMap = z.record(z.string(), z.string());
 const DEFAULT_MCP_MAX_RESPONSE_BYTES = 1024 * 1024;

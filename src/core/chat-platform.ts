@@ -16,6 +16,12 @@ export interface ChatPlatformDeclaration<Approval extends object = object, Escal
   readonly identityForms: readonly IdentityForm[];
   /** An operation's `approval.<name>`: where its messages go. Present means the operation is on this platform. */
   readonly approvalPart: z.ZodType<Approval>;
+  /**
+   * True when its messages go to each approver of its own form rather than to a channel (email):
+   * naming such an approver puts the operation on the platform, with its part's defaults, as if
+   * `approval.<name>: {}` were written. A part with a required field cannot be implied.
+   */
+  readonly reachesApproversDirectly?: boolean;
   /** An escalation's `escalate.<name>`: where it is also posted. */
   readonly escalatePart: z.ZodType<Escalate>;
   /** Where an operation's messages go, in words (the MCP tool description): "Slack channel C0123". */

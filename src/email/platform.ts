@@ -39,6 +39,7 @@ export const emailPlatform = {
   identityForms: [{ kind: 'email_user', prefix: 'email:', pattern: EMAIL_ADDRESS, person: true, shown: 'email:<address>', example: 'email:alice@example.com' }],
   approvalPart,
   escalatePart,
+  reachesApproversDirectly: true,
   describePart: () => 'a mail to each email: approver',
   examples: { approval: {}, escalate: {} },
   env: {

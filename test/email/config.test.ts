@@ -38,6 +38,14 @@ describe('email: identities and the operations they put on email', () => {
     expect(webOnly.operations[0]?.approval.email).toBeUndefined();
   });
 
+  it('mails an operation that names an email: approver without an email part: no approver listed is left unasked', () => {
+    const implied = parseConfig(operation('["email:alice@example.com", web:bob]'), {}, 'test.yaml');
+    expect(implied.operations[0]?.approval.email).toEqual({});
+    // An escalation's email: approver puts the operation on email too (its sync mails whom it adds).
+    const escalated = parseConfig(operation('[web:bob], escalate: { after: 1h, approvers: ["email:carol@example.com"] }'), {}, 'test.yaml');
+    expect(escalated.operations[0]?.approval.email).toEqual({});
+  });
+
   it('refuses a malformed address, naming the field and the forms', () => {
     try {
       parseConfig(operation('["email:alice"]'), {}, 'test.yaml');
