@@ -83,7 +83,8 @@ function withImpliedParts<Approval extends { approvers: string[]; escalate?: { a
   const named = [...approval.approvers, ...(approval.escalate?.approvers ?? [])];
   const implied: Record<string, unknown> = {};
   for (const platform of chatPlatforms) {
-    if (!('reachesApproversDirectly' in platform) || !platform.reachesApproversDirectly || (approval as Record<string, unknown>)[platform.name] !== undefined) continue;
+    if (!('reachesApproversDirectly' in platform) || !platform.reachesApproversDirectly || (approval as Record<string, unknown>)[platform.name] !== undefined)
+      continue;
     if (named.some((identity) => platform.identityForms.some((form) => identity.startsWith(form.prefix)))) {
       implied[platform.name] = platform.approvalPart.parse({});
     }
