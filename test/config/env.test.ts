@@ -22,6 +22,8 @@ describe('loadEnv', () => {
       SLACK_API_URL: 'https://slack.com/api/',
       DISCORD_GATEWAY: false,
       DISCORD_API_URL: 'https://discord.com/api',
+      TEAMS_SERVICE_URL: 'https://smba.trafficmanager.net/teams/',
+      TEAMS_OPENID_METADATA_URL: 'https://login.botframework.com/v1/.well-known/openidconfiguration',
       TWOKEY_SMTP_PORT: 587,
       TWOKEY_SMTP_SECURE: 'starttls',
       AGENR_EXECUTE_POLICY: 'open',
