@@ -12,6 +12,7 @@ import { DISCORD_CLICK_JOB } from './platform.js';
 import { createDiscordPublisher } from './publisher.js';
 import { createDiscordRest, describeRestFailure, withDeadline } from './rest.js';
 import { discordPublicKey } from './signature.js';
+import { silentLogger } from '../chat/silent-logger.js';
 
 export { createDiscordPublisher } from './publisher.js';
 export { renderMessage } from './message.js';
@@ -74,19 +75,6 @@ export interface DiscordIntegration extends ChatIntegration {
   /** Null unless DISCORD_GATEWAY is true. */
   gateway: DiscordGateway | null;
 }
-
-const noop = () => {};
-const silentLogger: FastifyBaseLogger = {
-  level: 'silent',
-  fatal: noop,
-  error: noop,
-  warn: noop,
-  info: noop,
-  debug: noop,
-  trace: noop,
-  silent: noop,
-  child: () => silentLogger,
-};
 
 const idAndToken = (payload: unknown): { id: string; token: string } | null => {
   if (typeof payload !== 'object' || payload === null) return null;

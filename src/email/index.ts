@@ -6,6 +6,7 @@ import type { EmailServices, EmailStore } from './ports.js';
 import { createEmailPublisher } from './publisher.js';
 import { registerEmailRoutes } from './routes.js';
 import { createSmtpSender, type MailSender, type SmtpSettings } from './transport.js';
+import { silentLogger } from '../chat/silent-logger.js';
 
 export { cardToEmail, type EmailLinks, type EmailMessage } from './message.js';
 export { createSmtpSender, type MailSender, type SmtpSettings } from './transport.js';
@@ -40,19 +41,6 @@ export interface EmailIntegrationOptions {
   /** Defaults to SMTP through nodemailer, as the environment says. */
   sender?: MailSender;
 }
-
-const noop = () => {};
-const silentLogger: FastifyBaseLogger = {
-  level: 'silent',
-  fatal: noop,
-  error: noop,
-  warn: noop,
-  info: noop,
-  debug: noop,
-  trace: noop,
-  silent: noop,
-  child: () => silentLogger,
-};
 
 /** The domain of the From address: Message-IDs are made under it. */
 function domainOf(from: string): string {

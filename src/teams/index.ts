@@ -9,6 +9,7 @@ import { registerTeamsRoute } from './http-route.js';
 import { createInvokeHandler } from './invoke.js';
 import type { TeamsServices } from './ports.js';
 import { createTeamsPublisher } from './publisher.js';
+import { silentLogger } from '../chat/silent-logger.js';
 
 export { cardToAdaptiveCard, followUpToTeams, renderActivity } from './adaptive-card.js';
 export { TEAMS_MESSAGES_PATH } from './http-route.js';
@@ -49,19 +50,6 @@ export interface TeamsIntegration extends ChatIntegration {
 export function create({ env, services, logger }: ChatPlatformContext<TeamsServices>): ChatIntegration {
   return createTeamsIntegration({ env, services, logger });
 }
-
-const noop = () => {};
-const silentLogger: FastifyBaseLogger = {
-  level: 'silent',
-  fatal: noop,
-  error: noop,
-  warn: noop,
-  info: noop,
-  debug: noop,
-  trace: noop,
-  silent: noop,
-  child: () => silentLogger,
-};
 
 /**
  * Microsoft Teams as an approval channel: proposal cards (Adaptive Cards) posted to a conversation
