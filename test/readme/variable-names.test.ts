@@ -7,6 +7,7 @@ import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
+import { chatPlatforms } from '../../src/platforms/index.js';
 
 const root = fileURLToPath(new URL('../../', import.meta.url));
 
@@ -42,9 +43,12 @@ describe('environment variable names', () => {
 
   it('.env.example documents every variable twokey reads at start', () => {
     const envSource = readFileSync(join(root, 'src/config/env.ts'), 'utf8');
-    const declared = [...(/export interface Env \{([\s\S]*?)\n\}/.exec(envSource)?.[1] ?? '').matchAll(/readonly ([A-Z][A-Z0-9_]*)\??:/g)].map(
-      (match) => match[1],
-    );
+    // The server's own variables, and each chat platform's (its declaration's schema).
+    const declared = [
+      ...[...(/export interface ServerEnv \{([\s\S]*?)\n\}/.exec(envSource)?.[1] ?? '').matchAll(/readonly ([A-Z][A-Z0-9_]*)\??:/g)].map((match) => match[1]!),
+      ...chatPlatforms.flatMap((platform) => Object.keys(platform.env.schema.shape)),
+    ];
+    expect(declared).toContain('TEAMS_APP_ID');
     expect(declared).toContain('PORT');
     const example = readFileSync(join(root, '.env.example'), 'utf8');
     expect(declared.filter((name) => !new RegExp(`^#? ?${name}=`, 'm').test(example))).toEqual([]);
