@@ -9,6 +9,22 @@ import { durationLabel } from '../lib/duration.js';
 /** Where a proposal stands, as a reader sees it: its status, with a failed execution told apart. */
 export type CardTone = 'pending' | 'approved' | 'executing' | 'committed' | 'rejected' | 'expired' | 'cancelled' | 'failed';
 
+/**
+ * Each tone's symbol in plain Unicode, shown beside the state's name so a state never depends on a
+ * colour the reader (or a mail client) may drop. Channels with richer symbols of their own (Slack's
+ * and Teams' emoji) map tones themselves.
+ */
+export const TONE_SYMBOLS: Readonly<Record<CardTone, string>> = {
+  pending: '◷',
+  approved: '✓',
+  executing: '↻',
+  committed: '✔',
+  rejected: '✕',
+  expired: '◌',
+  cancelled: '⊘',
+  failed: '!',
+};
+
 const plural = (n: number, word: string): string => `${n} ${word}${n === 1 ? '' : 's'}`;
 
 export const CARD_WORDS = {

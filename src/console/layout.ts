@@ -1,4 +1,4 @@
-import { CARD_WORDS, type CardTone } from '../chat/card-words.js';
+import { CARD_WORDS, TONE_SYMBOLS, type CardTone } from '../chat/card-words.js';
 import type { ProposalStatus } from '../core/model.js';
 import { displaySafeJson } from '../config/display-text.js';
 import { html, type HtmlValue, type SafeHtml } from './html.js';
@@ -23,24 +23,12 @@ export interface PageOptions {
   body: HtmlValue;
 }
 
-/** Each tone's symbol beside its name, so a state never depends on colour alone. */
-const TONE_SYMBOL: Record<CardTone, string> = {
-  pending: '◷',
-  approved: '✓',
-  executing: '↻',
-  committed: '✔',
-  rejected: '✕',
-  expired: '◌',
-  cancelled: '⊘',
-  failed: '!',
-};
-
 /** A state's name, as the approval card words it (src/chat/card-words.ts). */
 export const statusLabel = (status: ProposalStatus): string => CARD_WORDS.states[status];
 
 /** A state as a badge: the card's word for it (its `state`), a symbol, and a colour. */
 export function statusBadge(tone: CardTone, label: string = CARD_WORDS.states[tone]): SafeHtml {
-  return html`<span class="badge status-${tone}"><span aria-hidden="true">${TONE_SYMBOL[tone]}</span> ${label}</span>`;
+  return html`<span class="badge status-${tone}"><span aria-hidden="true">${TONE_SYMBOLS[tone]}</span> ${label}</span>`;
 }
 
 /** Times are shown in UTC, always with the zone, so two people comparing notes agree. */

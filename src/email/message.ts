@@ -1,5 +1,6 @@
 import type { ApprovalCard, CardActionId, CardInline, CardText, CardTone, FollowUpCard } from '../chat/card.js';
 import { html, type SafeHtml } from '../console/html.js';
+import { TONE_SYMBOLS } from '../chat/card-words.js';
 
 /** One mail about a proposal: the same words in plain text and in HTML. */
 export interface EmailMessage {
@@ -19,18 +20,6 @@ export interface EmailLinks {
 
 // A subject is one line; long ones are folded or cut by mail clients, so twokey cuts first and says so.
 const SUBJECT_MAX = 160;
-
-/** Each tone's symbol, so the state never depends on a colour the mail client may drop. */
-const TONE_SYMBOL: Record<CardTone, string> = {
-  pending: '◷',
-  approved: '✓',
-  executing: '↻',
-  committed: '✔',
-  rejected: '✕',
-  expired: '◌',
-  cancelled: '⊘',
-  failed: '!',
-};
 
 const TONE_COLOUR: Record<CardTone, string> = {
   pending: '#b7791f',
@@ -119,7 +108,7 @@ export function cardToEmail(card: ApprovalCard, links: EmailLinks = {}): EmailMe
     '',
     card.summary,
     '',
-    ...card.status.map((line) => `${line.tone ? `${TONE_SYMBOL[line.tone]} ` : ''}${plain(line.text)}`),
+    ...card.status.map((line) => `${line.tone ? `${TONE_SYMBOLS[line.tone]} ` : ''}${plain(line.text)}`),
     '',
     ...card.fields.map((field) => `${field.label}: ${plain(field.value)}`),
     ...(actions.length > 0 ? ['', ...actions.map((action) => `${action.label}: ${action.url}`)] : []),
@@ -139,13 +128,13 @@ export function cardToEmail(card: ApprovalCard, links: EmailLinks = {}): EmailMe
       <tr>
         <td style="padding:20px 24px">
           <p style="margin:0 0 8px;font-size:13px;color:${colour};font-weight:600">
-            <span aria-hidden="true">${TONE_SYMBOL[card.tone]}</span> ${card.state} · ${card.title}
+            <span aria-hidden="true">${TONE_SYMBOLS[card.tone]}</span> ${card.state} · ${card.title}
           </p>
           <p style="margin:0 0 4px;font-size:13px;color:#4a5568">${card.labels.subtitle}: ${card.subtitle}</p>
           <h1 style="margin:12px 0 16px;font-size:18px;line-height:1.4">${card.summary}</h1>
           ${card.status.map(
             (line) =>
-              html`<p style="margin:0 0 8px;font-size:14px">${line.tone ? html`<span aria-hidden="true">${TONE_SYMBOL[line.tone]}</span> ` : ''}${rich(line.text)}</p>`,
+              html`<p style="margin:0 0 8px;font-size:14px">${line.tone ? html`<span aria-hidden="true">${TONE_SYMBOLS[line.tone]}</span> ` : ''}${rich(line.text)}</p>`,
           )}
           <table role="presentation" cellpadding="0" cellspacing="0" style="margin:12px 0;font-size:14px">
             ${card.fields.map(
