@@ -1,10 +1,10 @@
 import type { FastifyBaseLogger } from 'fastify';
 import { CARD_WORDS } from '../chat/card-words.js';
 import type { DecisionResult } from '../core/decisions.js';
-import { explainDecisionError, NOTHING_CHANGED, previewDecision, type DecisionAction } from '../core/decision-preview.js';
+import { explainDecisionError, NOTHING_CHANGED, type DecisionAction } from '../core/decision-preview.js';
 import { isTwokeyError, TwokeyError } from '../core/errors.js';
 import type { JobHandler, JobPayloads } from '../core/jobs.js';
-import { operationFor, type Decider, type ProposalRecord } from '../core/model.js';
+import type { Decider, ProposalRecord } from '../core/model.js';
 import type { TeamsAction } from './adaptive-card.js';
 import type { TeamsServices } from './ports.js';
 
@@ -37,23 +37,8 @@ export function createClickChecks(services: TeamsServices) {
 
   async function checkClick(action: TeamsAction, proposalId: string, decider: Decider): Promise<{ refusal: string | null; proposal: ProposalRecord | null }> {
     const proposal = await services.store.getProposal(proposalId);
-    const configured = proposal ? services.operation(proposal.operation) : undefined;
-    // Escalation may have added approvers to this proposal.
-    const operation = proposal && configured ? operationFor(proposal, configured) : configured;
-    const agent = proposal ? await services.store.getAgent(proposal.agentId) : null;
-    const verb = decisionOf(action);
-    const approvals = proposal && verb === 'approve' ? await services.store.listApprovals(proposal.id) : [];
-    const preview = previewDecision({
-      action: verb,
-      proposalId,
-      proposal,
-      operation,
-      agent,
-      approvals,
-      decider,
-      now: services.clock(),
-      ...(services.people ? { people: services.people } : {}),
-    });
+    // The core's own preview (escalated approvers, owner ban, quorum, step-up), read without locks.
+    const preview = await services.proposals.preview(proposalId, decisionOf(action), decider);
     if (!preview.allowed) return { refusal: `${preview.message} ${NOTHING_CHANGED}`, proposal };
     if (action === 'grant' && proposal) {
       try {

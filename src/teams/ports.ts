@@ -7,7 +7,7 @@ import type { ClickInbox } from '../outbox/inbox.js';
 
 /** The slice of twokey a Teams click needs; the runtime (or a test) hands in exactly this. */
 export interface TeamsServices {
-  proposals: Pick<ProposalService, 'approve' | 'reject' | 'retry'>;
+  proposals: Pick<ProposalService, 'approve' | 'reject' | 'retry' | 'preview'>;
   store: Pick<Store, 'getProposal' | 'getAgent' | 'listApprovals'>;
   operation(name: string): OperationApprovalView | undefined;
   /** "Approve for …": approve and grant (absent: the button is refused). */
