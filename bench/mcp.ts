@@ -5,7 +5,8 @@
  * straight through (propose → rule approval → upstream call → committed, every step audited).
  * 1 and 16 clients, each sending its next call as soon as its last one answered; p50/p99 of both and
  * of the difference at each percentile. On PostgreSQL when DATABASE_URL is set, else on PGlite.
- * Knob: BENCH_MCP_CALLS (calls per run, default 200).
+ * Knobs: BENCH_MCP_CALLS (calls per run, default 200); BENCH_PROFILE_DIR (a V8 CPU profile of the
+ * `twokey serve` process written there, for bench/profile-top.ts).
  */
 import { performance } from 'node:perf_hooks';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
@@ -50,7 +51,8 @@ upstreams:
     tools:
       read_note: { readOnly: true }
 `;
-  const twokey = await startTwokeyProcess(database, config, {});
+  const profileDir = process.env.BENCH_PROFILE_DIR;
+  const twokey = await startTwokeyProcess(database, config, {}, profileDir ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : []);
   const rows = [];
   try {
     const [agent] = await createAgents(database, config, {}, 1);

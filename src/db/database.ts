@@ -130,6 +130,12 @@ export interface OpenOptions {
   dataDir: string;
   /** In-memory PGlite, for tests. */
   memory?: boolean;
+  /**
+   * With `memory`: start from this dump of an already migrated database (`PGlite.dumpDataDir`) instead
+   * of creating one and running every migration: about 0.5 s instead of 3 s, which a test suite that
+   * opens hundreds of databases pays each time.
+   */
+  memoryTemplate?: Blob;
   poolSize?: number;
   /**
    * The embedded database's disk: writes are refused below `minFreeBytes` free, and a full disk
@@ -144,9 +150,10 @@ const silentLog: StorageLog = { error: () => undefined, warn: () => undefined, i
 export async function openDatabase(options: OpenOptions): Promise<Database> {
   if (options.databaseUrl) return openPostgres(options.databaseUrl, options.poolSize ?? 10);
   if (options.memory) {
-    const client = new PGlite({ startParams: PGLITE_START_PARAMS });
+    const client = new PGlite({ startParams: PGLITE_START_PARAMS, ...(options.memoryTemplate ? { loadDataDir: options.memoryTemplate } : {}) });
     const db = drizzlePglite({ client, schema });
-    await migratePglite(db, { migrationsFolder });
+    // A template made from older migrations is brought up to date like any database.
+    if (!(options.memoryTemplate && (await isMigrated(db)))) await migratePglite(db, { migrationsFolder });
     return { db, kind: 'pglite', pglite: client, close: () => client.close() };
   }
   const release = await lockDataDir(options.dataDir);

@@ -1,4 +1,7 @@
 import { createHash, randomBytes } from 'node:crypto';
+import { readFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import postgres from 'postgres';
 import { describe } from 'vitest';
 import { openDatabase, type Database } from '../../src/db/database.js';
@@ -10,6 +13,22 @@ export type Driver = 'pglite' | 'postgres';
  * server never drop each other's template.
  */
 export const TEMPLATE_DATABASE = `twokey_test_template_${createHash('sha256').update(process.cwd()).digest('hex').slice(0, 8)}`;
+
+/**
+ * The migrated in-memory PGlite that global setup dumps once per run (same naming as the template
+ * database): each test database starts from it in about 0.5 s instead of 3 s of creating and migrating.
+ */
+export const PGLITE_TEMPLATE_FILE = join(tmpdir(), `twokey-test-pglite-${createHash('sha256').update(process.cwd()).digest('hex').slice(0, 8)}.tar`);
+
+let pgliteTemplate: Promise<Blob | undefined> | undefined;
+/** Read once per test file; without it (a run that skipped global setup) each database migrates itself. */
+function readPgliteTemplate(): Promise<Blob | undefined> {
+  pgliteTemplate ??= readFile(PGLITE_TEMPLATE_FILE).then(
+    (bytes) => new Blob([bytes]),
+    () => undefined,
+  );
+  return pgliteTemplate;
+}
 
 /** Every database test runs on PGlite, and on PostgreSQL too when CI (or you) set TEST_DATABASE_URL. */
 export const drivers: Driver[] = process.env.TEST_DATABASE_URL ? ['pglite', 'postgres'] : ['pglite'];
@@ -36,11 +55,14 @@ export function databaseUrlFor(name: string): string {
 }
 
 /**
- * A fresh, migrated database: in-memory PGlite, or a PostgreSQL database cloned from the template
- * that global setup migrated (~50 ms instead of a migration per file).
+ * A fresh, migrated database: in-memory PGlite loaded from the dump global setup made, or a PostgreSQL
+ * database cloned from the template that global setup migrated (~50 ms instead of a migration per file).
  */
 export async function openTestDatabase(driver: Driver, options: { poolSize?: number } = {}): Promise<Database & { url?: string }> {
-  if (driver === 'pglite') return openDatabase({ dataDir: '', memory: true });
+  if (driver === 'pglite') {
+    const template = await readPgliteTemplate();
+    return openDatabase({ dataDir: '', memory: true, ...(template ? { memoryTemplate: template } : {}) });
+  }
   const name = `twokey_test_${randomBytes(6).toString('hex')}`;
   const admin = postgres(testDatabaseUrl(), { max: 1, onnotice: () => {} });
   try {
