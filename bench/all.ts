@@ -6,9 +6,12 @@
  *   - CLI commands, against `node -e 0`, with the modules each loads (bench/cli.mjs);
  *   - MCP pass-through of a read-only upstream tool, against calling the upstream directly, at 1 and
  *     16 clients: p50 added and the calls/s ratio (bench/mcp.ts);
- *   - a policy-free proposal over HTTP (propose → approve → commit) against the minimal raw SQL
- *     cycle through postgres.js or PGlite, at 1 and 16 agents; AGP `open` execute against `/healthz`;
- *     twokey's CPU per full chat cycle (bench/run.ts, its shorter sections).
+ *   - a proposal a policy rule approves, over HTTP (propose → rule → echo → 201 committed), against the
+ *     minimal raw propose + commit cycle, at 1 and 16 agents, on PostgreSQL (bench/policy-http.ts);
+ *   - a person-approved proposal over HTTP (propose → approve → commit) against the same minimal cycle;
+ *     AGP `open` execute against `/healthz`; twokey's CPU per full chat cycle; click answers with 100
+ *     at once (bench/run.ts, its shorter sections).
+ * Every figure that has a target carries it, with whether this run met it.
  *
  * Each part runs as its own process, one after another, so none measures another's leftovers. Sized
  * to finish in about five minutes on two cores; `npm run bench:full` is the long run (64 agents,
@@ -54,8 +57,16 @@ try {
     console.error(String(error));
     return -1;
   });
-  seconds.run = await step('cycles, core vs minimal, AGP', tsx('bench/run.ts'), {
-    BENCH_SECTIONS: 'cycles,minimal,core,agp',
+  if (process.env.DATABASE_URL) {
+    seconds.policyHttp = await step('policy-approved over HTTP vs the minimal raw cycle', tsx('bench/policy-http.ts'), {
+      BENCH_POLICY_PROPOSALS: process.env.BENCH_POLICY_PROPOSALS ?? '300',
+    }).catch((error: unknown) => {
+      console.error(String(error));
+      return -1;
+    });
+  }
+  seconds.run = await step('cycles, core vs minimal, AGP, clicks', tsx('bench/run.ts'), {
+    BENCH_SECTIONS: 'cycles,clicks,minimal,core,agp',
     BENCH_CONCURRENCY: '1,16',
     BENCH_CORE_AGENTS: '1,16',
     BENCH_SEQUENTIAL: process.env.BENCH_SEQUENTIAL ?? '30',
@@ -90,9 +101,21 @@ try {
       minimal: { cyclesPerSecond: number } | null;
       core: { cyclesPerSecond: number; cpuMsPerCycle: number; ofMinimal: number | null } | null;
     }>;
-    agp?: { p50Ms: number; addedP50Ms: number; healthzP50Ms: number } | null;
+    agp?: { p50Ms: number; addedP50Ms: number; healthzP50Ms: number; executesPerSecond: number; cpuMsPerExecute: number } | null;
     cycles?: Array<{ concurrency: number; cyclesPerSecond: number; cpuMsPerCycle: number }>;
+    clicks?: Record<'slack' | 'discord', { clicks: number; p50: number; p99: number; forgedP99: number }> | null;
   }>;
+  const policyRuns = ((recorded['policy-http'] as { runs?: unknown } | undefined)?.runs ?? []) as Array<{
+    concurrency: number;
+    perSecond: number;
+    p50ms: number;
+    raw: { perSecond: number; meanMs: number };
+    ofRaw: number;
+    addedP50Ms: number;
+  }>;
+  // The targets hold on PostgreSQL; a PGlite row is shown for comparison, without a verdict.
+  const judged = (database: string, target: string, met: boolean) =>
+    database === 'postgres' ? { target, met } : { target: `${target} (on PostgreSQL)`, met: null };
 
   type Row = { figure: string; value: string; baseline: string; ratio: number | null; target: string | null; met: boolean | null };
   const rows: Row[] = [];
@@ -126,21 +149,33 @@ try {
     });
   }
   for (const row of mcpRows) {
+    const ofDirect = round(row.twokeyCallsPerSecond / row.directCallsPerSecond, 2);
     rows.push({
       figure: `MCP tools/call via twokey, ${row.clients} client(s), ${row.database}: p50 ms (added)`,
       value: `${round(row.twokeyMs.p50, 1)} (+${round(row.addedMs.p50, 1)})`,
       baseline: `direct p50 ${round(row.directMs.p50, 1)}`,
       ratio: round(row.twokeyMs.p50 / row.directMs.p50, 2),
-      target: null,
-      met: null,
+      ...(row.clients === 1 ? judged(row.database, 'added p50 <= 2 ms', row.addedMs.p50 <= 2) : { target: null, met: null }),
     });
     rows.push({
       figure: `MCP tools/call via twokey, ${row.clients} client(s), ${row.database}: calls/s`,
       value: String(row.twokeyCallsPerSecond),
       baseline: `direct ${row.directCallsPerSecond}`,
-      ratio: round(row.twokeyCallsPerSecond / row.directCallsPerSecond, 2),
-      target: null,
-      met: null,
+      ratio: ofDirect,
+      ...(row.clients === 16 ? judged(row.database, '>= 0.5 of direct', ofDirect >= 0.5) : { target: null, met: null }),
+    });
+  }
+  for (const run of policyRuns) {
+    rows.push({
+      figure: `policy-approved proposal over HTTP (propose → rule → echo → 201 committed), ${run.concurrency} agent(s), postgres: per s (p50 ms, added)`,
+      value: `${run.perSecond} (${run.p50ms}, +${run.addedP50Ms})`,
+      baseline: `minimal raw cycle ${run.raw.perSecond}/s (mean ${run.raw.meanMs} ms)`,
+      ratio: run.ofRaw,
+      ...(run.concurrency === 16
+        ? { target: '>= 0.25 of raw', met: run.ofRaw >= 0.25 }
+        : run.concurrency === 1
+          ? { target: 'added p50 <= 5 ms', met: run.addedP50Ms <= 5 }
+          : { target: null, met: null }),
     });
   }
   for (const figures of drivers) {
@@ -161,8 +196,14 @@ try {
         value: `${figures.agp.p50Ms} (+${figures.agp.addedP50Ms})`,
         baseline: `/healthz p50 ${figures.agp.healthzP50Ms}`,
         ratio: round(figures.agp.p50Ms / figures.agp.healthzP50Ms, 2),
-        target: null,
-        met: null,
+        ...judged(figures.driver, 'added p50 < 3 ms', figures.agp.addedP50Ms < 3),
+      });
+      rows.push({
+        figure: `AGP open execute, 16 agents, ${figures.driver}: executes/s (CPU ms each)`,
+        value: `${figures.agp.executesPerSecond} (${figures.agp.cpuMsPerExecute})`,
+        baseline: '',
+        ratio: null,
+        ...judged(figures.driver, '>= 1000/s', figures.agp.executesPerSecond >= 1000),
       });
     }
     for (const run of figures.cycles ?? []) {
@@ -171,8 +212,18 @@ try {
         value: String(run.cpuMsPerCycle),
         baseline: `${run.cyclesPerSecond} cycles/s`,
         ratio: null,
-        target: null,
-        met: null,
+        ...(run.concurrency === 1 ? judged(figures.driver, '<= 5 ms', run.cpuMsPerCycle <= 5) : { target: null, met: null }),
+      });
+    }
+    for (const chat of ['slack', 'discord'] as const) {
+      const burst = figures.clicks?.[chat];
+      if (!burst) continue;
+      rows.push({
+        figure: `${chat} click answers, ${burst.clicks} at once, ${figures.driver}: p50 / p99 ms`,
+        value: `${burst.p50} / ${burst.p99}`,
+        baseline: `forged (refused) click p99 ${burst.forgedP99}`,
+        ratio: round(burst.p99 / burst.forgedP99, 2),
+        ...judged(figures.driver, 'p99 < 100 ms', burst.p99 < 100),
       });
     }
   }
