@@ -38,13 +38,16 @@ export async function pack(dir: string, destination: string): Promise<Packed> {
   return (JSON.parse(output.slice(output.indexOf('['))) as Packed[])[0]!;
 }
 
-/** What never goes into the copy: installed and built things, local state, git's own files. */
-const NOT_COPIED = new Set(['node_modules', 'dist', '.git', 'data', 'data.audit-key.pem', 'data.audit-checkpoints', 'coverage', 'test-results']);
+/** What never goes into the copy: installed things, local state, git's own files. */
+const NOT_COPIED = new Set(['node_modules', '.git', 'data', 'data.audit-key.pem', 'data.audit-checkpoints', 'coverage', 'test-results']);
 
 /**
  * The working tree as it is (uncommitted changes included) in `into`, with the live node_modules
  * linked in (only read: the build's TypeScript, the types), so `prepare` builds the copy's dist/
- * folders, never the live ones a running twokey (or another test run) reads.
+ * folders, never the live ones a running twokey (or another test run) reads. The dist/ folders are
+ * copied with every file's times kept: `prepare` then rebuilds only when a source is newer than the
+ * build (a local tree with uncommitted changes), as it would in a clone, and a fresh build (CI's
+ * install made one) is packed without compiling the project twice more.
  */
 export async function copyOfTree(into: string): Promise<string> {
   const copy = join(into, 'tree');
@@ -52,7 +55,7 @@ export async function copyOfTree(into: string): Promise<string> {
     const [first = '', workspace, inWorkspace = ''] = relative(root, source).split(sep);
     return !NOT_COPIED.has(first) && !(first === 'packages' && workspace && NOT_COPIED.has(inWorkspace));
   };
-  await cp(root, copy, { recursive: true, filter: copied });
+  await cp(root, copy, { recursive: true, filter: copied, preserveTimestamps: true });
   await symlink(join(root, 'node_modules'), join(copy, 'node_modules'), 'dir');
   return copy;
 }
