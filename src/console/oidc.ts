@@ -1,4 +1,4 @@
-import * as client from 'openid-client';
+import type * as OpenIdClient from 'openid-client';
 import type { OidcSignInConfig } from '../config/console-config.js';
 import { oidcIdentity, OIDC_VALUE } from '../core/identity.js';
 import type { Clock } from '../core/model.js';
@@ -77,17 +77,23 @@ export function identityFromClaims(claims: Record<string, unknown>, config: Pick
   return { ok: true, identity, groups: config.groupsClaim ? groupsFrom(claims[config.groupsClaim]) : [] };
 }
 
+/** openid-client (with oauth4webapi and jose) loads with the first sign-in, not before the server answers. */
+let openIdClient: Promise<typeof OpenIdClient> | null = null;
+const loadOpenIdClient = () => (openIdClient ??= import('openid-client'));
+
 export function createOidcSignIn({ config, clock, redirectUri }: OidcSignInDeps): OidcSignIn {
-  let discovered: Promise<client.Configuration> | null = null;
+  let discovered: Promise<OpenIdClient.Configuration> | null = null;
 
   /** Discovery once, on first use; a failure is not kept, so the next sign-in tries again. */
-  function issuerConfiguration(): Promise<client.Configuration> {
-    discovered ??= client
-      .discovery(new URL(config.issuer), config.clientId, undefined, client.ClientSecretBasic(config.clientSecret), {
-        // The config refuses http:// except for a local issuer (a test or a development one).
-        ...(new URL(config.issuer).protocol === 'http:' ? { execute: [client.allowInsecureRequests] } : {}),
-        timeout: 10,
-      })
+  function issuerConfiguration(): Promise<OpenIdClient.Configuration> {
+    discovered ??= loadOpenIdClient()
+      .then((client) =>
+        client.discovery(new URL(config.issuer), config.clientId, undefined, client.ClientSecretBasic(config.clientSecret), {
+          // The config refuses http:// except for a local issuer (a test or a development one).
+          ...(new URL(config.issuer).protocol === 'http:' ? { execute: [client.allowInsecureRequests] } : {}),
+          timeout: 10,
+        }),
+      )
       .catch((error: unknown) => {
         discovered = null;
         throw error;
@@ -97,6 +103,7 @@ export function createOidcSignIn({ config, clock, redirectUri }: OidcSignInDeps)
 
   async function start() {
     const issuer = await issuerConfiguration();
+    const client = await loadOpenIdClient();
     const flow: PendingFlow = {
       state: client.randomState(),
       nonce: client.randomNonce(),
@@ -122,13 +129,14 @@ export function createOidcSignIn({ config, clock, redirectUri }: OidcSignInDeps)
     if (!(age >= 0 && age < OIDC_FLOW_TTL_MS)) return { ok: false, problem: 'flow-expired' };
     const issuerError = callbackUrl.searchParams.get('error');
     if (issuerError !== null) return { ok: false, problem: 'refused-by-issuer', detail: issuerError.slice(0, 64) };
-    let issuer: client.Configuration;
+    let issuer: OpenIdClient.Configuration;
     try {
       issuer = await issuerConfiguration();
     } catch {
       return { ok: false, problem: 'issuer-unreachable' };
     }
     // The callback as the issuer addressed it: openid-client compares it with the redirect URI sent.
+    const client = await loadOpenIdClient();
     const received = new URL(redirectUri());
     received.search = callbackUrl.search;
     let claims: Record<string, unknown>;
@@ -148,7 +156,7 @@ export function createOidcSignIn({ config, clock, redirectUri }: OidcSignInDeps)
         claims = { ...userinfo, ...claims, ...pick(userinfo, [config.identityClaim, config.groupsClaim]) };
       }
     } catch (error) {
-      return { ok: false, problem: 'not-verified', detail: errorCode(error) };
+      return { ok: false, problem: 'not-verified', detail: errorCode(client, error) };
     }
     return identityFromClaims(claims, config);
   }
@@ -161,7 +169,7 @@ function pick(source: Record<string, unknown>, names: ReadonlyArray<string | nul
 }
 
 /** A short code for the log and the page: never the issuer's whole message, which may quote tokens. */
-function errorCode(error: unknown): string {
+function errorCode(client: typeof OpenIdClient, error: unknown): string {
   if (error instanceof client.AuthorizationResponseError || error instanceof client.ResponseBodyError) return error.error;
   if (error instanceof Error && 'code' in error && typeof error.code === 'string') return error.code;
   return 'verification_failed';

@@ -1,5 +1,5 @@
 import { createHmac } from 'node:crypto';
-import { fetch, type Dispatcher, type Response } from 'undici';
+import type { Dispatcher, Response } from 'undici';
 import { signPayload } from '../core/secrets.js';
 import { injectTrace } from '../tracing/index.js';
 
@@ -41,6 +41,8 @@ export function standardWebhookSignature(key: Buffer, id: string, unixSeconds: n
  * A failure to get any answer throws with a message safe to record (no URL, no secret).
  */
 export async function postSigned(options: SignedPostOptions): Promise<Response> {
+  // undici (a hundred modules) loads with the first request sent, not before the server answers.
+  const { fetch } = await import('undici');
   const unixSeconds = Math.floor(options.clock().getTime() / 1000);
   const signature = signPayload(options.secret, options.body, unixSeconds);
   const standard = options.standardWebhook

@@ -10,8 +10,11 @@ import { ATTRIBUTES, SPANS, inProposalSpan } from '../tracing/index.js';
 export interface CallbackDeliveryDeps {
   store: Pick<Store, 'getProposal' | 'getAgent' | 'listApprovals'>;
   callbacks: CallbackStore;
-  /** The address guard: agents choose callback URLs, so only allowed addresses are reached. */
-  dispatcher: Dispatcher;
+  /**
+   * The address guard: agents choose callback URLs, so only allowed addresses are reached. Asked for
+   * at each delivery, so it (and undici) can be made with the first callback rather than at start.
+   */
+  dispatcher: () => Dispatcher;
   clock: () => Date;
   timeoutMs?: number;
 }
@@ -54,7 +57,7 @@ export function createCallbackDelivery(deps: CallbackDeliveryDeps) {
         standardWebhook: { id: deliveryId, key: webhookKey(agent.callbackSecret) },
         timeoutMs: deps.timeoutMs ?? 10_000,
         clock: deps.clock,
-        dispatcher: deps.dispatcher,
+        dispatcher: deps.dispatcher(),
         signal: context.signal,
       }).catch((error: unknown) => {
         throw new DeliveryError(`callback to the agent ${error instanceof Error ? error.message : 'failed'}`);

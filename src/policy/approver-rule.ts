@@ -1,5 +1,5 @@
-import { celEnv, CelScalar, listType, mapType, parse, plan } from '@bufbuild/cel';
-import { ConditionError, describe, referenceProblems, verdictOf, type ConditionVerdict } from './condition.js';
+import type { CelEnv } from '@bufbuild/cel';
+import { ConditionError, describe, loadCel, referenceProblems, verdictOf, type ConditionVerdict } from './condition.js';
 import { declaredParamNames, sampleParams } from './rules.js';
 
 /**
@@ -46,16 +46,26 @@ export interface ApproverRuleDefinition {
   reason?: string | undefined;
 }
 
-const VARIABLES = {
-  approver: mapType(CelScalar.STRING, CelScalar.DYN),
-  agent: CelScalar.STRING,
-  owners: listType(CelScalar.STRING),
-  operation: CelScalar.STRING,
-  params: mapType(CelScalar.STRING, CelScalar.DYN),
-} as const;
+/** The names an approver rule reads. */
+const VARIABLE_NAMES = ['approver', 'agent', 'owners', 'operation', 'params'] as const;
+let environment: CelEnv | undefined;
 
-const environment = celEnv({ variables: VARIABLES });
-const NAMES = { names: new Set(Object.keys(VARIABLES)), listed: 'approver, agent, owners, operation and params' };
+/** Built with the first approver rule, as CEL itself loads (see `loadCel`). */
+function approverEnvironment(): CelEnv {
+  if (environment) return environment;
+  const { celEnv, CelScalar, listType, mapType } = loadCel();
+  return (environment = celEnv({
+    variables: {
+      approver: mapType(CelScalar.STRING, CelScalar.DYN),
+      agent: CelScalar.STRING,
+      owners: listType(CelScalar.STRING),
+      operation: CelScalar.STRING,
+      params: mapType(CelScalar.STRING, CelScalar.DYN),
+    } satisfies Record<(typeof VARIABLE_NAMES)[number], unknown>,
+  }));
+}
+
+const NAMES = { names: new Set<string>(VARIABLE_NAMES), listed: 'approver, agent, owners, operation and params' };
 const APPROVER_FIELDS = new Set(['identity', 'person', 'groups']);
 
 /**
@@ -72,6 +82,7 @@ export function compileApproverRule(
     groupIdentity: RegExp;
   },
 ): ApproverRule {
+  const { parse, plan } = loadCel();
   let parsed: ReturnType<typeof parse>;
   try {
     parsed = parse(definition.when);
@@ -85,7 +96,7 @@ export function compileApproverRule(
   });
   if (countWindows.length > 0) problems.push('count_last belongs to policy rules, not to an approver rule');
   if (problems.length > 0) throw new ConditionError(problems.join('; '));
-  const program = plan(environment, parsed);
+  const program = plan(approverEnvironment(), parsed);
   const evaluate = (input: ApproverRuleInput): ConditionVerdict =>
     verdictOf(() =>
       program({

@@ -1,5 +1,7 @@
-import { celEnv, celFunc, CelScalar, isCelError, mapType, parse, plan, type CelEnv } from '@bufbuild/cel';
+import type * as Cel from '@bufbuild/cel';
+import type { CelEnv } from '@bufbuild/cel';
 import type { Expr } from '@bufbuild/cel-spec/cel/expr/syntax_pb.js';
+import { createRequire } from 'node:module';
 import { parseDuration } from '../lib/duration.js';
 
 /**
@@ -26,11 +28,21 @@ export class ConditionError extends Error {
   override readonly name = 'ConditionError';
 }
 
-const VARIABLES = {
-  agent: CelScalar.STRING,
-  operation: CelScalar.STRING,
-  params: mapType(CelScalar.STRING, CelScalar.DYN),
-} as const;
+const requireCommonJs = createRequire(import.meta.url);
+let cel: typeof Cel | undefined;
+
+/**
+ * `@bufbuild/cel`, loaded with the first condition compiled: with `@bufbuild/protobuf` it is over a
+ * hundred modules, which a server whose operations have no rule should not load before it answers.
+ * Required (its CommonJS build) rather than imported, because a config is compiled synchronously;
+ * every use goes through here, so one copy of the library is loaded and `isCelError` knows its errors.
+ */
+export function loadCel(): typeof Cel {
+  return (cel ??= requireCommonJs('@bufbuild/cel') as typeof Cel);
+}
+
+/** The names a policy condition reads. */
+const VARIABLE_NAMES = ['agent', 'operation', 'params'] as const;
 
 export const COUNT_LAST = 'count_last';
 /** Longest window `count_last` may look back: proposals older than this are not worth a scan at every propose. */
@@ -43,15 +55,26 @@ const MAX_COUNT_WINDOW_MS = 7 * 86_400_000;
  */
 let currentCounts: ReadonlyMap<number, number> | undefined;
 
-const countLast = celFunc(COUNT_LAST, [CelScalar.STRING], CelScalar.INT, (window: string) => {
-  const ms = parseDuration(window);
-  const count = currentCounts?.get(ms);
-  // Unknown here means the caller did not look it up: an error, so the rule falls back to a human.
-  if (count === undefined) throw new Error(`count_last("${window}") was not looked up`);
-  return BigInt(count);
-});
+let environment: CelEnv | undefined;
 
-const environment: CelEnv = celEnv({ variables: VARIABLES, funcs: [countLast] });
+/** The CEL environment of policy conditions: their variables and `count_last`. */
+function policyEnvironment(): CelEnv {
+  if (environment) return environment;
+  const { celEnv, celFunc, CelScalar, mapType } = loadCel();
+  const variables: Record<(typeof VARIABLE_NAMES)[number], Cel.CelType> = {
+    agent: CelScalar.STRING,
+    operation: CelScalar.STRING,
+    params: mapType(CelScalar.STRING, CelScalar.DYN),
+  };
+  const countLast = celFunc(COUNT_LAST, [CelScalar.STRING], CelScalar.INT, (window: string) => {
+    const ms = parseDuration(window);
+    const count = currentCounts?.get(ms);
+    // Unknown here means the caller did not look it up: an error, so the rule falls back to a human.
+    if (count === undefined) throw new Error(`count_last("${window}") was not looked up`);
+    return BigInt(count);
+  });
+  return (environment = celEnv({ variables, funcs: [countLast] }));
+}
 /** CEL's type names are identifiers too (`type(x) == int`). */
 const TYPE_NAMES = new Set(['int', 'uint', 'double', 'bool', 'string', 'bytes', 'list', 'map', 'null_type', 'type']);
 
@@ -76,7 +99,7 @@ export function verdictOf(evaluate: () => unknown): ConditionVerdict {
     // The evaluator promises not to throw; if it ever does, the rule still does not decide.
     return { kind: 'undecided', error: describe(error) };
   }
-  if (isCelError(result)) return { kind: 'undecided', error: describe(result) };
+  if (loadCel().isCelError(result)) return { kind: 'undecided', error: describe(result) };
   if (result === true) return { kind: 'match' };
   if (result === false) return { kind: 'no_match' };
   return { kind: 'undecided', error: `the condition returned ${typeof result === 'bigint' ? 'an int' : `a ${typeof result}`}, not a boolean` };
@@ -91,7 +114,7 @@ export interface ReferenceCheck {
   knownFields?: Readonly<Record<string, ReadonlySet<string>>>;
 }
 
-const POLICY_VARIABLES = { names: new Set(Object.keys(VARIABLES)), listed: 'agent, operation and params' };
+const POLICY_VARIABLES = { names: new Set<string>(VARIABLE_NAMES), listed: 'agent, operation and params' };
 
 /** Names and calls the expression uses that cannot be right whatever the params are. */
 export function referenceProblems(root: Expr, check: ReferenceCheck): { problems: string[]; countWindows: number[] } {
@@ -182,6 +205,7 @@ export function compileCondition(
   source: string,
   options: { declaredParams?: readonly string[] | undefined; sample?: ConditionInput | undefined } = {},
 ): CompiledCondition {
+  const { parse, plan } = loadCel();
   let parsed: ReturnType<typeof parse>;
   try {
     parsed = parse(source);
@@ -190,7 +214,7 @@ export function compileCondition(
   }
   const { problems, countWindows } = referenceProblems(parsed.expr, { declaredParams: options.declaredParams });
   if (problems.length > 0) throw new ConditionError(problems.join('; '));
-  const program = plan(environment, parsed);
+  const program = plan(policyEnvironment(), parsed);
   const evaluate = (input: ConditionInput): ConditionVerdict => {
     currentCounts = input.recentCounts;
     try {

@@ -211,7 +211,7 @@ function createOutbox(
   options: StartOptions,
   { logger, database, services }: Foundation,
   { chatSync, integrations }: WiredChat,
-  callbackAgent: Agent,
+  callbackAgent: () => Agent,
 ): OutboxWorker {
   const coreHandlers: Omit<JobHandlers, ClickJobKind> = {
     'chat.sync': ({ proposalId, platform }) => chatSync.sync(proposalId, platform),
@@ -388,8 +388,10 @@ export async function startTwokey(options: StartOptions): Promise<RunningTwokey>
   const logger = createLogger(env.LOG_LEVEL, options.logStream);
   const foundation = await openFoundation(options, logger);
   const { config, database, services } = foundation;
-  // Agents choose callback URLs: every connection they cause goes through the address guard.
-  const callbackAgent = createGuardedAgent(services.callbackPolicy);
+  // Agents choose callback URLs: every connection they cause goes through the address guard, made
+  // with the first callback (it loads undici, a hundred modules, which nothing before /readyz needs).
+  let guardedAgent: Agent | null = null;
+  const callbackAgent = () => (guardedAgent ??= createGuardedAgent(services.callbackPolicy));
   const { integrations, chatSync } = await wireChat(options, foundation);
   const outbox = createOutbox(options, foundation, { chatSync, integrations }, callbackAgent);
   const wake = await wakeOnChanges(foundation, outbox);
@@ -445,7 +447,7 @@ export async function startTwokey(options: StartOptions): Promise<RunningTwokey>
       await outbox.stop();
       await sweeping.sweeper.idle();
       await sweeping.leader.stop();
-      await callbackAgent.close();
+      await guardedAgent?.close();
       // The leader places what is committed before it goes; a replica that dies leaves it to the next.
       await audit.stop();
       if (auditLeader.isLeader()) await audit.flush().catch((error: unknown) => logger.warn({ err: error }, 'audit integration failed at shutdown'));

@@ -7,7 +7,7 @@
  */
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -130,6 +130,9 @@ describe('the modules each twokey command loads', { timeout: PROCESS_TEST_TIMEOU
     expect(plain).toContain('@electric-sql/pglite');
     expect(plain, 'serve without chat loaded @slack/bolt').not.toContain('@slack/bolt');
     expect(plain, 'serve without chat loaded discord.js').not.toContain('discord.js');
+    // Loaded at first use: CEL by the first policy condition, undici by the first callback or
+    // executor request, openid-client by the first console sign-in.
+    for (const name of ['@bufbuild/cel', 'undici', 'openid-client']) expect(plain, `serve loaded ${name} before its first use`).not.toContain(name);
 
     // Slack over HTTP: nothing is asked of Slack at start (its API URL leads nowhere all the same).
     const slack = await serveRecorded({
@@ -139,6 +142,14 @@ describe('the modules each twokey command loads', { timeout: PROCESS_TEST_TIMEOU
     });
     expect(slack).toContain('@slack/bolt');
     expect(slack, 'serve with Slack only loaded discord.js').not.toContain('discord.js');
+  });
+
+  it('twokey serve loads CEL when an operation has a policy rule, and starts with the rule compiled', async () => {
+    const config = join(dir, 'with-rule.yaml');
+    const rule = { when: 'params.amount_cents < 500', decide: 'approve', reason: 'small refund' };
+    await writeFile(config, configYaml([refundOperation({ approvers: ['web:alice'], policy: [rule] })]));
+    const loaded = await serveRecorded({ TWOKEY_CONFIG: config, TWOKEY_DATA_DIR: join(dir, 'rule-data') });
+    expect(loaded).toContain('@bufbuild/cel');
   });
 
   describe('beside a server that holds the embedded database', () => {
