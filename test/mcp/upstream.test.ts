@@ -113,7 +113,12 @@ describe.each(drivers)('MCP upstreams and executor type mcp (%s)', (driver) => {
       fetch(mcpUrl, {
         method: 'POST',
         headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', authorization: `Bearer ${agentKey}` },
-        body: JSON.stringify({ jsonrpc: '2.0', id: 7, method: 'tools/call', params: { name, arguments: { name: 'groceries' }, ...(meta ? { _meta: meta } : {}) } }),
+        body: JSON.stringify({
+          jsonrpc: '2.0',
+          id: 7,
+          method: 'tools/call',
+          params: { name, arguments: { name: 'groceries' }, ...(meta ? { _meta: meta } : {}) },
+        }),
         ...(signal ? { signal } : {}),
       });
     const plain = await post('notes_read_note');
