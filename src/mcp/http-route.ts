@@ -49,7 +49,7 @@ function needsStream(body: unknown, operation: McpRouteDeps['operation']): boole
 }
 
 /**
- * `POST /mcp`: the MCP server of CONTRACT-style Streamable HTTP, stateless. The agent's API key is
+ * `POST /mcp`: the MCP server over Streamable HTTP, stateless. The agent's API key is
  * checked by the same hook as /v1 and /agp before the SDK sees the request (401 plain JSON).
  */
 export function registerMcpRoutes(app: FastifyInstance, deps: McpRouteDeps): McpCalls {
