@@ -4,7 +4,8 @@
  * and through a separate `twokey serve` process that imports it via `upstreams:` and passes it
  * straight through (propose → rule approval → upstream call → committed, every step audited).
  * 1 and 16 clients, each sending its next call as soon as its last one answered; p50/p99 of both and
- * of the difference at each percentile. On PostgreSQL when DATABASE_URL is set, else on PGlite.
+ * of the difference at each percentile, and the CPU time the twokey process spent per call (what a
+ * call costs even when a busy machine makes latencies wait on other processes). On PostgreSQL when DATABASE_URL is set, else on PGlite.
  * Knobs: BENCH_MCP_CALLS (calls per run, default 200); BENCH_PROFILE_DIR (a V8 CPU profile of the
  * `twokey serve` process written there, for bench/profile-top.ts).
  */
@@ -12,7 +13,7 @@ import { performance } from 'node:perf_hooks';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { startFakeUpstream } from '../test/mcp/support.js';
-import { percentiles, recordResults, round, runConcurrently, type Percentiles } from './support/stats.js';
+import { cpuMs, percentiles, recordResults, round, runConcurrently, type Percentiles } from './support/stats.js';
 import { createAgents, createBenchDatabase, startTwokeyProcess } from './support/twokey-process.js';
 
 const CALLS = Number(process.env.BENCH_MCP_CALLS ?? 200);
@@ -63,7 +64,9 @@ upstreams:
       await measure(direct, 'read_note', 20);
       await measure(gated, 'notes_read_note', 20);
       const straight = await measure(direct, 'read_note', CALLS);
+      const cpuBefore = await cpuMs(twokey.pid);
       const through = await measure(gated, 'notes_read_note', CALLS);
+      const twokeyCpuMsPerCall = ((await cpuMs(twokey.pid)) - cpuBefore) / CALLS;
       const d = percentiles(straight.latencies);
       const t = percentiles(through.latencies);
       rows.push({
@@ -75,6 +78,7 @@ upstreams:
         addedMs: { p50: t.p50 - d.p50, p99: t.p99 - d.p99 },
         directCallsPerSecond: round(straight.callsPerSecond),
         twokeyCallsPerSecond: round(through.callsPerSecond),
+        twokeyCpuMsPerCall: round(twokeyCpuMsPerCall, 2),
       });
       await Promise.all([...direct, ...gated].map((client) => client.close()));
     }
@@ -88,11 +92,11 @@ upstreams:
 
 const rows = await benchOn(process.env.DATABASE_URL || undefined);
 console.log('\nMCP tools/call of a read-only upstream tool, direct vs through twokey (ms, p50 / p99)\n');
-console.log('| database   | clients | direct p50 / p99 | via twokey p50 / p99 | added p50 / p99 | calls/s direct | calls/s via twokey |');
-console.log('|------------|--------:|-----------------:|---------------------:|----------------:|---------------:|-------------------:|');
+console.log('| database   | clients | direct p50 / p99 | via twokey p50 / p99 | added p50 / p99 | calls/s direct | calls/s via twokey | twokey CPU ms/call |');
+console.log('|------------|--------:|-----------------:|---------------------:|----------------:|---------------:|-------------------:|-------------------:|');
 for (const row of rows) {
   console.log(
-    `| ${row.database.padEnd(10)} | ${String(row.clients).padStart(7)} | ${show(row.directMs).padStart(16)} | ${show(row.twokeyMs).padStart(20)} | ${`${round(row.addedMs.p50, 1)} / ${round(row.addedMs.p99, 1)}`.padStart(15)} | ${String(row.directCallsPerSecond).padStart(14)} | ${String(row.twokeyCallsPerSecond).padStart(18)} |`,
+    `| ${row.database.padEnd(10)} | ${String(row.clients).padStart(7)} | ${show(row.directMs).padStart(16)} | ${show(row.twokeyMs).padStart(20)} | ${`${round(row.addedMs.p50, 1)} / ${round(row.addedMs.p99, 1)}`.padStart(15)} | ${String(row.directCallsPerSecond).padStart(14)} | ${String(row.twokeyCallsPerSecond).padStart(18)} | ${String(row.twokeyCpuMsPerCall).padStart(18)} |`,
   );
 }
 console.log(`\nwritten to ${await recordResults('mcp', rows)}`);

@@ -35,6 +35,19 @@ export const round = (value: number, digits = 1): number => Number(value.toFixed
 
 export const sleep = (ms: number) => new Promise<void>((done) => setTimeout(done, ms));
 
+/**
+ * CPU time (user + system) a process has used so far, in ms, from /proc (Linux): on a shared
+ * machine the work a request costs shows here when its latency is mostly other processes' turn.
+ */
+export async function cpuMs(pid: number): Promise<number> {
+  const stat = await readFile(`/proc/${pid}/stat`, 'utf8');
+  // The command name (field 2) may hold spaces; the fields after it are counted from its ')'.
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  const ticks = Number(fields[11]) + Number(fields[12]);
+  const ticksPerSecond = Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim()) || 100;
+  return (ticks * 1000) / ticksPerSecond;
+}
+
 /** Resident set size of a process in MiB, from /proc (Linux). */
 export async function rssMiB(pid: number): Promise<number> {
   const status = await readFile(`/proc/${pid}/status`, 'utf8');

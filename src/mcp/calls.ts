@@ -3,7 +3,7 @@ import { outcomeText } from '@twokey/client';
 import type { OperationDefinition } from '../config/config-file.js';
 import { TwokeyError } from '../core/errors.js';
 import type { AgentRecord } from '../core/model.js';
-import type { AgentProposalView } from '../core/proposals.js';
+import { agentView, type AgentProposalView } from '../core/proposals.js';
 import type { TokenSealer } from '../core/request-identity.js';
 import type { McpStore } from './ports.js';
 import type { McpServices } from './ports.js';
@@ -67,12 +67,19 @@ export function createMcpCalls(deps: McpCallDeps) {
   /**
    * The proposal that answers this call: the request identity every way in shares (agent, operation,
    * canonical arguments; src/core/request-identity.ts). Rule-decided operations (read-only upstream
-   * tools) are not deduplicated: reading twice must read twice.
+   * tools) are not deduplicated: reading twice must read twice. `view` when the proposal as propose
+   * left it answers the call: a new proposal has no approvals yet (a rule or a grant decides without
+   * one), and propose returns it as its execution left it, so reading it back would only repeat it.
    */
-  async function proposalFor(agent: AgentRecord, operation: OperationDefinition, params: Record<string, unknown>, context: CallContext) {
+  async function proposalFor(
+    agent: AgentRecord,
+    operation: OperationDefinition,
+    params: Record<string, unknown>,
+    context: CallContext,
+  ): Promise<{ id: string; created: boolean; view?: AgentProposalView }> {
     if (operation.autoApprove) {
       const { proposal } = await proposals.propose(agent, { operation: operation.name, params });
-      return { id: proposal.id, created: true };
+      return { id: proposal.id, created: true, view: agentView(proposal, []) };
     }
     // The token is kept sealed only for a repeat through /v1 with the same key: over MCP twokey itself commits (see executeForAgent).
     const found = await deps.requests.proposeOnce(agent, { operation: operation.name, params }, context.sealer ? { sealer: context.sealer } : {});
@@ -167,8 +174,9 @@ export function createMcpCalls(deps: McpCallDeps) {
         'The arguments contain a twokey secret (a tk_… token or whsec_… secret); nothing was requested. Never pass tokens or secrets as arguments.',
       );
     }
-    const { id, created } = await proposalFor(agent, operation, params as Record<string, unknown>, context);
-    let view = await proposals.viewForAgent(agent, id);
+    const proposed = await proposalFor(agent, operation, params as Record<string, unknown>, context);
+    const { id, created } = proposed;
+    let view = proposed.view ?? (await proposals.viewForAgent(agent, id));
     // The model was told a failed execution may be retried: calling again is that retry.
     if (!created && view.outcome.outcome === 'failed') view = await executeForAgent(agent, view);
     if (created && view.status === 'pending' && context.offerUrl && operation.approval.approvers.some((a) => a.startsWith('web:'))) {

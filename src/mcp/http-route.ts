@@ -31,7 +31,25 @@ function cancelledRequestIds(body: unknown): string[] {
 }
 
 /**
- * `POST /mcp`: the MCP server of CONTRACT-style Streamable HTTP, stateless. The agent's API key is
+ * Whether the answer to these messages may need a stream: a tools/call with a progress token (its
+ * notifications) or of a tool a human decides (the wait may offer the approval page through URL
+ * elicitation). Everything else (initialize, tools/list, a tool no human decides) is answered with
+ * one JSON body, which spares the client and the server an SSE stream per call.
+ */
+function needsStream(body: unknown, operation: McpRouteDeps['operation']): boolean {
+  const messages: unknown[] = Array.isArray(body) ? body : [body];
+  return messages.some((message) => {
+    if (typeof message !== 'object' || message === null) return false;
+    const { method, params } = message as { method?: unknown; params?: { name?: unknown; _meta?: { progressToken?: unknown } } };
+    if (method !== 'tools/call') return false;
+    if (params?._meta?.progressToken !== undefined) return true;
+    const tool = typeof params?.name === 'string' ? operation(params.name) : undefined;
+    return !tool?.autoApprove;
+  });
+}
+
+/**
+ * `POST /mcp`: the MCP server over Streamable HTTP, stateless. The agent's API key is
  * checked by the same hook as /v1 and /agp before the SDK sees the request (401 plain JSON).
  */
 export function registerMcpRoutes(app: FastifyInstance, deps: McpRouteDeps): McpCalls {
@@ -58,7 +76,7 @@ export function registerMcpRoutes(app: FastifyInstance, deps: McpRouteDeps): Mcp
       // /v1 should not pay for compiling it before it answers.
       const { buildServer, StreamableHTTPServerTransport } = await (mcpServer ??= import('./mcp-server.js'));
       const server = buildServer(agent, tokenSealer(bearerKey(request)), deps, calls, waits, request.log);
-      const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined });
+      const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: !needsStream(request.body, deps.operation) });
       await server.connect(transport);
       reply.hijack();
       // A client that goes away aborts the handler's wait (the proposal stays).

@@ -7,6 +7,7 @@ import {
   McpError,
   type CallToolResult,
 } from '@modelcontextprotocol/sdk/types.js';
+import { AjvJsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/ajv';
 import type { FastifyBaseLogger } from 'fastify';
 import { isTwokeyError } from '../core/errors.js';
 import { isDatabaseUnavailable } from '../lib/driver-errors.js';
@@ -31,6 +32,13 @@ const INSTRUCTIONS =
   'Every tool here asks a human before it acts. A call waits for the decision and answers with its outcome. ' +
   'When the outcome is "pending", call the same tool again with the same arguments: it returns the same request, never a new one. ' +
   'When it is "denied" or "expired", the action did not happen: do not retry it or work around it.';
+
+/**
+ * One validator for every request's server: left to itself, each `Server` builds an Ajv instance of
+ * its own (every keyword and format added again), a cost per call for a validator used only by
+ * form-mode elicitation, which twokey never sends.
+ */
+const SCHEMA_VALIDATOR = new AjvJsonSchemaValidator();
 
 /** Codes whose message is meant for the caller; anything else is answered without its internals. */
 const CALLER_ERRORS = new Set([
@@ -59,7 +67,11 @@ export function buildServer(
   waits: Map<string, AbortController>,
   log: FastifyBaseLogger,
 ): Server {
-  const server = new Server(SERVER_INFO, { capabilities: { tools: { listChanged: false } }, instructions: INSTRUCTIONS });
+  const server = new Server(SERVER_INFO, {
+    capabilities: { tools: { listChanged: false } },
+    instructions: INSTRUCTIONS,
+    jsonSchemaValidator: SCHEMA_VALIDATOR,
+  });
   server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools: toolsFor(agent, deps.operations()) }));
   server.setRequestHandler(CallToolRequestSchema, async (request, extra): Promise<CallToolResult> => {
     const progressToken = request.params._meta?.progressToken;

@@ -90,6 +90,21 @@ export function toolOf(operation: OperationDefinition): Tool {
   };
 }
 
+/**
+ * Each operation's tool, built once: a definition does not change while it is loaded (a new config
+ * makes new definitions), and every tools/list of every agent asks for the same ones.
+ */
+const builtTools = new WeakMap<OperationDefinition, Tool>();
+
+function cachedToolOf(operation: OperationDefinition): Tool {
+  let tool = builtTools.get(operation);
+  if (!tool) {
+    tool = toolOf(operation);
+    builtTools.set(operation, tool);
+  }
+  return tool;
+}
+
 export function toolsFor(agent: AgentRecord, operations: readonly OperationDefinition[]): Tool[] {
-  return operations.filter((operation) => mayPropose(agent, operation)).map(toolOf);
+  return operations.filter((operation) => mayPropose(agent, operation)).map(cachedToolOf);
 }

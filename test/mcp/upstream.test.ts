@@ -51,6 +51,8 @@ describe.each(drivers)('MCP upstreams and executor type mcp (%s)', (driver) => {
   let upstream: FakeUpstream;
   let twokey: TestTwokey;
   let client: Client;
+  let mcpUrl: string;
+  let agentKey: string;
 
   const approveWhenProposed = async (operation: string) => {
     const proposal = await until(async () => (await twokey.services.store.listProposals({ operation, status: 'pending' }))[0]);
@@ -61,9 +63,10 @@ describe.each(drivers)('MCP upstreams and executor type mcp (%s)', (driver) => {
   beforeAll(async () => {
     upstream = await startFakeUpstream({ token: UPSTREAM_TOKEN });
     twokey = await startTestTwokey({ driver, configYaml: configFor(upstream.url), env: { TWOKEY_MCP_WAIT: '50', NOTES_TOKEN: UPSTREAM_TOKEN } });
-    const url = await listen(twokey);
+    mcpUrl = await listen(twokey);
     const { apiKey } = await twokey.createAgent('argus');
-    client = await connectClient(url, apiKey);
+    agentKey = apiKey;
+    client = await connectClient(mcpUrl, apiKey);
   }, 120_000);
   afterAll(async () => {
     await client?.close();
@@ -103,6 +106,35 @@ describe.each(drivers)('MCP upstreams and executor type mcp (%s)', (driver) => {
     // Reading twice reads twice: rule-decided calls are not folded into one proposal.
     const again = await client.callTool({ name: 'notes_read_note', arguments: { name: 'groceries' } });
     expect(structured(again).proposalId).not.toBe(structured(result).proposalId);
+  });
+
+  it('answers a call no human decides with one JSON body, and streams one that asked for progress or waits for a human', async () => {
+    const post = (name: string, meta?: Record<string, unknown>, signal?: AbortSignal) =>
+      fetch(mcpUrl, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', authorization: `Bearer ${agentKey}` },
+        body: JSON.stringify({
+          jsonrpc: '2.0',
+          id: 7,
+          method: 'tools/call',
+          params: { name, arguments: { name: 'groceries' }, ...(meta ? { _meta: meta } : {}) },
+        }),
+        ...(signal ? { signal } : {}),
+      });
+    const plain = await post('notes_read_note');
+    expect(plain.headers.get('content-type')).toMatch(/^application\/json/);
+    expect(await plain.json()).toMatchObject({ id: 7, result: { structuredContent: { outcome: 'committed' } } });
+    // A progress token asks for notifications, which only a stream carries.
+    const withProgress = await post('notes_read_note', { progressToken: 'p1' });
+    expect(withProgress.headers.get('content-type')).toMatch(/^text\/event-stream/);
+    expect(await withProgress.text()).toContain('"outcome":"committed"');
+    // A human decides: the wait may offer the approval page, a request only a stream carries.
+    const leave = new AbortController();
+    const waiting = await post('notes_delete_note', undefined, leave.signal);
+    expect(waiting.headers.get('content-type')).toMatch(/^text\/event-stream/);
+    leave.abort();
+    const proposal = await until(async () => (await twokey.services.store.listProposals({ operation: 'notes_delete_note', status: 'pending' }))[0]);
+    await twokey.services.proposals.reject(proposal.id, { identity: 'web:alice', via: 'web' });
   });
 
   it('calls a destructive upstream tool only after approval, with the approved arguments and its credentials, once', async () => {
