@@ -19,6 +19,14 @@ export const PROPOSAL_CHANNEL = 'twokey_proposals';
  */
 export const JOBS_CHANNEL = 'twokey_jobs';
 
+/**
+ * The channel of revoked agents (payload: the agent id), so every replica's key cache (src/core/agents.ts)
+ * forgets a revoked key. Sent inside the revocation's own transaction, unlike the wake-ups: a revocation
+ * is rare, and PostgreSQL then delivers it if and only if the revocation commits, to every replica
+ * listening at that moment.
+ */
+export const AGENT_CHANNEL = 'twokey_agents';
+
 export function parseJobsNotice(payload: string): { replica: string; kinds: string[] } {
   const bar = payload.indexOf('|');
   return {
@@ -209,7 +217,8 @@ function transactionStore(tx: Queryable, replica: string, hot: HotStatements): S
       await tx.insert(agents).values(agent);
     },
     async revokeAgent(id, at) {
-      await tx.update(agents).set({ revokedAt: at }).where(eq(agents.id, id));
+      const revoked = tx.update(agents).set({ revokedAt: at }).where(eq(agents.id, id)).returning({ id: agents.id });
+      await tx.execute(sql`with revoked as (${revoked.getSQL()}) select pg_notify(${AGENT_CHANNEL}, id) from revoked`);
     },
     async appendAudit(event, at) {
       audit.push({ event, at });
