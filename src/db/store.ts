@@ -159,6 +159,7 @@ function sendBeforeCommit(tx: Queryable, statement: SQL): Promise<unknown> | nul
  * one round trip each; the change notifications are kept for after the commit.
  */
 function transactionStore(tx: Queryable, replica: string, hot: HotStatements): StoreTransaction & { buffered(): BufferedWrites } {
+  const inserted: ProposalRecord[] = [];
   const audit: Array<{ event: AuditEventInput; at: Date }> = [];
   const queued: Array<{ spec: OutboxJobSpec; at: Date }> = [];
   const notify = new Set<string>();
@@ -195,13 +196,9 @@ function transactionStore(tx: Queryable, replica: string, hot: HotStatements): S
       return { proposal: toProposal(row.proposal), agent: row.agent ? toAgent(row.agent) : null, approvals: listed };
     },
     async insertProposal(proposal) {
-      const [row] = await onConnectionOf(tx, hot.insertProposal).execute({
-        ...proposal,
-        stepUp: proposal.stepUp ?? null,
-        traceContext: proposal.traceContext ?? null,
-      });
-      if (!row) throw new Error(`proposal ${proposal.id} was not inserted`);
-      return toProposal(row);
+      // Only added, never read again in its transaction: it goes out with the buffered rows.
+      inserted.push(proposal);
+      return proposal;
     },
     async updateProposal(id, patch) {
       // Which columns change differs from one transition to the next: built per call.
@@ -236,7 +233,12 @@ function transactionStore(tx: Queryable, replica: string, hot: HotStatements): S
     },
     /** Takes what was buffered: one statement, the kinds of the jobs queued to run now (reminders wait), the wake-ups. */
     buffered() {
-      const parts = [...auditInsertCtes(audit), ...queued.map(({ spec, at }, index) => jobInsertCte(spec, at, index))];
+      const parts = [
+        ...inserted.map((proposal, index) => proposalInsertCte(proposal, index)),
+        ...auditInsertCtes(audit),
+        ...queued.map(({ spec, at }, index) => jobInsertCte(spec, at, index)),
+      ];
+      inserted.length = 0;
       const dueKinds = [...new Set(queued.filter(({ spec, at }) => !spec.runAt || spec.runAt <= at).map(({ spec }) => spec.kind))];
       audit.length = 0;
       queued.length = 0;
@@ -275,6 +277,23 @@ async function inTransaction<T>(
     // Its own error says what failed, rather than the COMMIT that PostgreSQL answered with a rollback.
     if (beforeCommit) await beforeCommit;
   }
+}
+
+const proposalColumns = Object.entries(getTableColumns(proposals));
+
+/**
+ * A proposal's insert as a CTE of the buffered statement: one parameter, the row as JSON keyed by
+ * column, so its text never changes (a named statement) and nothing is rendered per column. JSON
+ * null becomes SQL null in every column, as the prepared insert it replaces stored it.
+ */
+function proposalInsertCte(proposal: ProposalRecord, index: number): SQL {
+  const row: Record<string, unknown> = {};
+  for (const [key, column] of proposalColumns) {
+    const value = (proposal as unknown as Record<string, unknown>)[key];
+    row[column.name] = value === null || value === undefined ? null : column.getSQLType() === 'jsonb' ? value : column.mapToDriverValue(value);
+  }
+  const name = sql.raw(`proposal_${index}`);
+  return sql`${name} as (insert into proposals select * from jsonb_populate_record(null::proposals, ${JSON.stringify(row)}::jsonb) returning 1)`;
 }
 
 function jobInsertCte(spec: OutboxJobSpec, at: Date, index: number): SQL {
@@ -374,11 +393,6 @@ function hotStatements(db: Db) {
       .for('update', { of: proposals })
       .prepare('twokey_lock_proposal_with_agent'),
     approvalsOf: db.select().from(approvals).where(eq(approvals.proposalId, id)).orderBy(asc(approvals.at)).prepare('twokey_approvals_of'),
-    insertProposal: db
-      .insert(proposals)
-      .values(placeholders(getTableColumns(proposals)))
-      .returning()
-      .prepare('twokey_insert_proposal'),
     insertApproval: db
       .insert(approvals)
       .values(placeholders(getTableColumns(approvals)))
