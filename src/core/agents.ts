@@ -131,7 +131,10 @@ export function createAgentService({ store, clock, knownOperations, operations, 
     try {
       await store.transaction(async (tx) => {
         await tx.revokeAgent(agent.id, now);
-        await tx.appendAudit({ type: 'agent.revoked', actor: by.actor, agentId: agent.id, data: { name: agent.name, ...(by.via ? { via: by.via } : {}) } }, now);
+        await tx.appendAudit(
+          { type: 'agent.revoked', actor: by.actor, agentId: agent.id, data: { name: agent.name, ...(by.via ? { via: by.via } : {}) } },
+          now,
+        );
       });
     } finally {
       // Also when the commit's answer was lost: the row may be revoked all the same.

@@ -4,6 +4,7 @@ import type postgres from 'postgres';
 import type { AgentRecord, ApprovalRecord, AuditEventInput, ConfirmationType, CommitMode, ProposalRecord, ProposalStatus } from '../core/model.js';
 import type { AuditQuery, OutboxJobSpec, ProposalFilter, Store, StoreTransaction } from '../core/ports.js';
 import { auditInsertCtes, createAuditLog } from './audit-log.js';
+import { proposalInsertCte } from './proposal-insert.js';
 import type { Db, Queryable } from './database.js';
 import { grantTransactionStore } from './grants-store.js';
 import type { Notifier } from './notifier.js';
@@ -277,23 +278,6 @@ async function inTransaction<T>(
     // Its own error says what failed, rather than the COMMIT that PostgreSQL answered with a rollback.
     if (beforeCommit) await beforeCommit;
   }
-}
-
-const proposalColumns = Object.entries(getTableColumns(proposals));
-
-/**
- * A proposal's insert as a CTE of the buffered statement: one parameter, the row as JSON keyed by
- * column, so its text never changes (a named statement) and nothing is rendered per column. JSON
- * null becomes SQL null in every column, as the prepared insert it replaces stored it.
- */
-function proposalInsertCte(proposal: ProposalRecord, index: number): SQL {
-  const row: Record<string, unknown> = {};
-  for (const [key, column] of proposalColumns) {
-    const value = (proposal as unknown as Record<string, unknown>)[key];
-    row[column.name] = value === null || value === undefined ? null : column.getSQLType() === 'jsonb' ? value : column.mapToDriverValue(value);
-  }
-  const name = sql.raw(`proposal_${index}`);
-  return sql`${name} as (insert into proposals select * from jsonb_populate_record(null::proposals, ${JSON.stringify(row)}::jsonb) returning 1)`;
 }
 
 function jobInsertCte(spec: OutboxJobSpec, at: Date, index: number): SQL {

@@ -4,7 +4,8 @@ import { openDatabase, type Database } from '../../src/db/database.js';
 import { describeOnPostgres, drivers, openTestDatabase } from '../support/database.js';
 import { startTestTwokey, type TestTwokey } from '../support/twokey.js';
 
-const readsOfAgentByKey = (recorder: SqlRecorder) => recorder.statements.filter((statement) => /from "agents" where "agents"\."key_hash"/.test(statement.text)).length;
+const readsOfAgentByKey = (recorder: SqlRecorder) =>
+  recorder.statements.filter((statement) => /from "agents" where "agents"\."key_hash"/.test(statement.text)).length;
 
 /**
  * An agent's key is read from the database once, then taken from memory, and a revocation empties
