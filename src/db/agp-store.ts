@@ -4,7 +4,8 @@ import type { AuditEventInput } from '../core/model.js';
 import type { IdempotencyRecord, IdempotencyStore } from '../idempotency/ports.js';
 import type { Db, Queryable } from './database.js';
 import { agpTokens, idempotencyKeys } from './schema.js';
-import { withAuditRow } from './audit-log.js';
+import { auditInsertCtes, withAuditRow } from './audit-log.js';
+import { rowsInsertCte } from './row-inserts.js';
 import { appendAuditEvent } from './store.js';
 
 type TokenRow = typeof agpTokens.$inferSelect;
@@ -77,12 +78,8 @@ export function createAgpTokenStore(db: Db): AgpTokenStore {
     },
 
     async audit(event, at, minted = []) {
-      if (minted.length === 0) return appendAudit(db, event, at);
-      const insert = db
-        .insert(agpTokens)
-        .values(minted.map((record) => ({ ...record })))
-        .returning(returningNothing);
-      await db.execute(withAuditRow(insert, event, at));
+      const tokens = minted.length > 0 ? [rowsInsertCte(agpTokens, 'minted_tokens', minted)] : [];
+      await db.execute(sql`with ${sql.join([...tokens, ...auditInsertCtes([{ event, at }])], sql`, `)} select 1`);
     },
 
     async deleteExpired(before) {

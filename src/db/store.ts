@@ -4,7 +4,7 @@ import type postgres from 'postgres';
 import type { AgentRecord, ApprovalRecord, AuditEventInput, ConfirmationType, CommitMode, ProposalRecord, ProposalStatus } from '../core/model.js';
 import type { AuditQuery, OutboxJobSpec, ProposalFilter, Store, StoreTransaction } from '../core/ports.js';
 import { auditInsertCtes, createAuditLog } from './audit-log.js';
-import { proposalInsertCte } from './proposal-insert.js';
+import { rowsInsertCte } from './row-inserts.js';
 import type { Db, Queryable } from './database.js';
 import { grantTransactionStore } from './grants-store.js';
 import type { Notifier } from './notifier.js';
@@ -235,7 +235,7 @@ function transactionStore(tx: Queryable, replica: string, hot: HotStatements): S
     /** Takes what was buffered: one statement, the kinds of the jobs queued to run now (reminders wait), the wake-ups. */
     buffered() {
       const parts = [
-        ...inserted.map((proposal, index) => proposalInsertCte(proposal, index)),
+        ...(inserted.length > 0 ? [rowsInsertCte(proposals, 'new_proposals', inserted)] : []),
         ...auditInsertCtes(audit),
         ...queued.map(({ spec, at }, index) => jobInsertCte(spec, at, index)),
       ];
