@@ -186,7 +186,9 @@ describe.each(drivers)('a call a rule approves, on the lean path (%s)', (driver)
     // and the row, as decided and executed, with its audit rows: one statement, sent with the COMMIT.
     // (Outside the request, the outbox and the sweeper may poll meanwhile: only the request's own statements are looked at.)
     const ownStatements = recorder.statements.filter((statement) => /proposals|"agents"/.test(statement.text) && !/^\s*update jobs/.test(statement.text));
-    expect(ownStatements.map((statement) => statement.text)).toEqual([expect.stringMatching(/^with new_proposals as \(insert into "proposals" .*audit_rows as/s)]);
+    expect(ownStatements.map((statement) => statement.text)).toEqual([
+      expect.stringMatching(/^with new_proposals as \(insert into "proposals" .*audit_rows as/s),
+    ]);
     expect(await auditTypes(String(answer.body.id))).toEqual(['proposal.created', 'proposal.approved', 'proposal.committed']);
   });
 
