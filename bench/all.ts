@@ -111,7 +111,9 @@ try {
     p50ms: number;
     raw: { perSecond: number; meanMs: number };
     ofRaw: number;
-    addedP50Ms: number;
+    healthzP50ms: number;
+    addedP50ms: number;
+    overRawMeanMs: number;
   }>;
   // The targets hold on PostgreSQL; a PGlite row is shown for comparison, without a verdict.
   const judged = (database: string, target: string, met: boolean) =>
@@ -168,13 +170,13 @@ try {
   for (const run of policyRuns) {
     rows.push({
       figure: `policy-approved proposal over HTTP (propose → rule → echo → 201 committed), ${run.concurrency} agent(s), postgres: per s (p50 ms, added)`,
-      value: `${run.perSecond} (${run.p50ms}, +${run.addedP50Ms})`,
-      baseline: `minimal raw cycle ${run.raw.perSecond}/s (mean ${run.raw.meanMs} ms)`,
+      value: `${run.perSecond} (${run.p50ms}, +${run.addedP50ms})`,
+      baseline: `minimal raw cycle ${run.raw.perSecond}/s (mean ${run.raw.meanMs} ms); added = p50 over /healthz p50 ${run.healthzP50ms}`,
       ratio: run.ofRaw,
       ...(run.concurrency === 16
         ? { target: '>= 0.25 of raw', met: run.ofRaw >= 0.25 }
         : run.concurrency === 1
-          ? { target: 'added p50 <= 5 ms', met: run.addedP50Ms <= 5 }
+          ? { target: 'added p50 <= 5 ms', met: run.addedP50ms <= 5 }
           : { target: null, met: null }),
     });
   }

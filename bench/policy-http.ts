@@ -4,8 +4,11 @@
  * agents, next to the minimal raw propose + commit cycle (two transactions of plain SQL, from
  * bench/support/hotpath.ts) measured in the same run on the same database server. First it records
  * the statements and transactions one such proposal sends (at the driver of an in-process twokey).
- * PostgreSQL only (DATABASE_URL). Knobs: BENCH_POLICY_PROPOSALS (per level, default 300),
- * BENCH_SQL_TEXT=1 prints each recorded statement.
+ * PostgreSQL only (DATABASE_URL). "Added" is the p50 over a `GET /healthz` round trip measured at the
+ * same concurrency just before (what any answer from that process costs); CPU is `twokey serve`'s
+ * user + system time per proposal. Knobs: BENCH_POLICY_PROPOSALS (per level, default 300),
+ * BENCH_SQL_TEXT=1 prints each recorded statement, BENCH_PROFILE_DIR writes CPU profiles of the
+ * measured twokey there (summarise one with bench/profile-top.ts).
  *
  *   DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres npm run bench:policy-http
  */
@@ -15,7 +18,7 @@ import { parseConfig } from '../src/config/config-file.js';
 import { loadEnv } from '../src/config/env.js';
 import { startTwokey } from '../src/runtime/server.js';
 import { freePort } from '../test/support/processes.js';
-import { minimalCycles } from './support/hotpath.js';
+import { minimalCycles, withCpu } from './support/hotpath.js';
 import { openRecordedDatabase, SqlRecorder } from './support/sql-trace.js';
 import { percentiles, recordResults, round, runConcurrently } from './support/stats.js';
 import { createAgents, createBenchDatabase, startTwokeyProcess, type BenchAgent } from './support/twokey-process.js';
@@ -97,19 +100,34 @@ async function recordOne() {
   }
 }
 
+/** The p50 of `GET /healthz` at `concurrency`: the floor every answer of that process pays. */
+async function healthzP50(baseUrl: string, concurrency: number): Promise<number> {
+  const samples: number[] = [];
+  await runConcurrently(PROPOSALS, concurrency, async () => {
+    const started = performance.now();
+    await (await fetch(`${baseUrl}/healthz`)).arrayBuffer();
+    samples.push(performance.now() - started);
+  });
+  return percentiles(samples).p50;
+}
+
 async function measure() {
   const bench = await createBenchDatabase(serverUrl);
   try {
     const agents = await createAgents(bench, CONFIG, {}, 16);
-    const twokey = await startTwokeyProcess(bench, CONFIG, {});
+    const profile = process.env.BENCH_PROFILE_DIR ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_PROFILE_DIR}`] : [];
+    const twokey = await startTwokeyProcess(bench, CONFIG, {}, profile);
     const runs = [];
     try {
       for (let i = 0; i < 40; i += 1) await propose(twokey.url, agents[i % agents.length] as BenchAgent, i);
       for (const concurrency of CONCURRENCY) {
+        const floor = await healthzP50(twokey.url, concurrency);
         const samples: number[] = [];
-        const seconds = await runConcurrently(PROPOSALS, concurrency, async (i) => {
-          samples.push(await propose(twokey.url, agents[i % concurrency] as BenchAgent, i));
-        });
+        const { result: seconds, cpuMs } = await withCpu(twokey.pid, () =>
+          runConcurrently(PROPOSALS, concurrency, async (i) => {
+            samples.push(await propose(twokey.url, agents[i % concurrency] as BenchAgent, i));
+          }),
+        );
         const figures = percentiles(samples);
         const raw = await minimalCycles(bench, CONFIG, {}, concurrency, PROPOSALS);
         const perSecond = round(samples.length / seconds);
@@ -118,10 +136,13 @@ async function measure() {
           perSecond,
           p50ms: round(figures.p50),
           p99ms: round(figures.p99),
+          healthzP50ms: round(floor, 2),
+          addedP50ms: round(figures.p50 - floor, 2),
+          cpuMsPerProposal: round(cpuMs / samples.length, 2),
           raw: { perSecond: raw.cyclesPerSecond, meanMs: round((1000 * concurrency) / raw.cyclesPerSecond, 2) },
           ofRaw: round(perSecond / raw.cyclesPerSecond, 2),
-          // What twokey adds to one call: its p50 over the raw cycle's mean time per cycle at this concurrency.
-          addedP50Ms: round(figures.p50 - (1000 * concurrency) / raw.cyclesPerSecond, 2),
+          // The p50 beside the raw cycle's mean time per cycle at this concurrency (two commits to its one).
+          overRawMeanMs: round(figures.p50 - (1000 * concurrency) / raw.cyclesPerSecond, 2),
         });
       }
     } finally {
@@ -138,7 +159,7 @@ console.log(`one policy-approved proposal over HTTP: ${recorded.statements} stat
 const runs = await measure();
 for (const run of runs) {
   console.log(
-    `${String(run.concurrency).padStart(2)} agents: ${run.perSecond}/s (p50 ${run.p50ms} ms, p99 ${run.p99ms} ms); raw minimal cycle ${run.raw.perSecond}/s (mean ${run.raw.meanMs} ms); ratio ${run.ofRaw}, added p50 ${run.addedP50Ms} ms`,
+    `${String(run.concurrency).padStart(2)} agents: ${run.perSecond}/s (p50 ${run.p50ms} ms, added ${run.addedP50ms} ms over /healthz ${run.healthzP50ms} ms, p99 ${run.p99ms} ms, CPU ${run.cpuMsPerProposal} ms); raw minimal cycle ${run.raw.perSecond}/s (mean ${run.raw.meanMs} ms); ratio ${run.ofRaw}, p50 over the raw cycle's mean ${run.overRawMeanMs} ms`,
   );
 }
 console.log(`\nwritten to ${await recordResults('policy-http', { recorded, runs })}`);

@@ -41,8 +41,8 @@ export interface AgpTokenStore {
   ): Promise<AgpTokenRecord>;
   /** Records the execution's outcome; `release` makes the token usable again (the execution did not happen). */
   finish(tokenHash: string, at: Date, effects: TokenEffects & { release: boolean }): Promise<void>;
-  /** An audit row for an execute that ran without a token (policy `open`). */
-  audit(event: AuditEventInput, at: Date): Promise<void>;
+  /** An audit row for an execute that ran without a token (policy `open`), and the adapter tokens its run minted: one statement. */
+  audit(event: AuditEventInput, at: Date, minted?: readonly AgpTokenRecord[]): Promise<void>;
   /** Removes tokens that expired before `before`; returns how many. */
   deleteExpired(before: Date): Promise<number>;
 }

@@ -54,13 +54,28 @@ class AdapterTokenRefusal extends Error {
   }
 }
 
-function adapterTokens(store: AgpTokenStore, clock: Clock, scope: RunScope): AdapterTokens {
+/**
+ * Where the tokens an adapter mints during one run go when the caller writes them itself, with its
+ * own row, in one statement (`open` execute: with its audit row). The caller must write them before
+ * it answers: until then the token is nowhere, and an answer carrying it would carry a dead token.
+ */
+export interface MintedTokens {
+  records: AgpTokenRecord[];
+}
+
+function adapterTokens(store: AgpTokenStore, clock: Clock, scope: RunScope, minted: MintedTokens | undefined): AdapterTokens {
+  /** A token is redeemed only once it is stored, even one minted earlier in the same run. */
+  async function storeMinted(): Promise<void> {
+    if (!minted || minted.records.length === 0) return;
+    const records = minted.records.splice(0);
+    for (const record of records) await store.insert(record);
+  }
   return {
     async mint(binding, options) {
       const token = mintConfirmToken();
       const now = clock();
       const expiresAt = new Date(now.getTime() + options.ttlMs);
-      await store.insert({
+      const record: AgpTokenRecord = {
         tokenHash: sha256Hex(token),
         kind: 'adapter',
         agentId: scope.agentId,
@@ -71,11 +86,14 @@ function adapterTokens(store: AgpTokenStore, clock: Clock, scope: RunScope): Ada
         createdAt: now,
         expiresAt,
         consumedAt: null,
-      });
+      };
+      if (minted) minted.records.push(record);
+      else await store.insert(record);
       return { token, expiresAt };
     },
 
     async redeem(token, binding, record) {
+      await storeMinted();
       const now = clock();
       const verify = (row: AgpTokenRecord | null) => {
         // Another agent's or another business's token is "invalid" to this caller: it learns nothing about it.
@@ -106,7 +124,8 @@ function describeFailure(business: BusinessDefinition, error: unknown, timedOut:
 export function createAdapterRunner(deps: AdapterRunnerDeps) {
   const fetchImpl = deps.fetch ?? fetch;
 
-  async function run<T>(scope: RunScope, work: (ctx: AdapterContext) => Promise<T>): Promise<T> {
+  /** With `minted`, the tokens the adapter mints are handed to the caller to write (see `MintedTokens`) instead of written one by one. */
+  async function run<T>(scope: RunScope, work: (ctx: AdapterContext) => Promise<T>, minted?: MintedTokens): Promise<T> {
     const { business } = scope;
     const timeout = AbortSignal.timeout(business.timeoutMs);
     const ctx: AdapterContext = {
@@ -116,7 +135,7 @@ export function createAdapterRunner(deps: AdapterRunnerDeps) {
       clock: deps.clock,
       signal: timeout,
       fetch: credentialedFetch(business, timeout, fetchImpl),
-      tokens: adapterTokens(deps.tokens, deps.clock, scope),
+      tokens: adapterTokens(deps.tokens, deps.clock, scope, minted),
     };
     let onTimeout: (() => void) | undefined;
     // An adapter that ignores its signal still cannot hold the request past the business's timeout.

@@ -20,7 +20,7 @@ import {
   type GatewayPolicy,
 } from './policy.js';
 import type { AgpServices, AgpTokenRecord, AgpTokenStore } from './ports.js';
-import type { AdapterRunner } from './runner.js';
+import type { AdapterRunner, MintedTokens } from './runner.js';
 
 /**
  * The AGP dialect's rules: discover, query, prepare and execute for one authenticated agent. Knows
@@ -216,20 +216,28 @@ interface ExecuteRun {
   auditData: Record<string, unknown>;
 }
 
-function runExecute(runner: AdapterRunner, run: ExecuteRun, idempotencyKey: string) {
+function runExecute(runner: AdapterRunner, run: ExecuteRun, idempotencyKey: string, minted?: MintedTokens) {
   const { business, agent, request, transactionId } = run;
-  return runner.run({ business, agentId: agent.id, transactionId }, (ctx): Promise<ExecuteResult> =>
-    business.adapter.execute(request, { idempotencyKey }, ctx),
+  return runner.run(
+    { business, agentId: agent.id, transactionId },
+    (ctx): Promise<ExecuteResult> => business.adapter.execute(request, { idempotencyKey }, ctx),
+    minted,
   );
 }
 
-/** `open`: no token at all; X-Confirmation-Token is ignored entirely, as the specification says. */
+/**
+ * `open`: no token at all; X-Confirmation-Token is ignored entirely, as the specification says. The
+ * audit row and the tokens the adapter minted (the echo shop's order token) are written together, in
+ * one statement, before the answer.
+ */
 async function executeOpen(deps: AgpServiceDeps, run: ExecuteRun, headers: ExecuteHeaders): Promise<AgpEnvelope> {
   const { agent, transactionId } = run;
-  const result = await runExecute(deps.runner, run, businessIdempotencyKey(agent, headers, null, transactionId));
+  const minted: MintedTokens = { records: [] };
+  const result = await runExecute(deps.runner, run, businessIdempotencyKey(agent, headers, null, transactionId), minted);
   await deps.tokens.audit(
     { type: 'agp.executed', actor: agentActor(agent), agentId: agent.id, data: { ...run.auditData, adapterStatus: result.status } },
     deps.clock(),
+    minted.records,
   );
   return envelope(transactionId, 'execute', run.business.id, result);
 }

@@ -37,6 +37,9 @@ export async function policyVerdict(
   return evaluatePolicy(rules, { agent: context.agent.name, operation: context.operation.name, params: context.params, recentCounts });
 }
 
+/** Whether the operation's rules count the agent's recent proposals (`count_last`), read in the proposal's transaction. */
+export const countsRecentProposals = (operation: OperationSpec): boolean => countWindowsOf(operation.policy ?? []).length > 0;
+
 type AuditSink = (type: string, actor: string, data: Record<string, unknown>) => void;
 
 /** A decision by policy, recorded like a person's: status, decider, reason and its audit row. */
@@ -129,14 +132,24 @@ async function decideByGrant(tx: StoreTransaction, context: ProposeContext, audi
 /**
  * Everything automatic at propose time, in the proposal's own transaction and before its row is
  * inserted (`context.proposal` is the row to be): policy rules first (the
- * first match decides), then a grant that covers the proposal. (The follow-ups of a proposal still
+ * first match decides), then, for a proposal still waiting, `beforeWaiting` and a grant that covers it. (The follow-ups of a proposal still
  * waiting for people are queued with its other effects, by `jobsForChange` in effects.ts.)
  */
-export async function decideAtPropose(tx: StoreTransaction, context: ProposeContext): Promise<{ proposal: ProposalRecord; audit: AuditEventInput[] }> {
+export async function decideAtPropose(
+  tx: StoreTransaction,
+  context: ProposeContext,
+  /**
+   * Runs when no rule decided, before grants are tried: the limit of proposals waiting for a
+   * decision, which a proposal a rule has just decided never joins (so it costs that one nothing).
+   */
+  beforeWaiting: () => Promise<void> = async () => {},
+): Promise<{ proposal: ProposalRecord; audit: AuditEventInput[] }> {
   const events: AuditEventInput[] = [];
   const audit: AuditSink = (type, actor, data) => events.push({ type, actor, proposalId: context.proposal.id, agentId: context.agent.id, data });
   const byPolicy = await decideByPolicy(tx, context, audit);
   let proposal = byPolicy.proposal;
-  if (proposal.status === 'pending' && byPolicy.grantsMayApply) proposal = await decideByGrant(tx, { ...context, proposal }, audit);
+  if (proposal.status !== 'pending') return { proposal, audit: events };
+  await beforeWaiting();
+  if (byPolicy.grantsMayApply) proposal = await decideByGrant(tx, { ...context, proposal }, audit);
   return { proposal, audit: events };
 }

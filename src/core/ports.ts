@@ -8,7 +8,10 @@ export interface StoreTransaction {
   lockProposal(id: string): Promise<ProposalRecord | null>;
   /** `lockProposal`, with the proposal's agent and approvals (oldest first), in one round trip. */
   lockProposalWithContext(id: string): Promise<LockedProposal | null>;
-  /** Both return the row as stored, so nothing has to read it back. */
+  /**
+   * Both return the row as stored, so nothing has to read it back. A proposal's insert goes out with
+   * the transaction's buffered rows, before its commit: nothing in its transaction reads it after.
+   */
   insertProposal(proposal: ProposalRecord): Promise<ProposalRecord>;
   updateProposal(id: string, patch: Partial<Omit<ProposalRecord, 'id'>>): Promise<ProposalRecord>;
   /** false when this approver was already counted for this proposal. */

@@ -4,7 +4,7 @@ import { createExecutionPipeline, type ExecutionAtPropose } from './execution.js
 import type { ExecutorResolver } from './executor.js';
 import { newId } from './ids.js';
 import { outcomeOf } from './outcome.js';
-import { decideAtPropose } from './automatic-decisions.js';
+import { countsRecentProposals, decideAtPropose } from './automatic-decisions.js';
 import { finalStatuses, type AgentRecord, type ApprovalRecord, type AuditEventInput, type Clock, type OperationSpec, type ProposalRecord } from './model.js';
 import { noPeople, type People } from './people.js';
 import type { ChatPlatformName } from './jobs.js';
@@ -116,8 +116,11 @@ function checkProposal(deps: ProposalServiceDeps, agent: AgentRecord, input: Pro
 }
 
 /**
- * Decides a new proposal before it is stored: the pending-per-agent limit, then policy rules and
- * grants (their audit rows follow the creation's). Returns the row to insert and its audit rows.
+ * Decides a new proposal before it is stored: policy rules, then, for one no rule decided, the
+ * pending-per-agent limit and grants (their audit rows follow the creation's). Returns the row to
+ * insert and its audit rows. A proposal a rule decides waits for nobody, so the limit of proposals
+ * waiting for a decision does not refuse it, and its transaction takes no agent lock (but when its
+ * rules count the agent's recent proposals, which they do under that lock).
  */
 async function decideNewProposal(
   tx: StoreTransaction,
@@ -128,14 +131,18 @@ async function decideNewProposal(
   max: number | undefined,
 ): Promise<{ proposal: ProposalRecord; audit: Array<{ event: AuditEventInput; at: Date }> }> {
   // Counted under the agent's row lock, so concurrent proposals of one agent cannot overshoot it.
-  if (max !== undefined && (await tx.lockAgentAndCountWaiting(agent.id, proposal.createdAt, max)) >= max) {
-    throw new RefusalError(
-      'rate_limited',
-      'pending_proposals',
-      `this agent has ${max} proposals waiting for a decision (the limit); wait for decisions or cancel some`,
-    );
-  }
-  const automatic = await decideAtPropose(tx, { proposal, agent, operation, now: proposal.createdAt });
+  const countWaiting = () => (max === undefined ? Promise.resolve(0) : tx.lockAgentAndCountWaiting(agent.id, proposal.createdAt, max));
+  // Rules that count the agent's recent proposals count them under that lock too, as before any rule ran.
+  const countedFirst = countsRecentProposals(operation) ? await countWaiting() : null;
+  const automatic = await decideAtPropose(tx, { proposal, agent, operation, now: proposal.createdAt }, async () => {
+    if (max !== undefined && (countedFirst ?? (await countWaiting())) >= max) {
+      throw new RefusalError(
+        'rate_limited',
+        'pending_proposals',
+        `this agent has ${max} proposals waiting for a decision (the limit); wait for decisions or cancel some`,
+      );
+    }
+  });
   const created: AuditEventInput = {
     type: 'proposal.created',
     actor: agentActor(agent),

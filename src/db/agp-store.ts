@@ -4,7 +4,8 @@ import type { AuditEventInput } from '../core/model.js';
 import type { IdempotencyRecord, IdempotencyStore } from '../idempotency/ports.js';
 import type { Db, Queryable } from './database.js';
 import { agpTokens, idempotencyKeys } from './schema.js';
-import { withAuditRow } from './audit-log.js';
+import { auditInsertCtes, withAuditRow } from './audit-log.js';
+import { rowsInsertCte } from './row-inserts.js';
 import { appendAuditEvent } from './store.js';
 
 type TokenRow = typeof agpTokens.$inferSelect;
@@ -76,8 +77,9 @@ export function createAgpTokenStore(db: Db): AgpTokenStore {
       await db.execute(withAuditRow(update, effects.audit, at));
     },
 
-    async audit(event, at) {
-      await appendAudit(db, event, at);
+    async audit(event, at, minted = []) {
+      const tokens = minted.length > 0 ? [rowsInsertCte(agpTokens, 'minted_tokens', minted)] : [];
+      await db.execute(sql`with ${sql.join([...tokens, ...auditInsertCtes([{ event, at }])], sql`, `)} select 1`);
     },
 
     async deleteExpired(before) {
@@ -87,29 +89,68 @@ export function createAgpTokenStore(db: Db): AgpTokenStore {
   };
 }
 
+/**
+ * The statements of every request with an Idempotency-Key, built once: drizzle then only fills in
+ * their parameters. A placeholder in a condition reaches the driver as given (only inserted values go
+ * through their column's mapping): times there are passed as text, which both drivers read as a timestamptz.
+ */
+function idempotencyStatements(db: Db) {
+  const value = (name: string) => sql.placeholder(name);
+  return {
+    acquire: db
+      .insert(idempotencyKeys)
+      .values({
+        agentId: value('agentId'),
+        key: value('key'),
+        requestHash: value('requestHash'),
+        status: 'in_flight',
+        responseStatus: null,
+        responseBody: null,
+        createdAt: value('createdAt'),
+        expiresAt: value('expiresAt'),
+      })
+      .onConflictDoUpdate({
+        target: [idempotencyKeys.agentId, idempotencyKeys.key],
+        set: {
+          requestHash: sql`excluded.request_hash`,
+          status: 'in_flight',
+          responseStatus: null,
+          responseBody: null,
+          createdAt: sql`excluded.created_at`,
+          expiresAt: sql`excluded.expires_at`,
+        },
+        // Only a row past its 24 hours, or the abandoned claim of this very request, is replaced.
+        setWhere: or(
+          lte(idempotencyKeys.expiresAt, sql`excluded.created_at`),
+          and(
+            eq(idempotencyKeys.status, 'in_flight'),
+            lte(idempotencyKeys.createdAt, sql`${value('staleBefore')}::timestamptz`),
+            eq(idempotencyKeys.requestHash, sql`excluded.request_hash`),
+          ),
+        ),
+      })
+      .returning({ key: idempotencyKeys.key })
+      .prepare('twokey_idempotency_acquire'),
+    complete: db
+      .update(idempotencyKeys)
+      .set({ status: 'done', responseStatus: sql`${value('responseStatus')}::int`, responseBody: sql`${value('responseBody')}::jsonb` })
+      .where(
+        and(
+          eq(idempotencyKeys.agentId, value('agentId')),
+          eq(idempotencyKeys.key, value('key')),
+          eq(idempotencyKeys.createdAt, sql`${value('createdAt')}::timestamptz`),
+          eq(idempotencyKeys.status, 'in_flight'),
+        ),
+      )
+      .prepare('twokey_idempotency_complete'),
+  };
+}
+
 export function createIdempotencyStore(db: Db): IdempotencyStore {
+  const statements = idempotencyStatements(db);
   return {
     async acquire(claim, staleBefore) {
-      const taken = await db
-        .insert(idempotencyKeys)
-        .values({ ...claim, status: 'in_flight', responseStatus: null, responseBody: null })
-        .onConflictDoUpdate({
-          target: [idempotencyKeys.agentId, idempotencyKeys.key],
-          set: {
-            requestHash: claim.requestHash,
-            status: 'in_flight',
-            responseStatus: null,
-            responseBody: null,
-            createdAt: claim.createdAt,
-            expiresAt: claim.expiresAt,
-          },
-          // Only a row past its 24 hours, or the abandoned claim of this very request, is replaced.
-          setWhere: or(
-            lte(idempotencyKeys.expiresAt, claim.createdAt),
-            and(eq(idempotencyKeys.status, 'in_flight'), lte(idempotencyKeys.createdAt, staleBefore), eq(idempotencyKeys.requestHash, claim.requestHash)),
-          ),
-        })
-        .returning({ key: idempotencyKeys.key });
+      const taken = await statements.acquire.execute({ ...claim, staleBefore: staleBefore.toISOString() });
       return taken.length === 1;
     },
 
@@ -122,17 +163,14 @@ export function createIdempotencyStore(db: Db): IdempotencyStore {
     },
 
     async complete(agentId, key, createdAt, responseStatus, responseBody) {
-      await db
-        .update(idempotencyKeys)
-        .set({ status: 'done', responseStatus, responseBody })
-        .where(
-          and(
-            eq(idempotencyKeys.agentId, agentId),
-            eq(idempotencyKeys.key, key),
-            eq(idempotencyKeys.createdAt, createdAt),
-            eq(idempotencyKeys.status, 'in_flight'),
-          ),
-        );
+      await statements.complete.execute({
+        agentId,
+        key,
+        createdAt: createdAt.toISOString(),
+        responseStatus,
+        // As the column would map it: JSON text, and null as SQL null.
+        responseBody: responseBody === null || responseBody === undefined ? null : JSON.stringify(responseBody),
+      });
     },
 
     async release(agentId, key, createdAt) {

@@ -4,6 +4,7 @@ import type postgres from 'postgres';
 import type { AgentRecord, ApprovalRecord, AuditEventInput, ConfirmationType, CommitMode, ProposalRecord, ProposalStatus } from '../core/model.js';
 import type { AuditQuery, OutboxJobSpec, ProposalFilter, Store, StoreTransaction } from '../core/ports.js';
 import { auditInsertCtes, createAuditLog } from './audit-log.js';
+import { rowsInsertCte } from './row-inserts.js';
 import type { Db, Queryable } from './database.js';
 import { grantTransactionStore } from './grants-store.js';
 import type { Notifier } from './notifier.js';
@@ -18,6 +19,14 @@ export const PROPOSAL_CHANNEL = 'twokey_proposals';
  * woke its outbox at commit already).
  */
 export const JOBS_CHANNEL = 'twokey_jobs';
+
+/**
+ * The channel of revoked agents (payload: the agent id), so every replica's key cache (src/core/agents.ts)
+ * forgets a revoked key. Sent inside the revocation's own transaction, unlike the wake-ups: a revocation
+ * is rare, and PostgreSQL then delivers it if and only if the revocation commits, to every replica
+ * listening at that moment.
+ */
+export const AGENT_CHANNEL = 'twokey_agents';
 
 export function parseJobsNotice(payload: string): { replica: string; kinds: string[] } {
   const bar = payload.indexOf('|');
@@ -151,6 +160,7 @@ function sendBeforeCommit(tx: Queryable, statement: SQL): Promise<unknown> | nul
  * one round trip each; the change notifications are kept for after the commit.
  */
 function transactionStore(tx: Queryable, replica: string, hot: HotStatements): StoreTransaction & { buffered(): BufferedWrites } {
+  const inserted: ProposalRecord[] = [];
   const audit: Array<{ event: AuditEventInput; at: Date }> = [];
   const queued: Array<{ spec: OutboxJobSpec; at: Date }> = [];
   const notify = new Set<string>();
@@ -187,13 +197,9 @@ function transactionStore(tx: Queryable, replica: string, hot: HotStatements): S
       return { proposal: toProposal(row.proposal), agent: row.agent ? toAgent(row.agent) : null, approvals: listed };
     },
     async insertProposal(proposal) {
-      const [row] = await onConnectionOf(tx, hot.insertProposal).execute({
-        ...proposal,
-        stepUp: proposal.stepUp ?? null,
-        traceContext: proposal.traceContext ?? null,
-      });
-      if (!row) throw new Error(`proposal ${proposal.id} was not inserted`);
-      return toProposal(row);
+      // Only added, never read again in its transaction: it goes out with the buffered rows.
+      inserted.push(proposal);
+      return proposal;
     },
     async updateProposal(id, patch) {
       // Which columns change differs from one transition to the next: built per call.
@@ -209,7 +215,8 @@ function transactionStore(tx: Queryable, replica: string, hot: HotStatements): S
       await tx.insert(agents).values(agent);
     },
     async revokeAgent(id, at) {
-      await tx.update(agents).set({ revokedAt: at }).where(eq(agents.id, id));
+      const revoked = tx.update(agents).set({ revokedAt: at }).where(eq(agents.id, id)).returning({ id: agents.id });
+      await tx.execute(sql`with revoked as (${revoked.getSQL()}) select pg_notify(${AGENT_CHANNEL}, id) from revoked`);
     },
     async appendAudit(event, at) {
       audit.push({ event, at });
@@ -227,7 +234,12 @@ function transactionStore(tx: Queryable, replica: string, hot: HotStatements): S
     },
     /** Takes what was buffered: one statement, the kinds of the jobs queued to run now (reminders wait), the wake-ups. */
     buffered() {
-      const parts = [...auditInsertCtes(audit), ...queued.map(({ spec, at }, index) => jobInsertCte(spec, at, index))];
+      const parts = [
+        ...(inserted.length > 0 ? [rowsInsertCte(proposals, 'new_proposals', inserted)] : []),
+        ...auditInsertCtes(audit),
+        ...queued.map(({ spec, at }, index) => jobInsertCte(spec, at, index)),
+      ];
+      inserted.length = 0;
       const dueKinds = [...new Set(queued.filter(({ spec, at }) => !spec.runAt || spec.runAt <= at).map(({ spec }) => spec.kind))];
       audit.length = 0;
       queued.length = 0;
@@ -365,11 +377,6 @@ function hotStatements(db: Db) {
       .for('update', { of: proposals })
       .prepare('twokey_lock_proposal_with_agent'),
     approvalsOf: db.select().from(approvals).where(eq(approvals.proposalId, id)).orderBy(asc(approvals.at)).prepare('twokey_approvals_of'),
-    insertProposal: db
-      .insert(proposals)
-      .values(placeholders(getTableColumns(proposals)))
-      .returning()
-      .prepare('twokey_insert_proposal'),
     insertApproval: db
       .insert(approvals)
       .values(placeholders(getTableColumns(approvals)))

@@ -14,7 +14,7 @@ import { createIdempotencyStore } from '../db/agp-store.js';
 import { applyIdempotency, createIdempotency, isIdempotentRoute, type Idempotency } from '../idempotency/index.js';
 import type { ChatIntegration } from '../chat/types.js';
 import { createChatMessageStore } from '../db/chat-store.js';
-import { JOBS_CHANNEL, parseJobsNotice, PROPOSAL_CHANNEL } from '../db/store.js';
+import { AGENT_CHANNEL, JOBS_CHANNEL, parseJobsNotice, PROPOSAL_CHANNEL } from '../db/store.js';
 import { createCallbackDelivery } from '../outbox/callbacks.js';
 import { createOutboxWorker, defaultLanes, type OutboxLane, type OutboxWorker } from '../outbox/worker.js';
 import { clickLane, type ClickJobKind } from '../outbox/inbox.js';
@@ -265,11 +265,21 @@ async function wakeOnChanges({ database, services, logger }: Foundation, outbox:
         if (notice.replica !== services.replica) outbox.wake(notice.kinds);
       })
     : null;
+  // A revocation on any replica (or by the CLI) empties this replica's key cache of that agent; on
+  // every (re)subscription everything is forgotten, since a revocation may have come meanwhile.
+  const agentsListener = database.client
+    ? await database.client.listen(
+        AGENT_CHANNEL,
+        (agentId) => services.agents.forgetKeysOf(agentId),
+        () => services.agents.forgetAllKeys(),
+      )
+    : null;
   return {
     unsubscribeOutbox,
     async unlisten(): Promise<void> {
       await listener?.unlisten().catch(() => undefined);
       await jobsListener?.unlisten().catch(() => undefined);
+      await agentsListener?.unlisten().catch(() => undefined);
     },
   };
 }

@@ -173,13 +173,22 @@ describe.each(drivers)('a call a rule approves, on the lean path (%s)', (driver)
     expect(receiver.received.filter((callback) => callback.id === id)).toHaveLength(1);
   });
 
-  it('runs a rule-approved call on a local executor in one transaction', async () => {
+  it('runs a rule-approved call on a local executor in one transaction of one statement', async () => {
+    // Warm: the agent's key is read once, then held in memory.
+    await twokey.request('POST', '/v1/proposals', { apiKey: agent.apiKey, body: { operation: 'note', params: { text: 'warm' } } });
     let answer = { status: 0, body: {} as Record<string, unknown> };
     const transactions = await transactionsOf(async () => {
       answer = await twokey.request('POST', '/v1/proposals', { apiKey: agent.apiKey, body: { operation: 'note', params: { text: 'hi' } } });
     });
     expect(answer.body).toMatchObject({ status: 'committed', outcome: { outcome: 'committed', decidedBy: ['policy:note#0'] } });
     expect(transactions).toBe(1);
+    // No agent lock (a rule decided: the proposal never waits), the executor run before the insert,
+    // and the row, as decided and executed, with its audit rows: one statement, sent with the COMMIT.
+    // (Outside the request, the outbox and the sweeper may poll meanwhile: only the request's own statements are looked at.)
+    const ownStatements = recorder.statements.filter((statement) => /proposals|"agents"/.test(statement.text) && !/^\s*update jobs/.test(statement.text));
+    expect(ownStatements.map((statement) => statement.text)).toEqual([
+      expect.stringMatching(/^with new_proposals as \(insert into "proposals" .*audit_rows as/s),
+    ]);
     expect(await auditTypes(String(answer.body.id))).toEqual(['proposal.created', 'proposal.approved', 'proposal.committed']);
   });
 

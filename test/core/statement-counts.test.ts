@@ -105,16 +105,17 @@ describe.each(drivers)('statements per step of the core cycle (%s)', (driver) =>
       Object.entries({ propose, approve, commit, read }).map(([step, { statements, transactions }]) => [step, { statements, transactions }]),
     );
     expect(figures, JSON.stringify({ propose, approve, commit, read }, null, 1)).toEqual({
-      // auth; the agent's row lock, then the count of its waiting proposals (a statement of its own
-      // after the lock, so it sees what the lock holder committed); the proposal's insert, then its
-      // audit row, sent with the COMMIT (the change notice goes out after commit, on its own connection).
-      propose: { statements: 5, transactions: 1 },
+      // The key was read by the warm-up cycle: no statement for it any more. The agent's row lock,
+      // then the count of its waiting proposals (a statement of its own after the lock, so it sees
+      // what the lock holder committed); the proposal's insert and its audit row, one statement sent
+      // with the COMMIT (the change notice goes out after commit, on its own connection).
+      propose: { statements: 3, transactions: 1 },
       // the lock (with the agent), the approvals, the approval's insert, the proposal's update, the audit rows.
       approve: { statements: 5, transactions: 1 },
-      // auth; the same lock and approvals, the update, the audit row; the answer needs no read after.
-      commit: { statements: 5, transactions: 1 },
-      // auth; the proposal with its approvals in one statement.
-      read: { statements: 2, transactions: 0 },
+      // the same lock and approvals, the update, the audit row; the answer needs no read after.
+      commit: { statements: 4, transactions: 1 },
+      // the proposal with its approvals in one statement.
+      read: { statements: 1, transactions: 0 },
     });
   });
 });
@@ -172,5 +173,47 @@ describe.each(drivers)('an on_approve approval on a remote executor (%s)', (driv
       'execution.started',
       'proposal.committed',
     ]);
+  });
+});
+
+/**
+ * AGP `open` execute on the built-in echo business (its order mints a token): with an
+ * Idempotency-Key, the key's claim, then the audit row and the minted token in one statement, then
+ * the key's completion. No transaction, and no read of the agent once its key has been read.
+ */
+describe.each(drivers)('statements of an AGP open execute (%s)', (driver) => {
+  const recorder = new SqlRecorder();
+  let running: Awaited<ReturnType<typeof startRecordedTwokey>>;
+  let agent: { apiKey: string };
+
+  beforeAll(async () => {
+    running = await startRecordedTwokey(driver, recorder);
+    agent = await running.twokey.createAgent('agp-counted');
+  });
+  afterAll(() => running.close());
+
+  const execute = (key: string) =>
+    running.twokey.request('POST', '/agp/execute', {
+      apiKey: agent.apiKey,
+      headers: { 'idempotency-key': key },
+      body: { businessId: 'echo', request: { serviceId: 'order', items: [{ productId: 'echo-widget-1', quantity: 2 }] } },
+    });
+
+  it('claims the key, writes the audit row with the minted token, completes the key: three statements', async () => {
+    expect((await execute('warm')).status).toBe(200);
+    recorder.statements.length = 0;
+    recorder.recording = true;
+    const answer = await execute('counted');
+    recorder.recording = false;
+    expect(answer.body).toMatchObject({ status: 'succeeded', data: { status: 'pending_confirmation' } });
+    // The outbox's first pass at start may still be claiming meanwhile: not the request's.
+    const own = recorder.statements.filter((statement) => !/^\s*update jobs/.test(statement.text));
+    const texts = own.map((statement) => statement.text);
+    expect(texts, JSON.stringify(texts, null, 1)).toEqual([
+      expect.stringMatching(/^insert into "idempotency_keys"/),
+      expect.stringMatching(/^with minted_tokens as \(insert into "agp_tokens" .*audit_rows as/s),
+      expect.stringMatching(/^update "idempotency_keys"/),
+    ]);
+    expect(own.filter((statement) => statement.inTransaction)).toEqual([]);
   });
 });
