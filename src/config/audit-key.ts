@@ -1,5 +1,5 @@
-import { createPrivateKey, createPublicKey, generateKeyPairSync, sign, type KeyObject } from 'node:crypto';
-import { chmodSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { createPrivateKey, createPublicKey, generateKeyPairSync, randomBytes, sign, type KeyObject } from 'node:crypto';
+import { chmodSync, linkSync, mkdirSync, readFileSync, unlinkSync, writeFileSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { ConfigError } from './errors.js';
 import { systemErrorText } from '../lib/system-errors.js';
@@ -54,14 +54,20 @@ export function loadOrCreateKeyFile(path: string): KeyObject {
   }
   mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
   const { privateKey } = generateKeyPairSync('ed25519');
-  // 'wx': two processes starting at once must not overwrite each other's new key.
+  // Written whole under a name of its own, then linked into place: two processes starting at once
+  // must neither overwrite each other's new key nor read the other's file before its key is in it
+  // (a file created with 'wx' and then written was read empty by the process that lost the race).
+  const partial = `${path}.${process.pid}.${randomBytes(4).toString('hex')}`;
+  writeFileSync(partial, privateKey.export({ format: 'pem', type: 'pkcs8' }), { mode: 0o600, flag: 'wx' });
   try {
-    writeFileSync(path, privateKey.export({ format: 'pem', type: 'pkcs8' }), { mode: 0o600, flag: 'wx' });
+    chmodSync(partial, 0o600);
+    linkSync(partial, path);
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code === 'EEXIST') return createPrivateKey(readFileSync(path, 'utf8'));
     throw error;
+  } finally {
+    unlinkSync(partial);
   }
-  chmodSync(path, 0o600);
   return privateKey;
 }
 

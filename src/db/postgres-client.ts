@@ -84,16 +84,13 @@ async function inReservedTransaction<T>(pool: postgres.Sql, options: string, wor
   let sessionIsIdle = false;
   try {
     // As postgres.js's own begin: only words (an isolation level), never anything a caller could inject.
-    // Not awaited: it goes out in the packet of the work's first statement, one round trip fewer. On
-    // a reserved connection the session is idle and outside any transaction, where BEGIN cannot fail
-    // but with the connection itself, and then every statement after it fails too. Its answer is
-    // still checked before COMMIT.
-    const begun = connection.unsafe(`begin ${options.replace(/[^a-z ]/gi, '')}`).execute();
-    begun.catch(() => undefined);
+    // Awaited before the work's first statement is sent, though sending both in one packet would save
+    // a round trip: when the connection fails and postgres.js reconnects, a statement still queued
+    // behind a failed BEGIN would run on the new connection outside any transaction.
+    await connection.unsafe(`begin ${options.replace(/[^a-z ]/gi, '')}`);
     let value: T;
     try {
       value = await work(transactionHandle(connection));
-      await begun;
     } catch (error) {
       sessionIsIdle = await connection`rollback`.then(
         () => true,
