@@ -1,8 +1,12 @@
 import { fileURLToPath } from 'node:url';
 import { defineConfig } from 'vitest/config';
 
-/** Files that set process-wide state through a library's global API. */
-const ISOLATED = ['test/tracing/**/*.test.ts'];
+/**
+ * Files that set process-wide state through a library's global API (OpenTelemetry), and the Teams
+ * files: the step-up file failed twice in a full run with shared modules (its cards were never
+ * posted) and never alone or beside the files that ran before it; isolated until that is understood.
+ */
+const ISOLATED = ['test/tracing/**/*.test.ts', 'test/teams/**/*.test.ts'];
 
 export default defineConfig({
   // The client workspace from its sources, as tsconfig.json's `paths` give them to tsc and tsx (the
@@ -29,8 +33,7 @@ export default defineConfig({
       // a test could leak (metrics registries, stores and caches belong to each started twokey), and
       // no test mocks a module or edits process.env.
       { extends: true, test: { name: 'shared modules', isolate: false, include: ['test/**/*.test.ts'], exclude: ISOLATED } },
-      // OpenTelemetry's API is process-global (one tracer provider, one context manager): these files
-      // each get a fresh module graph.
+      // Each of these files gets a fresh module graph (see ISOLATED).
       { extends: true, test: { name: 'isolated', isolate: true, include: ISOLATED } },
     ],
   },
