@@ -1,5 +1,4 @@
 import { REST } from 'discord.js';
-import type { FastifyBaseLogger } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { TwokeyError } from '../../src/core/errors.js';
 import { jobPayloadSchemas } from '../../src/platforms/jobs.js';
@@ -7,22 +6,12 @@ import type { AgentRecord, ProposalRecord } from '../../src/core/model.js';
 import { createInteractionHandler, type InteractionReply } from '../../src/discord/interactions.js';
 import type { DiscordServices } from '../../src/discord/ports.js';
 import { INBOX_UNAVAILABLE_WORDS, InboxUnavailable, type StoredClick } from '../../src/outbox/inbox.js';
+import { silentLogger } from '../../src/chat/silent-logger.js';
 import { proposalRecord } from '../support/records.js';
 import { startFakeDiscord, type FakeDiscord } from './fake-discord.js';
 import { ALICE, APPLICATION_ID, GUILD, MALLORY, buttonPress, modalSubmit } from './helpers.js';
 
 const noop = () => {};
-const silent: FastifyBaseLogger = {
-  level: 'silent',
-  fatal: noop,
-  error: noop,
-  warn: noop,
-  info: noop,
-  debug: noop,
-  trace: noop,
-  silent: noop,
-  child: () => silent,
-};
 
 const now = new Date();
 const proposal: ProposalRecord = proposalRecord({ id: 'prp_slowslowslowslow', createdAt: now });
@@ -103,7 +92,7 @@ describe('Discord interactions when the database is slow', () => {
   afterAll(() => fake.close());
 
   const handlerFor = (services: DiscordServices, options: { ackBudgetMs: number; burstGapMs?: number }) =>
-    createInteractionHandler({ services, rest, logger: () => silent, botToken: BOT_TOKEN, ...options });
+    createInteractionHandler({ services, rest, logger: () => silentLogger, botToken: BOT_TOKEN, ...options });
 
   /** Runs the stored clicks as the outbox would, first attempt each. */
   async function decideStored(handler: ReturnType<typeof handlerFor>, stored: StoredClick[]): Promise<void> {
