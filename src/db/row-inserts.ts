@@ -6,7 +6,8 @@ import type { PgTable } from 'drizzle-orm/pg-core';
  * src/db/store.ts, an `open` execute's audit row): one parameter, the rows as JSON keyed by column
  * name, so the text never changes (one named statement) and nothing is rendered per column. Values
  * go through their column's mapping but JSON ones, which stay JSON; JSON null becomes SQL null in
- * every column, as drizzle's own insert stores a null.
+ * every column, as drizzle's own insert stores a null. Unlike drizzle's insert, a column the record
+ * leaves out is null too, never its default: callers pass whole records (a proposal, a token).
  */
 export function rowsInsertCte<T extends PgTable>(table: T, name: string, records: ReadonlyArray<Partial<T['$inferInsert']>>): SQL {
   const columns = Object.entries(getTableColumns(table));
