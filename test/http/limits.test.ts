@@ -2,6 +2,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createFailedAuthLimiter, createLongPollLimiter } from '../../src/limits/index.js';
 import { manualClock } from '../support/clock.js';
 import { drivers } from '../support/database.js';
+import { configYaml, refundOperation, upgradePlanOperation } from '../support/operations.js';
 import { startTestTwokey, type TestTwokey } from '../support/twokey.js';
 
 describe('the limiters', () => {
@@ -241,5 +242,41 @@ describe.each(drivers)('the client address behind a proxy (%s)', (driver) => {
 
   it('with TWOKEY_TRUST_PROXY naming the proxy, counts each client the proxy names apart', async () => {
     expect(await thirdRefusalFromAnotherClient(await start({ TWOKEY_TRUST_PROXY: '127.0.0.1' }))).toBe(401);
+  });
+});
+
+describe.each(drivers)('the pending limit and proposals a rule decides at once (%s)', (driver) => {
+  let twokey: TestTwokey;
+  let apiKey: string;
+
+  beforeAll(async () => {
+    twokey = await startTestTwokey({
+      driver,
+      env: { TWOKEY_MAX_PENDING_PER_AGENT: '1' },
+      configYaml: configYaml([
+        upgradePlanOperation({ approvers: ['web:alice'], quorum: 1, commit: 'agent' }),
+        refundOperation({
+          customer: true,
+          policy: [{ when: 'params.amount_cents <= 2000', decide: 'approve', reason: 'small refunds are automatic' }],
+          approvers: ['web:alice'],
+          commit: 'on_approve',
+        }),
+      ]),
+    });
+    ({ apiKey } = await twokey.createAgent('argus'));
+  });
+  afterAll(() => twokey.close());
+
+  const refund = (amount: number) =>
+    twokey.request('POST', '/v1/proposals', { apiKey, body: { operation: 'refund', params: { customer: 'c1', amount_cents: amount } } });
+
+  it('an agent at its limit of waiting proposals still gets a rule-approved call through, but not one that would wait', async () => {
+    const waiting = await twokey.request('POST', '/v1/proposals', { apiKey, body: { operation: 'upgrade_plan', params: { org: 'acme', plan: 'pro' } } });
+    expect(waiting.status).toBe(201);
+    // A rule decides it at once: it never waits for anyone, so the limit of waiting proposals does not refuse it.
+    const automatic = await refund(1500);
+    expect(automatic).toMatchObject({ status: 201, body: { status: 'committed' } });
+    // The same operation above the rule's bound waits for a person: refused at the limit, as before.
+    expect(await refund(5000)).toMatchObject({ status: 429, body: { error: { code: 'rate_limited' } } });
   });
 });
