@@ -61,7 +61,7 @@ const unbundled = [
 /**
  * The `twokey` command as a few files (dist/bundle/, what bin/twokey.js runs): dist/cli/main.js and
  * everything it imports, split where it imports lazily. Node 20 loads about a thousand modules one by
- * one before `twokey serve` answers; bundled, that loading took a third less CPU. dist/bundle/ sits two
+ * one before `twokey serve` answers; bundled, a start takes about a quarter less CPU. dist/bundle/ sits two
  * levels under the package like dist/cli/, so the paths the modules find by their own location
  * (package.json, drizzle/, the example configuration) are the same; the console's assets are copied
  * beside it. The library entry points (`twokey`, `twokey/sdk`, ...) stay dist/'s single modules.
