@@ -22,7 +22,7 @@ const bin = fileURLToPath(new URL('../bin/twokey.js', import.meta.url));
 const recorder = fileURLToPath(new URL('../test/support/module-log/register.mjs', import.meta.url));
 const runs = Number(process.env.RUNS ?? 9);
 
-if (!existsSync(fileURLToPath(new URL('../dist/cli/main.js', import.meta.url)))) {
+if (!existsSync(fileURLToPath(new URL('../dist/bundle/main.js', import.meta.url)))) {
   console.error('bench:cli measures the build: run "npm run build" first');
   process.exit(1);
 }
