@@ -1,4 +1,4 @@
-import { randomBytes } from 'node:crypto';
+import { randomBytesFromPool } from '../lib/random.js';
 import { TwokeyError } from '../core/errors.js';
 import type { Executed } from '../core/execution.js';
 import type { AgentRecord, Clock, ProposalRecord } from '../core/model.js';
@@ -70,7 +70,7 @@ export interface ExecuteHeaders {
   recordWithKey?: ((record: OpenExecuteRecord) => boolean) | undefined;
 }
 
-const newTransactionId = (): string => `txn_${randomBytes(12).toString('base64url')}`;
+const newTransactionId = (): string => `txn_${randomBytesFromPool(12).toString('base64url')}`;
 const agentActor = (agent: AgentRecord): string => `agent:${agent.name}`;
 
 /** The core's commit codes, said the AGP way, so both flows answer an agent with the same texts. */

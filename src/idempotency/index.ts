@@ -4,7 +4,7 @@ import { bearerToken } from '../lib/bearer-auth.js';
 import type { Clock } from '../core/model.js';
 import { canonicalJson, sha256Hex } from '../core/secrets.js';
 import type { IdempotencyClaim, IdempotencyStore } from './ports.js';
-import { seal, unseal } from './seal.js';
+import { sealResponse, unseal } from './seal.js';
 
 export type { IdempotencyStore } from './ports.js';
 
@@ -140,7 +140,7 @@ export function createIdempotency<Attached = never>(deps: IdempotencyDeps<Attach
       if (succeeded) {
         // Written before the response leaves: a client that saw the response will see it replayed.
         const tooLarge = Buffer.byteLength(payload, 'utf8') > maxStoredBytes;
-        await deps.store.complete(claim.agentId, claim.key, claim.createdAt, status, tooLarge ? null : seal(payload, secret, scopeOf(claim)), attached);
+        await deps.store.complete(claim.agentId, claim.key, claim.createdAt, status, tooLarge ? null : sealResponse(payload, secret, scopeOf(claim)), attached);
       } else {
         await deps.store.release(claim.agentId, claim.key, claim.createdAt, attached);
       }

@@ -122,7 +122,7 @@ describe.each(drivers)('Idempotency-Key (%s)', (driver) => {
 
       const rows = await twokey.services.database.db.select({ body: idempotencyKeys.responseBody }).from(idempotencyKeys);
       expect(rows.length).toBeGreaterThan(0);
-      for (const row of rows) expect(row.body).toMatchObject({ v: 1, iv: expect.any(String), tag: expect.any(String), data: expect.any(String) });
+      for (const row of rows) expect(row.body).toMatchObject({ v: 2, iv: expect.any(String), tag: expect.any(String), data: expect.any(String) });
       const stored = JSON.stringify(rows);
       expect(stored).not.toContain(first.body.confirmToken);
       expect(stored).not.toContain(first.body.id);
