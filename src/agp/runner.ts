@@ -128,15 +128,24 @@ export function createAdapterRunner(deps: AdapterRunnerDeps) {
   async function run<T>(scope: RunScope, work: (ctx: AdapterContext) => Promise<T>, minted?: MintedTokens): Promise<T> {
     const { business } = scope;
     // A timer of its own rather than AbortSignal.timeout, which costs several times as much per call
-    // (its signal is tracked until collected), and is cleared as soon as the call settles.
-    const controller = new AbortController();
+    // (its signal is tracked until collected), and is cleared as soon as the call settles. The
+    // signal itself is made only for an adapter that reads it (echo never does).
+    let controller: AbortController | undefined;
+    let timedOut: DOMException | undefined;
+    const signal = (): AbortSignal => {
+      if (!controller) {
+        controller = new AbortController();
+        if (timedOut) controller.abort(timedOut);
+      }
+      return controller.signal;
+    };
     let timer: NodeJS.Timeout | undefined;
     // An adapter that ignores its signal still cannot hold the request past the business's timeout.
     const deadline = new Promise<never>((_, reject) => {
       timer = setTimeout(() => {
-        const reason = new DOMException(`business '${business.id}' did not answer in time`, 'TimeoutError');
-        controller.abort(reason);
-        reject(reason);
+        timedOut = new DOMException(`business '${business.id}' did not answer in time`, 'TimeoutError');
+        controller?.abort(timedOut);
+        reject(timedOut);
       }, business.timeoutMs);
       timer.unref();
     });
@@ -145,15 +154,17 @@ export function createAdapterRunner(deps: AdapterRunnerDeps) {
       agentId: scope.agentId,
       transactionId: scope.transactionId,
       clock: deps.clock,
-      signal: controller.signal,
-      fetch: credentialedFetch(business, controller.signal, fetchImpl),
+      get signal() {
+        return signal();
+      },
+      fetch: (url, init) => credentialedFetch(business, signal(), fetchImpl)(url, init),
       tokens: adapterTokens(deps.tokens, deps.clock, scope, minted),
     };
     try {
       return await Promise.race([work(ctx), deadline]);
     } catch (error) {
       if (error instanceof TwokeyError) throw error;
-      throw new TwokeyError('execution_failed', describeFailure(business, error, controller.signal.aborted));
+      throw new TwokeyError('execution_failed', describeFailure(business, error, timedOut !== undefined));
     } finally {
       clearTimeout(timer);
     }
