@@ -22,7 +22,8 @@
  * Also: CPU ms per cycle of `twokey serve` (utime+stime from /proc/<pid>/stat), SQL statements and
  * transactions per step, the minimal raw propose + commit cycle (2 transactions) and twokey's core
  * cycle over HTTP as a ratio of it (and on PostgreSQL with two replicas against one, with the share of
- * busy backends waiting on a lock meanwhile), AGP `open` execute on echo with twokey's CPU per execute.
+ * busy backends waiting on a lock meanwhile), AGP `open` execute on echo at 16 agents and at one, with
+ * twokey's CPU per execute.
  * Figures are printed and written to bench/results/latest.json (section "run").
  */
 import { mkdtemp, rm } from 'node:fs/promises';
@@ -240,16 +241,26 @@ async function coreFigures(world: World, database: BenchDatabase, twokey: Twokey
   }
 }
 
-/** AGP `open` execute on echo at 16 agents, with twokey's CPU per execute (the /healthz floor runs first, outside it). */
+/**
+ * AGP `open` execute on echo, with twokey's CPU per execute (each run's /healthz floor runs first,
+ * outside it): at 16 agents for throughput, and one at a time for the latency it adds, which only
+ * reads true there (at 16 at once, p50 is about 16 / throughput, whatever one execute costs).
+ */
 async function agpFigures(twokey: TwokeyProcess, benchAgents: BenchAgent[]) {
-  const requests = Math.max(CONCURRENT * 5, 2_000);
-  let cpuMs = 0;
-  const figures = await agpOpenExecutes(twokey.url, benchAgents, 16, requests, async (executes) => {
-    const measured = await withCpu(twokey.pid, executes);
-    cpuMs = measured.cpuMs;
-    return measured.result;
-  });
-  return { ...figures, cpuMsPerExecute: round(cpuMs / requests, 2) };
+  const runs = [];
+  for (const [concurrency, requests] of [
+    [16, Math.max(CONCURRENT * 5, 2_000)],
+    [1, Math.max(SEQUENTIAL * 5, 500)],
+  ] as const) {
+    let cpuMs = 0;
+    const figures = await agpOpenExecutes(twokey.url, benchAgents, concurrency, requests, async (executes) => {
+      const measured = await withCpu(twokey.pid, executes);
+      cpuMs = measured.cpuMs;
+      return measured.result;
+    });
+    runs.push({ ...figures, cpuMsPerExecute: round(cpuMs / requests, 2) });
+  }
+  return runs;
 }
 
 async function benchDriver(serverUrl: string | undefined) {
@@ -354,8 +365,8 @@ function printReport(drivers: Array<Awaited<ReturnType<typeof benchDriver>>>) {
     );
   }
   if (drivers.some((figures) => figures.agp)) {
-    console.log('\nAGP execute, policy open, echo business, 16 agents (ms; added = p50 − /healthz p50)');
-    console.table(drivers.filter((figures) => figures.agp).map((figures) => ({ database: figures.driver, ...figures.agp })));
+    console.log('\nAGP execute, policy open, echo business, 16 agents and one at a time (ms; added = p50 − /healthz p50 at the same concurrency)');
+    console.table(drivers.flatMap((figures) => (figures.agp ?? []).map((run) => ({ database: figures.driver, ...run }))));
   }
   if (drivers.some((figures) => figures.clicks)) {
     console.log('\nClick answers, 100 at once (ms; forged = the same burst with a wrong signature, refused: the floor)');

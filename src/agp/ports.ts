@@ -25,6 +25,17 @@ export interface TokenEffects {
   audit?: AuditEventInput;
 }
 
+/**
+ * What an `open` execute leaves behind once its business has answered: its audit row and the tokens
+ * the business minted, written together in one statement (with the Idempotency-Key's outcome when
+ * the request has one).
+ */
+export interface OpenExecuteRecord {
+  event: AuditEventInput;
+  at: Date;
+  minted: readonly AgpTokenRecord[];
+}
+
 export interface AgpTokenStore {
   insert(record: AgpTokenRecord, effects?: TokenEffects): Promise<void>;
   find(tokenHash: string, kind: AgpTokenRecord['kind']): Promise<AgpTokenRecord | null>;
@@ -41,8 +52,8 @@ export interface AgpTokenStore {
   ): Promise<AgpTokenRecord>;
   /** Records the execution's outcome; `release` makes the token usable again (the execution did not happen). */
   finish(tokenHash: string, at: Date, effects: TokenEffects & { release: boolean }): Promise<void>;
-  /** An audit row for an execute that ran without a token (policy `open`), and the adapter tokens its run minted: one statement. */
-  audit(event: AuditEventInput, at: Date, minted?: readonly AgpTokenRecord[]): Promise<void>;
+  /** The record of an execute that ran without a token (policy `open`): one statement. */
+  recordOpenExecute(record: OpenExecuteRecord): Promise<void>;
   /** Removes tokens that expired before `before`; returns how many. */
   deleteExpired(before: Date): Promise<number>;
 }

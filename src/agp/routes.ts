@@ -3,7 +3,7 @@ import { TwokeyError } from '../core/errors.js';
 import { agentOf, asAgentScope, perAgentRateLimit } from '../http-kit/agent-auth.js';
 import type { FailedAuthLimiter } from '../limits/index.js';
 import { agpCallBodySchema, agpEnvelopeSchema, agpErrorSchema, discoverBodySchema, executeHeadersSchema, prepareAnswerSchema } from './schemas.js';
-import type { AgpServices } from './ports.js';
+import type { AgpServices, OpenExecuteRecord } from './ports.js';
 import type { AgpService } from './service.js';
 
 /**
@@ -18,6 +18,8 @@ export interface AgpRouteDeps {
   agents: AgpServices['agents'];
   rateLimit: { max: number; timeWindowMs: number };
   failedAuth: FailedAuthLimiter;
+  /** The Idempotency-Key hooks' store for an `open` execute's record, written with the key's outcome (src/idempotency). */
+  idempotency?: { attach(request: FastifyRequest, record: OpenExecuteRecord): boolean };
 }
 
 const agentKey = [{ agentKey: [] }];
@@ -48,6 +50,7 @@ export function registerAgpRoutes(app: FastifyInstance, deps: AgpRouteDeps): voi
       });
 
       const limited = perAgentRateLimit(deps.rateLimit);
+      const { idempotency } = deps;
 
       agp.post(
         '/discover',
@@ -112,6 +115,7 @@ export function registerAgpRoutes(app: FastifyInstance, deps: AgpRouteDeps): voi
           const answer = await deps.agp.execute(agentOf(request), request.body.businessId, request.body.request, {
             confirmationToken: singleHeader(request, 'x-confirmation-token'),
             idempotencyKey: singleHeader(request, 'idempotency-key'),
+            recordWithKey: idempotency ? (record) => idempotency.attach(request, record) : undefined,
           });
           if (answer.replayed) reply.header('idempotent-replayed', 'true');
           return answer;

@@ -1,4 +1,4 @@
-import { randomBytes } from 'node:crypto';
+import { randomBytesFromPool } from '../lib/random.js';
 import { TwokeyError } from '../core/errors.js';
 import type { Executed } from '../core/execution.js';
 import type { AgentRecord, Clock, ProposalRecord } from '../core/model.js';
@@ -19,7 +19,7 @@ import {
   type ExecuteClaim,
   type GatewayPolicy,
 } from './policy.js';
-import type { AgpServices, AgpTokenRecord, AgpTokenStore } from './ports.js';
+import type { AgpServices, AgpTokenRecord, AgpTokenStore, OpenExecuteRecord } from './ports.js';
 import type { AdapterRunner, MintedTokens } from './runner.js';
 
 /**
@@ -63,9 +63,14 @@ export interface PrepareResult {
 export interface ExecuteHeaders {
   confirmationToken?: string | undefined;
   idempotencyKey?: string | undefined;
+  /**
+   * Takes an `open` execute's record to write it with the request's Idempotency-Key outcome, in the
+   * same statement, before the answer leaves; false when there is no key (the service writes it).
+   */
+  recordWithKey?: ((record: OpenExecuteRecord) => boolean) | undefined;
 }
 
-const newTransactionId = (): string => `txn_${randomBytes(12).toString('base64url')}`;
+const newTransactionId = (): string => `txn_${randomBytesFromPool(12).toString('base64url')}`;
 const agentActor = (agent: AgentRecord): string => `agent:${agent.name}`;
 
 /** The core's commit codes, said the AGP way, so both flows answer an agent with the same texts. */
@@ -228,17 +233,18 @@ function runExecute(runner: AdapterRunner, run: ExecuteRun, idempotencyKey: stri
 /**
  * `open`: no token at all; X-Confirmation-Token is ignored entirely, as the specification says. The
  * audit row and the tokens the adapter minted (the echo shop's order token) are written together, in
- * one statement, before the answer.
+ * one statement, before the answer: with the Idempotency-Key's outcome when the request has one.
  */
 async function executeOpen(deps: AgpServiceDeps, run: ExecuteRun, headers: ExecuteHeaders): Promise<AgpEnvelope> {
   const { agent, transactionId } = run;
   const minted: MintedTokens = { records: [] };
   const result = await runExecute(deps.runner, run, businessIdempotencyKey(agent, headers, null, transactionId), minted);
-  await deps.tokens.audit(
-    { type: 'agp.executed', actor: agentActor(agent), agentId: agent.id, data: { ...run.auditData, adapterStatus: result.status } },
-    deps.clock(),
-    minted.records,
-  );
+  const record: OpenExecuteRecord = {
+    event: { type: 'agp.executed', actor: agentActor(agent), agentId: agent.id, data: { ...run.auditData, adapterStatus: result.status } },
+    at: deps.clock(),
+    minted: minted.records,
+  };
+  if (!headers.recordWithKey?.(record)) await deps.tokens.recordOpenExecute(record);
   return envelope(transactionId, 'execute', run.business.id, result);
 }
 

@@ -1,9 +1,10 @@
 import { createHash, createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
+import { randomBytesFromPool } from '../lib/random.js';
 import canonicalize from 'canonicalize';
 
 /** 32 random bytes, base64url: 43 characters. */
 function randomSecret(prefix: string): string {
-  return prefix + randomBytes(32).toString('base64url');
+  return prefix + randomBytesFromPool(32).toString('base64url');
 }
 
 export const mintConfirmToken = (): string => randomSecret('tk_conf_');

@@ -1,5 +1,5 @@
-import { and, eq, isNull, lte, or, sql } from 'drizzle-orm';
-import type { AgpTokenRecord, AgpTokenStore, TokenEffects } from '../agp/ports.js';
+import { and, eq, isNull, lte, or, sql, type SQL } from 'drizzle-orm';
+import type { AgpTokenRecord, AgpTokenStore, OpenExecuteRecord, TokenEffects } from '../agp/ports.js';
 import type { AuditEventInput } from '../core/model.js';
 import type { IdempotencyRecord, IdempotencyStore } from '../idempotency/ports.js';
 import type { Db, Queryable } from './database.js';
@@ -22,6 +22,15 @@ async function appendAudit(tx: Queryable, event: AuditEventInput | undefined, at
 
 /** Every data-modifying CTE needs a RETURNING to be a CTE; nothing reads it. */
 const returningNothing = { one: sql<number>`1` };
+
+/**
+ * An `open` execute's record as CTEs: the minted tokens (none is an empty JSON array: the text stays
+ * the same, one named statement) and the audit row.
+ */
+const openExecuteCtes = (record: OpenExecuteRecord): SQL[] => [
+  rowsInsertCte(agpTokens, 'minted_tokens', record.minted),
+  ...auditInsertCtes([{ event: record.event, at: record.at }]),
+];
 
 const mergeData = (patch: Record<string, unknown>) => sql`coalesce(${agpTokens.data}, '{}'::jsonb) || ${JSON.stringify(patch)}::jsonb`;
 
@@ -77,9 +86,8 @@ export function createAgpTokenStore(db: Db): AgpTokenStore {
       await db.execute(withAuditRow(update, effects.audit, at));
     },
 
-    async audit(event, at, minted = []) {
-      const tokens = minted.length > 0 ? [rowsInsertCte(agpTokens, 'minted_tokens', minted)] : [];
-      await db.execute(sql`with ${sql.join([...tokens, ...auditInsertCtes([{ event, at }])], sql`, `)} select 1`);
+    async recordOpenExecute(record) {
+      await db.execute(sql`with ${sql.join(openExecuteCtes(record), sql`, `)} select 1`);
     },
 
     async deleteExpired(before) {
@@ -146,8 +154,23 @@ function idempotencyStatements(db: Db) {
   };
 }
 
-export function createIdempotencyStore(db: Db): IdempotencyStore {
+/**
+ * The Idempotency-Key store. An `open` execute's record rides in the statement that settles its key
+ * (`attached`): the execute costs the key's claim and this one statement.
+ */
+export function createIdempotencyStore(db: Db): IdempotencyStore<OpenExecuteRecord> {
   const statements = idempotencyStatements(db);
+  const releasing = (agentId: string, key: string, createdAt: Date) =>
+    db
+      .delete(idempotencyKeys)
+      .where(
+        and(
+          eq(idempotencyKeys.agentId, agentId),
+          eq(idempotencyKeys.key, key),
+          eq(idempotencyKeys.createdAt, createdAt),
+          eq(idempotencyKeys.status, 'in_flight'),
+        ),
+      );
   return {
     async acquire(claim, staleBefore) {
       const taken = await statements.acquire.execute({ ...claim, staleBefore: staleBefore.toISOString() });
@@ -162,28 +185,29 @@ export function createIdempotencyStore(db: Db): IdempotencyStore {
       return row ? toIdempotency(row) : null;
     },
 
-    async complete(agentId, key, createdAt, responseStatus, responseBody) {
-      await statements.complete.execute({
-        agentId,
-        key,
-        createdAt: createdAt.toISOString(),
-        responseStatus,
-        // As the column would map it: JSON text, and null as SQL null.
-        responseBody: responseBody === null || responseBody === undefined ? null : JSON.stringify(responseBody),
-      });
+    async complete(agentId, key, createdAt, responseStatus, responseBody, attached) {
+      // As the column would map it: JSON text, and null as SQL null.
+      const body = responseBody === null || responseBody === undefined ? null : JSON.stringify(responseBody);
+      if (!attached) {
+        await statements.complete.execute({ agentId, key, createdAt: createdAt.toISOString(), responseStatus, responseBody: body });
+        return;
+      }
+      // Column names as written in SQL: an UPDATE's SET takes no table-qualified column.
+      await db.execute(sql`with ${sql.join(openExecuteCtes(attached), sql`, `)}, completed as (
+        update idempotency_keys set status = 'done', response_status = ${responseStatus}::int, response_body = ${body}::jsonb
+        where agent_id = ${agentId} and key = ${key} and created_at = ${createdAt.toISOString()}::timestamptz and status = 'in_flight'
+        returning 1)
+        select 1`);
     },
 
-    async release(agentId, key, createdAt) {
-      await db
-        .delete(idempotencyKeys)
-        .where(
-          and(
-            eq(idempotencyKeys.agentId, agentId),
-            eq(idempotencyKeys.key, key),
-            eq(idempotencyKeys.createdAt, createdAt),
-            eq(idempotencyKeys.status, 'in_flight'),
-          ),
-        );
+    async release(agentId, key, createdAt, attached) {
+      if (!attached) {
+        await releasing(agentId, key, createdAt);
+        return;
+      }
+      await db.execute(
+        sql`with ${sql.join(openExecuteCtes(attached), sql`, `)}, released as (${releasing(agentId, key, createdAt).returning(returningNothing).getSQL()}) select 1`,
+      );
     },
 
     async deleteExpired(now) {

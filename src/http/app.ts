@@ -1,7 +1,7 @@
 import rateLimit, { type RateLimitPluginOptions } from '@fastify/rate-limit';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import { RefusalError, TwokeyError } from '../core/errors.js';
-import { randomBytes } from 'node:crypto';
+import { randomBytesFromPool } from '../lib/random.js';
 import { registerAgentRoutes, type AgentRouteDeps } from './agent-routes.js';
 import { answerFrameworkError, installErrorHandling } from '../http-kit/errors.js';
 import { registerHealthRoutes, type HealthRouteDeps } from './health-routes.js';
@@ -77,7 +77,7 @@ export async function buildHttpApp(deps: HttpAppDeps): Promise<FastifyInstance> 
   const app = Fastify({
     loggerInstance: deps.logger,
     bodyLimit: deps.bodyLimitBytes ?? 256 * 1024,
-    genReqId: () => `req_${randomBytes(9).toString('base64url')}`,
+    genReqId: () => `req_${randomBytesFromPool(9).toString('base64url')}`,
     trustProxy: deps.trustProxy ?? false,
     requestTimeout: 90_000,
     logController: new QuietRequestLog(),

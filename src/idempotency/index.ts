@@ -4,7 +4,7 @@ import { bearerToken } from '../lib/bearer-auth.js';
 import type { Clock } from '../core/model.js';
 import { canonicalJson, sha256Hex } from '../core/secrets.js';
 import type { IdempotencyClaim, IdempotencyStore } from './ports.js';
-import { seal, unseal } from './seal.js';
+import { sealResponse, unseal } from './seal.js';
 
 export type { IdempotencyStore } from './ports.js';
 
@@ -25,8 +25,8 @@ export interface IdempotencyPrincipal {
   secret: string;
 }
 
-export interface IdempotencyDeps {
-  store: IdempotencyStore;
+export interface IdempotencyDeps<Attached = never> {
+  store: IdempotencyStore<Attached>;
   clock: Clock;
   /** How long a key is remembered; 24 hours. */
   retentionMs?: number;
@@ -59,18 +59,19 @@ export function idempotencyRequestHash(request: Pick<FastifyRequest, 'method' | 
   return sha256Hex(canonicalJson({ method: request.method, path, body: request.body ?? null }));
 }
 
-interface Claimed {
+interface Claimed<Attached> {
   claim: IdempotencyClaim;
   secret: string;
+  attached?: Attached;
 }
 
-export function createIdempotency(deps: IdempotencyDeps) {
+export function createIdempotency<Attached = never>(deps: IdempotencyDeps<Attached>) {
   const retentionMs = deps.retentionMs ?? IDEMPOTENCY_RETENTION_MS;
   const staleAfterMs = deps.staleAfterMs ?? DEFAULT_STALE_AFTER_MS;
   const principalOf = deps.principal ?? bearerPrincipal;
   const maxStoredBytes = deps.maxStoredResponseBytes ?? DEFAULT_MAX_STORED_RESPONSE_BYTES;
   // Per-request state without decorating fastify's request type.
-  const claims = new WeakMap<FastifyRequest, Claimed>();
+  const claims = new WeakMap<FastifyRequest, Claimed<Attached>>();
 
   const scopeOf = (claim: Pick<IdempotencyClaim, 'agentId' | 'key'>): string => `${claim.agentId}\u0000${claim.key}`;
 
@@ -132,32 +133,52 @@ export function createIdempotency(deps: IdempotencyDeps) {
     const claimed = claims.get(request);
     if (!claimed) return payload;
     claims.delete(request);
-    const { claim, secret } = claimed;
+    const { claim, secret, attached } = claimed;
     const status = reply.statusCode;
+    const succeeded = status >= 200 && status < 300 && typeof payload === 'string';
     try {
-      if (status >= 200 && status < 300 && typeof payload === 'string') {
+      if (succeeded) {
         // Written before the response leaves: a client that saw the response will see it replayed.
         const tooLarge = Buffer.byteLength(payload, 'utf8') > maxStoredBytes;
-        await deps.store.complete(claim.agentId, claim.key, claim.createdAt, status, tooLarge ? null : seal(payload, secret, scopeOf(claim)));
+        await deps.store.complete(claim.agentId, claim.key, claim.createdAt, status, tooLarge ? null : sealResponse(payload, secret, scopeOf(claim)), attached);
       } else {
-        await deps.store.release(claim.agentId, claim.key, claim.createdAt);
+        await deps.store.release(claim.agentId, claim.key, claim.createdAt, attached);
       }
     } catch (error) {
-      // The response is already decided; a key left in flight is taken over once it is stale.
+      // Without attached rows the response is already decided; a key left in flight is taken over once it is stale.
       request.log.warn({ err: error }, 'could not record the Idempotency-Key outcome');
+      if (attached !== undefined && succeeded) {
+        // The answer stands on rows that were not written (an audit row, a minted token): it must not
+        // go out. The key is freed, as for any failed request, so the agent's retry runs again.
+        // Answered as the handler's own failure to write them would be (a database outage: 503).
+        await deps.store.release(claim.agentId, claim.key, claim.createdAt).catch(() => undefined);
+        throw error;
+      }
     }
     return payload;
+  }
+
+  /**
+   * Hands `attached` to this request's key, to be written with its outcome in one statement (see
+   * `IdempotencyStore`). false when the request holds no key: the caller writes them itself.
+   */
+  function attach(request: FastifyRequest, attached: Attached): boolean {
+    const claimed = claims.get(request);
+    if (!claimed || claimed.attached !== undefined) return false;
+    claimed.attached = attached;
+    return true;
   }
 
   return {
     preHandler,
     onSend,
+    attach,
     /** Forgets keys past their 24 hours; call it from a periodic sweep. */
     sweep: () => deps.store.deleteExpired(deps.clock()),
   };
 }
 
-export type Idempotency = ReturnType<typeof createIdempotency>;
+export type Idempotency<Attached = never> = ReturnType<typeof createIdempotency<Attached>>;
 
 export interface RouteIdentity {
   method: string | string[];
@@ -171,7 +192,7 @@ export interface RouteIdentity {
  * itself as well would claim its key twice. They are `preHandler` hooks: every plugin's `onRequest`
  * (authentication) has run by then, so the key is looked up for a known agent.
  */
-export function applyIdempotency(app: FastifyInstance, idempotency: Idempotency, applies: (route: RouteIdentity) => boolean): void {
+export function applyIdempotency<Attached>(app: FastifyInstance, idempotency: Idempotency<Attached>, applies: (route: RouteIdentity) => boolean): void {
   app.addHook('preHandler', async (request, reply) => {
     if (!applies({ method: request.method, url: request.routeOptions.url ?? '' })) return undefined;
     return idempotency.preHandler(request, reply);

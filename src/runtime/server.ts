@@ -5,6 +5,7 @@ import { pino, type DestinationStream, type Logger } from 'pino';
 import { startAdminSocket } from '../admin/socket.js';
 import { createFailedAuthLimiter, createLongPollLimiter, type FailedAuthLimiter } from '../limits/index.js';
 import { createAgpService, registerAgpRoutes } from '../agp/index.js';
+import type { OpenExecuteRecord } from '../agp/ports.js';
 import { createChatSync, type ChatSync } from '../chat/sync.js';
 import { consoleUrl, createWebConsole, publicBaseUrl, type WebConsole } from '../console/index.js';
 import { consoleStoresFor } from './console-stores.js';
@@ -89,7 +90,7 @@ export interface StartOptions {
 export interface RunningTwokey {
   app: FastifyInstance;
   webConsole: WebConsole;
-  idempotency: Idempotency;
+  idempotency: Idempotency<OpenExecuteRecord>;
   chatSync: ChatSync;
   outbox: OutboxWorker;
   sweeper: Sweeper;
@@ -344,6 +345,7 @@ async function registerSurfaces(
   foundation: Foundation,
   limits: AgentLimits,
   integrations: readonly ChatIntegration[],
+  idempotency: Idempotency<OpenExecuteRecord>,
   /** Known once the app listens, after the routes are registered. */
   listeningUrl: () => string | null,
 ) {
@@ -359,6 +361,7 @@ async function registerSurfaces(
     agents: services.agents,
     rateLimit,
     failedAuth,
+    idempotency,
   });
   registerResumeStateRoutes(app, {
     agents: services.agents,
@@ -409,7 +412,7 @@ export async function startTwokey(options: StartOptions): Promise<RunningTwokey>
   const limits = agentLimits(options, foundation);
   const { app, idempotency } = await createApp(foundation, limits);
   let url: string | null = null;
-  const { webConsole, mcp } = await registerSurfaces(app, foundation, limits, integrations, () => url);
+  const { webConsole, mcp } = await registerSurfaces(app, foundation, limits, integrations, idempotency, () => url);
   for (const integration of integrations) await integration.start?.();
 
   let adminSocket: Server | null = null;

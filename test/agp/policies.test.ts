@@ -1,3 +1,4 @@
+import { sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { requestHash } from '../../src/agp/policy.js';
 import { mintConfirmToken, sha256Hex } from '../../src/core/secrets.js';
@@ -42,6 +43,35 @@ describe.each(drivers)('gateway policies (%s)', (driver) => {
     it('executes without a token and ignores a bad one', async () => {
       expect(await agent.execute(order)).toMatchObject({ status: 200, body: { data: { status: 'completed' } } });
       expect(await agent.execute(order, 'tk_conf_garbage')).toMatchObject({ status: 200, body: { data: { status: 'completed' } } });
+    });
+
+    it("writes its audit row with the Idempotency-Key's outcome; when that write fails, no answer goes out and the key is freed", async () => {
+      const { db } = twokey.services.database;
+      const apiKey = (await twokey.createAgent('keyed')).apiKey;
+      const keyed = () =>
+        twokey.agpRequest('/agp/execute', { apiKey, headers: { 'idempotency-key': 'open-1' }, body: { businessId: 'joes-pizza', request: order } });
+      const executedRows = async () => (await twokey.services.store.listAudit({ limit: 10_000 })).filter((event) => event.type === 'agp.executed').length;
+      const before = await executedRows();
+      // A real refusal by the database, of the one statement that settles the key.
+      await db.execute(sql`create function refuse_key_outcome() returns trigger language plpgsql as $$ begin raise exception 'refused'; end $$`);
+      await db.execute(sql`create trigger refuse_key_outcome before update on idempotency_keys for each row execute function refuse_key_outcome()`);
+      try {
+        const failed = await keyed();
+        expect(failed.status).toBeGreaterThanOrEqual(500);
+        expect(JSON.stringify(failed.body)).not.toContain('completed');
+        expect(await executedRows()).toBe(before);
+      } finally {
+        await db.execute(sql`drop trigger refuse_key_outcome on idempotency_keys`);
+        await db.execute(sql`drop function refuse_key_outcome()`);
+      }
+      const first = await keyed();
+      expect(first).toMatchObject({ status: 200, body: { data: { status: 'completed' } } });
+      expect(first.headers['idempotent-replayed']).toBeUndefined();
+      expect(await executedRows()).toBe(before + 1);
+      const calls = pizzeria.executes().length;
+      expect(await keyed()).toMatchObject({ status: 200, body: first.body, headers: { 'idempotent-replayed': 'true' } });
+      expect(pizzeria.executes()).toHaveLength(calls);
+      expect(await executedRows()).toBe(before + 1);
     });
 
     it('still hands out tokens, for agents that always prepare', async () => {

@@ -1,4 +1,5 @@
 import type { AgpRuntime } from '../../src/agp/index.js';
+import type { OpenExecuteRecord } from '../../src/agp/ports.js';
 import type { Idempotency } from '../../src/idempotency/index.js';
 import type { Driver } from '../support/database.js';
 import { startTestTwokey, type TestTwokey } from '../support/twokey.js';
@@ -95,7 +96,7 @@ export interface AgpTwokeyOptions {
 
 export interface AgpTwokey extends TestTwokey {
   agp: AgpRuntime;
-  idempotency: Idempotency;
+  idempotency: Idempotency<OpenExecuteRecord>;
   /** AGP's calls are POSTs unless told otherwise, so the suites read `request(url, { body })`. */
   agpRequest(
     url: string,

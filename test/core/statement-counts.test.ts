@@ -178,8 +178,9 @@ describe.each(drivers)('an on_approve approval on a remote executor (%s)', (driv
 
 /**
  * AGP `open` execute on the built-in echo business (its order mints a token): with an
- * Idempotency-Key, the key's claim, then the audit row and the minted token in one statement, then
- * the key's completion. No transaction, and no read of the agent once its key has been read.
+ * Idempotency-Key, the key's claim, then one statement with the minted token, the audit row and the
+ * key's outcome (the answer to replay). Without a key, that statement without the key. No
+ * transaction, and no read of the agent once its key has been read.
  */
 describe.each(drivers)('statements of an AGP open execute (%s)', (driver) => {
   const recorder = new SqlRecorder();
@@ -192,28 +193,60 @@ describe.each(drivers)('statements of an AGP open execute (%s)', (driver) => {
   });
   afterAll(() => running.close());
 
-  const execute = (key: string) =>
+  const execute = (key: string | null) =>
     running.twokey.request('POST', '/agp/execute', {
       apiKey: agent.apiKey,
-      headers: { 'idempotency-key': key },
+      headers: key === null ? {} : { 'idempotency-key': key },
       body: { businessId: 'echo', request: { serviceId: 'order', items: [{ productId: 'echo-widget-1', quantity: 2 }] } },
     });
 
-  it('claims the key, writes the audit row with the minted token, completes the key: three statements', async () => {
-    expect((await execute('warm')).status).toBe(200);
+  /** The statements `step` sends, but the outbox's first pass at start, which may still be claiming meanwhile. */
+  async function statementsOf(step: () => Promise<unknown>) {
     recorder.statements.length = 0;
     recorder.recording = true;
-    const answer = await execute('counted');
-    recorder.recording = false;
+    try {
+      await step();
+    } finally {
+      recorder.recording = false;
+    }
+    return recorder.statements.filter((statement) => !/^\s*update jobs/.test(statement.text));
+  }
+
+  it("claims the key, then writes the minted token, the audit row and the key's outcome in one statement: two statements", async () => {
+    expect((await execute('warm')).status).toBe(200);
+    let answer = { status: 0, body: {} as Record<string, unknown> };
+    const own = await statementsOf(async () => {
+      answer = await execute('counted');
+    });
     expect(answer.body).toMatchObject({ status: 'succeeded', data: { status: 'pending_confirmation' } });
-    // The outbox's first pass at start may still be claiming meanwhile: not the request's.
-    const own = recorder.statements.filter((statement) => !/^\s*update jobs/.test(statement.text));
     const texts = own.map((statement) => statement.text);
     expect(texts, JSON.stringify(texts, null, 1)).toEqual([
       expect.stringMatching(/^insert into "idempotency_keys"/),
-      expect.stringMatching(/^with minted_tokens as \(insert into "agp_tokens" .*audit_rows as/s),
-      expect.stringMatching(/^update "idempotency_keys"/),
+      expect.stringMatching(/^with minted_tokens as \(insert into "agp_tokens" .*audit_rows as .*completed as \(\s*update idempotency_keys/s),
     ]);
     expect(own.filter((statement) => statement.inTransaction)).toEqual([]);
+
+    // The same request again: the stored answer, read with the claim's conflict, nothing written.
+    let replayed = { status: 0, body: {} as Record<string, unknown>, headers: {} as Record<string, unknown> };
+    const replay = await statementsOf(async () => {
+      replayed = await execute('counted');
+    });
+    expect(replayed).toMatchObject({ status: 200, body: answer.body, headers: { 'idempotent-replayed': 'true' } });
+    expect(replay.map((statement) => statement.text)).toEqual([
+      expect.stringMatching(/^insert into "idempotency_keys"/),
+      expect.stringMatching(/^select .* from "idempotency_keys"/s),
+    ]);
+  });
+
+  it('without an Idempotency-Key, one statement: the minted token and the audit row', async () => {
+    let answer = { status: 0, body: {} as Record<string, unknown> };
+    const own = await statementsOf(async () => {
+      answer = await execute(null);
+    });
+    expect(answer.body).toMatchObject({ status: 'succeeded', data: { status: 'pending_confirmation' } });
+    const texts = own.map((statement) => statement.text);
+    expect(texts, JSON.stringify(texts, null, 1)).toEqual([
+      expect.stringMatching(/^with minted_tokens as \(insert into "agp_tokens" .*audit_rows as [^]*select 1$/s),
+    ]);
   });
 });

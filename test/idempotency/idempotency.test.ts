@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createIdempotencyStore } from '../../src/db/agp-store.js';
 import { idempotencyKeys } from '../../src/db/schema.js';
 import { idempotencyRequestHash } from '../../src/idempotency/index.js';
+import { sha256Hex } from '../../src/core/secrets.js';
 import { drivers } from '../support/database.js';
 import { manualClock } from '../support/clock.js';
 import { startFakePizzeria, type FakePizzeria } from '../agp/fake-business.js';
@@ -121,7 +122,7 @@ describe.each(drivers)('Idempotency-Key (%s)', (driver) => {
 
       const rows = await twokey.services.database.db.select({ body: idempotencyKeys.responseBody }).from(idempotencyKeys);
       expect(rows.length).toBeGreaterThan(0);
-      for (const row of rows) expect(row.body).toMatchObject({ v: 1, iv: expect.any(String), tag: expect.any(String), data: expect.any(String) });
+      for (const row of rows) expect(row.body).toMatchObject({ v: 2, iv: expect.any(String), tag: expect.any(String), data: expect.any(String) });
       const stored = JSON.stringify(rows);
       expect(stored).not.toContain(first.body.confirmToken);
       expect(stored).not.toContain(first.body.id);
@@ -150,6 +151,48 @@ describe.each(drivers)('Idempotency-Key (%s)', (driver) => {
       const cancel = () => twokey.agpRequest(`/v1/proposals/${pending.body.id}/cancel`, { apiKey, headers: { 'idempotency-key': 'cancel-4' } });
       expect((await cancel()).body.status).toBe('cancelled');
       expect(await cancel()).toMatchObject({ status: 200, body: { status: 'cancelled' }, headers: { 'idempotent-replayed': 'true' } });
+    });
+
+    it("writes an open execute's record with the key's outcome, whether the key is completed or freed", async () => {
+      const agent = await twokey.services.store.findAgentByName('argus');
+      const agentId = agent?.id ?? '';
+      const store = createIdempotencyStore(twokey.services.database.db);
+      const now = clock();
+      const expiresAt = new Date(now.getTime() + 86_400_000);
+      const record = (transactionId: string) => ({
+        event: { type: 'agp.executed', actor: 'agent:argus', agentId, data: { transactionId } },
+        at: now,
+        minted: [
+          {
+            tokenHash: sha256Hex(transactionId),
+            kind: 'adapter' as const,
+            agentId,
+            businessId: 'echo',
+            requestHash: sha256Hex('binding'),
+            proposalId: null,
+            data: { transactionId },
+            createdAt: now,
+            expiresAt,
+            consumedAt: null,
+          },
+        ],
+      });
+      const recorded = async (transactionId: string) => ({
+        token: (await twokey.agp.tokens.find(sha256Hex(transactionId), 'adapter'))?.data,
+        audit: (await twokey.services.store.listAudit({ limit: 10_000 })).filter((event) => event.data['transactionId'] === transactionId).length,
+      });
+
+      for (const key of ['attached-done', 'attached-freed']) {
+        expect(await store.acquire({ agentId, key, requestHash: 'h', createdAt: now, expiresAt }, now)).toBe(true);
+      }
+      await store.complete(agentId, 'attached-done', now, 200, { sealed: true }, record('txn_done'));
+      expect(await store.get(agentId, 'attached-done')).toMatchObject({ status: 'done', responseStatus: 200, responseBody: { sealed: true } });
+      expect(await recorded('txn_done')).toEqual({ token: { transactionId: 'txn_done' }, audit: 1 });
+
+      // An answer that failed after the work (its serialization, say): no answer kept, the work still recorded.
+      await store.release(agentId, 'attached-freed', now, record('txn_freed'));
+      expect(await store.get(agentId, 'attached-freed')).toBeNull();
+      expect(await recorded('txn_freed')).toEqual({ token: { transactionId: 'txn_freed' }, audit: 1 });
     });
 
     it('takes over the key of a request whose process died', async () => {
