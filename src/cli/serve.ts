@@ -20,6 +20,19 @@ async function startOpeningDatabase(settings: Env) {
 
 /** `twokey serve`: the gateway, until SIGINT or SIGTERM. The only command that loads the server. */
 export async function serve(settings: Env, version: string): Promise<void> {
+  // Listening for the signals before anything starts: a SIGTERM while the server starts (after it
+  // began listening, while it released a dead process's claims, say) would otherwise end it at once,
+  // cutting the requests it had taken. It is kept and honoured as soon as there is a server to close;
+  // a second signal ends a start that does not finish.
+  let stopRequested = false;
+  let stopNow: (() => void) | null = null;
+  const onSignal = () => {
+    if (stopNow) return stopNow();
+    if (stopRequested) process.exit(1);
+    stopRequested = true;
+  };
+  process.on('SIGINT', onSignal);
+  process.on('SIGTERM', onSignal);
   const openingDatabase = await startOpeningDatabase(settings);
   const [{ handleProcessFaults }, { startTwokey }, { watchdogFromEnv }, { startTelemetry }] = await Promise.all([
     import('../runtime/process-faults.js'),
@@ -38,12 +51,12 @@ export async function serve(settings: Env, version: string): Promise<void> {
   watchdogFromEnv(settings);
   // A database driver's error is survived; anything else that nothing caught ends the process.
   handleProcessFaults({ logger: running.logger });
-  // The spans still buffered go out after the last request is answered.
-  const stop = () =>
+  // The spans still buffered go out after the last request is answered. A second signal while
+  // closing changes nothing: close() is one promise however often it is asked for.
+  stopNow = () =>
     void running.close().then(async () => {
       await telemetry?.shutdown().catch((error: unknown) => running.logger.warn({ err: error }, 'could not send the last traces'));
       process.exit(0);
     });
-  process.once('SIGINT', stop);
-  process.once('SIGTERM', stop);
+  if (stopRequested) stopNow();
 }
