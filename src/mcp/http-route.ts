@@ -1,6 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import type { McpStore } from './ports.js';
 import type * as McpServerModule from './mcp-server.js';
+import type * as DirectCallModule from './direct-call.js';
 import { agentOf, authenticateAgent, bearerKey, perAgentRateLimit } from '../http-kit/agent-auth.js';
 import { tokenSealer } from '../idempotency/seal.js';
 import type { FailedAuthLimiter } from '../limits/index.js';
@@ -28,6 +29,16 @@ function cancelledRequestIds(body: unknown): string[] {
     const id = params?.requestId;
     return method === 'notifications/cancelled' && (typeof id === 'string' || typeof id === 'number') ? [String(id)] : [];
   });
+}
+
+/**
+ * Whether this is one tools/call (not a batch) of a tool no human decides, without a progress token:
+ * the call the direct path answers (./direct-call.ts checks the rest: headers, the request's shape).
+ */
+function mayAnswerDirectly(body: unknown, operation: McpRouteDeps['operation']): boolean {
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) return false;
+  const { method, params } = body as { method?: unknown; params?: { name?: unknown } };
+  return method === 'tools/call' && !needsStream(body, operation) && typeof params?.name === 'string';
 }
 
 /**
@@ -60,6 +71,7 @@ export function registerMcpRoutes(app: FastifyInstance, deps: McpRouteDeps): Mcp
    */
   const waits = new Map<string, AbortController>();
   let mcpServer: Promise<typeof McpServerModule> | undefined;
+  let directCalls: Promise<typeof DirectCallModule> | undefined;
   app.register(async (scope) => {
     scope.addHook('onRequest', authenticateAgent(deps.agents, deps.failedAuth));
     const limited = perAgentRateLimit(deps.rateLimit);
@@ -72,6 +84,19 @@ export function registerMcpRoutes(app: FastifyInstance, deps: McpRouteDeps): Mcp
         await deps.store.rememberClient(agent.id, urlElicitation, deps.clock());
       }
       for (const requestId of cancelledRequestIds(request.body)) waits.get(`${agent.id}:${requestId}`)?.abort();
+      if (mayAnswerDirectly(request.body, deps.operation)) {
+        const { directToolCall, answerDirectly } = await (directCalls ??= import('./direct-call.js'));
+        const call = directToolCall(request.headers, request.body);
+        if (call) {
+          const gone = new AbortController();
+          // A client that goes away aborts the wait (the proposal stays), as the SDK transport's close does.
+          reply.raw.on('close', () => {
+            if (!reply.raw.writableFinished) gone.abort();
+          });
+          const body = await answerDirectly(call, { agent, signal: gone.signal, sealer: tokenSealer(bearerKey(request)) }, deps, calls, waits, request.log);
+          return reply.status(200).header('content-type', 'application/json').send(body);
+        }
+      }
       // The SDK is loaded at the first call rather than at start: a server most of whose agents use
       // /v1 should not pay for compiling it before it answers.
       const { buildServer, StreamableHTTPServerTransport } = await (mcpServer ??= import('./mcp-server.js'));
