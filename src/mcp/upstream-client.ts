@@ -4,6 +4,7 @@ import type { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/cl
 import type { CallToolResult, CallToolResultSchema, ErrorCode, McpError, Tool } from '@modelcontextprotocol/sdk/types.js';
 import type { AjvJsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/ajv';
 import type { JsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/types.js';
+import type * as EventSourceParser from 'eventsource-parser';
 import type * as Undici from 'undici';
 import type { McpConnection } from '../config/config-file.js';
 import { injectTrace } from '../tracing/index.js';
@@ -97,6 +98,9 @@ function clientSdk(): Promise<ClientSdk> {
   return clientSdkLoading;
 }
 
+/** Loaded with the first SSE answer; kept, as a dynamic import per call goes through the module loader again. */
+let sseParser: Promise<typeof EventSourceParser> | null = null;
+
 /** A JSON-RPC message as read off the wire, before its result is checked. */
 interface JsonRpcAnswer {
   id?: unknown;
@@ -127,7 +131,7 @@ async function readAnswer(
   maxBytes: number,
   tooLarge: () => UpstreamError,
 ): Promise<JsonRpcAnswer> {
-  const { createParser } = await import('eventsource-parser');
+  const { createParser } = await (sseParser ??= import('eventsource-parser'));
   return new Promise<JsonRpcAnswer>((resolve, reject) => {
     const chunks: Buffer[] = [];
     let seen = 0;
