@@ -94,7 +94,10 @@ export function registerMcpRoutes(app: FastifyInstance, deps: McpRouteDeps): Mcp
             if (!reply.raw.writableFinished) gone.abort();
           });
           const body = await answerDirectly(call, { agent, signal: gone.signal, sealer: tokenSealer(bearerKey(request)) }, deps, calls, waits, request.log);
-          return reply.status(200).header('content-type', 'application/json').send(body);
+          // Written as the SDK transport writes its JSON answer (status, the one header, the body), past fastify's reply.
+          reply.hijack();
+          reply.raw.writeHead(200, { 'content-type': 'application/json' }).end(body);
+          return;
         }
       }
       // The SDK is loaded at the first call rather than at start: a server most of whose agents use
