@@ -91,6 +91,26 @@ upstreams:
     expect(JSON.parse(direct.text)).toEqual({ jsonrpc: '2.0', id: 3, error: { code: -32602, message: 'MCP error -32602: unknown tool "notes_read_note"' } });
   });
 
+  it('counts a direct call as the SDK path counts it, and times it under its route', async () => {
+    const metric = async (series: string) => {
+      const text = (await twokey.app.inject({ method: 'GET', url: '/metrics' })).body;
+      const line = text.split('\n').find((candidate) => candidate.startsWith(`${series} `));
+      return line ? Number(line.split(' ')[1]) : 0;
+    };
+    const committed = 'twokey_mcp_tool_calls_total{tool="notes_read_note",outcome="committed"}';
+    const refused = 'twokey_mcp_tool_calls_total{tool="notes_read_note",outcome="refused"}';
+    const timed = 'twokey_http_request_duration_seconds_count{route="/mcp",method="POST",status="200"}';
+    const before = { committed: await metric(committed), refused: await metric(refused), timed: await metric(timed) };
+    await post(readNote(11));
+    await throughSdk(readNote(12));
+    await post(readNote(13, { name: 42 }));
+    expect({ committed: await metric(committed), refused: await metric(refused), timed: await metric(timed) }).toEqual({
+      committed: before.committed + 2,
+      refused: before.refused + 1,
+      timed: before.timed + 3,
+    });
+  });
+
   it('leaves a request it cannot take as it is to the SDK: wrong Accept, content type, protocol version, shape', async () => {
     const calls = upstream.calls.length;
     const notAcceptable = await post(readNote(1), { ...MCP_HEADERS, accept: 'application/json' });
