@@ -61,7 +61,7 @@ function needsStream(body: unknown, operation: McpRouteDeps['operation']): boole
 
 /**
  * `POST /mcp`: the MCP server over Streamable HTTP, stateless. The agent's API key is
- * checked by the same hook as /v1 and /agp before the SDK sees the request (401 plain JSON).
+ * checked by the same hook as /v1 and /agp before any MCP handling (401 plain JSON).
  */
 export function registerMcpRoutes(app: FastifyInstance, deps: McpRouteDeps): McpCalls {
   const calls = createMcpCalls(deps);
