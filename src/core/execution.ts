@@ -142,18 +142,20 @@ const leaseMsFor = (deps: ExecutionDeps, operation: string): number => deps.exec
 type ExecutionStep = { patch: Partial<ProposalRecord>; audit: AuditEventInput };
 
 /** The side effect happened: the token is consumed, the result kept, the claim released. */
+/** The result recorded: committed, the token consumed, the lease released. Nothing in it depends on the row. */
+function committedPatch(result: unknown, now: Date): ExecutionStep['patch'] {
+  return { status: 'committed', consumedAt: now, result: result ?? null, error: null, leaseUntil: null, updatedAt: now };
+}
+
+function committedAudit(proposal: Pick<ProposalRecord, 'id' | 'agentId'>, result: unknown, actor: string): AuditEventInput {
+  return { type: 'proposal.committed', actor, proposalId: proposal.id, agentId: proposal.agentId, data: { result: result ?? null } };
+}
+
 function committedStep(proposal: ProposalRecord, result: unknown, actor: string, now: Date): ExecutionStep {
   return {
-    patch: {
-      status: 'committed',
-      consumedAt: now,
-      result: result ?? null,
-      error: null,
-      leaseUntil: null,
-      executionAttempts: proposal.status === 'executing' ? proposal.executionAttempts : proposal.executionAttempts + 1,
-      updatedAt: now,
-    },
-    audit: { type: 'proposal.committed', actor, proposalId: proposal.id, agentId: proposal.agentId, data: { result: result ?? null } },
+    // An executing proposal's attempt was counted by its claim; a local run counts its own here.
+    patch: { ...committedPatch(result, now), executionAttempts: proposal.status === 'executing' ? proposal.executionAttempts : proposal.executionAttempts + 1 },
+    audit: committedAudit(proposal, result, actor),
   };
 }
 
@@ -328,11 +330,18 @@ async function finishRemote(deps: ExecutionDeps, request: ExecutionRequest, acto
   }
   const now = deps.clock();
   const proposal = await deps.store.transaction(async (tx) => {
+    // Another replica may have recovered an expired claim and finished first: one result only. The
+    // update records it only while the proposal is still executing without a result, and takes the
+    // row lock itself: no lock and read before it. An executing proposal's attempt was counted by its
+    // claim, so the patch needs nothing read from the row.
+    const finished = await tx.updateExecutingProposal(request.proposalId, committedPatch(result, now));
+    if (finished) {
+      await tx.appendAudit(committedAudit(finished, result, actor), now);
+      return deps.transitions.settle(tx, finished);
+    }
     const current = await tx.lockProposal(request.proposalId);
     if (!current) throw new TwokeyError('internal', 'proposal vanished during execution');
-    // Another replica may have recovered an expired claim and finished first: one result only.
-    const finished = current.status === 'executing' && !current.consumedAt ? await recordCommitted(tx, current, result, actor, now) : current;
-    return deps.transitions.settle(tx, finished);
+    return deps.transitions.settle(tx, current);
   });
   return deps.transitions.announce(proposal);
 }

@@ -14,6 +14,12 @@ export interface StoreTransaction {
    */
   insertProposal(proposal: ProposalRecord): Promise<ProposalRecord>;
   updateProposal(id: string, patch: Partial<Omit<ProposalRecord, 'id'>>): Promise<ProposalRecord>;
+  /**
+   * `updateProposal` only while the proposal is `executing` with no result recorded, checked by the
+   * update itself under its row lock (as a lock and a read would, one round trip fewer); null when
+   * it is no longer (another replica finished a claim it took over first).
+   */
+  updateExecutingProposal(id: string, patch: Partial<Omit<ProposalRecord, 'id'>>): Promise<ProposalRecord | null>;
   /** false when this approver was already counted for this proposal. */
   insertApproval(approval: ApprovalRecord): Promise<boolean>;
   listApprovals(proposalId: string): Promise<ApprovalRecord[]>;

@@ -207,6 +207,12 @@ function transactionStore(tx: Queryable, replica: string, hot: HotStatements): S
       if (!row) throw new Error(`proposal ${id} vanished inside its transaction`);
       return toProposal(row);
     },
+    async updateExecutingProposal(id, patch) {
+      // An update that waited for the row lock checks its condition again on the row its holder left.
+      const executing = and(eq(proposals.id, id), eq(proposals.status, 'executing'), isNull(proposals.consumedAt));
+      const [row] = await tx.update(proposals).set(patch).where(executing).returning();
+      return row ? toProposal(row) : null;
+    },
     async insertApproval(approval) {
       const inserted = await onConnectionOf(tx, hot.insertApproval).execute({ ...approval, stepUp: approval.stepUp ?? null });
       return inserted.length === 1;

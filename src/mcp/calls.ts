@@ -53,8 +53,9 @@ function containsSecret(value: unknown): boolean {
   return false;
 }
 
+/** In the SDK's key order (content, structuredContent, isError): both ways in answer the same JSON. */
 export function toolError(text: string): CallToolResult {
-  return { isError: true, content: [{ type: 'text', text }] };
+  return { content: [{ type: 'text', text }], isError: true };
 }
 
 const FINAL_OUTCOMES = new Set(['committed', 'denied', 'expired', 'cancelled', 'failed']);

@@ -1,6 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import type { McpStore } from './ports.js';
 import type * as McpServerModule from './mcp-server.js';
+import type * as DirectCallModule from './direct-call.js';
 import { agentOf, authenticateAgent, bearerKey, perAgentRateLimit } from '../http-kit/agent-auth.js';
 import { tokenSealer } from '../idempotency/seal.js';
 import type { FailedAuthLimiter } from '../limits/index.js';
@@ -31,6 +32,16 @@ function cancelledRequestIds(body: unknown): string[] {
 }
 
 /**
+ * Whether this is one tools/call (not a batch) of a tool no human decides, without a progress token:
+ * the call the direct path answers (./direct-call.ts checks the rest: headers, the request's shape).
+ */
+function mayAnswerDirectly(body: unknown, operation: McpRouteDeps['operation']): boolean {
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) return false;
+  const { method, params } = body as { method?: unknown; params?: { name?: unknown } };
+  return method === 'tools/call' && !needsStream(body, operation) && typeof params?.name === 'string';
+}
+
+/**
  * Whether the answer to these messages may need a stream: a tools/call with a progress token (its
  * notifications) or of a tool a human decides (the wait may offer the approval page through URL
  * elicitation). Everything else (initialize, tools/list, a tool no human decides) is answered with
@@ -50,7 +61,7 @@ function needsStream(body: unknown, operation: McpRouteDeps['operation']): boole
 
 /**
  * `POST /mcp`: the MCP server over Streamable HTTP, stateless. The agent's API key is
- * checked by the same hook as /v1 and /agp before the SDK sees the request (401 plain JSON).
+ * checked by the same hook as /v1 and /agp before any MCP handling (401 plain JSON).
  */
 export function registerMcpRoutes(app: FastifyInstance, deps: McpRouteDeps): McpCalls {
   const calls = createMcpCalls(deps);
@@ -60,6 +71,7 @@ export function registerMcpRoutes(app: FastifyInstance, deps: McpRouteDeps): Mcp
    */
   const waits = new Map<string, AbortController>();
   let mcpServer: Promise<typeof McpServerModule> | undefined;
+  let directCalls: Promise<typeof DirectCallModule> | undefined;
   app.register(async (scope) => {
     scope.addHook('onRequest', authenticateAgent(deps.agents, deps.failedAuth));
     const limited = perAgentRateLimit(deps.rateLimit);
@@ -72,6 +84,22 @@ export function registerMcpRoutes(app: FastifyInstance, deps: McpRouteDeps): Mcp
         await deps.store.rememberClient(agent.id, urlElicitation, deps.clock());
       }
       for (const requestId of cancelledRequestIds(request.body)) waits.get(`${agent.id}:${requestId}`)?.abort();
+      if (mayAnswerDirectly(request.body, deps.operation)) {
+        const { directToolCall, answerDirectly } = await (directCalls ??= import('./direct-call.js'));
+        const call = directToolCall(request.headers, request.body);
+        if (call) {
+          const gone = new AbortController();
+          // A client that goes away aborts the wait (the proposal stays), as the SDK transport's close does.
+          reply.raw.on('close', () => {
+            if (!reply.raw.writableFinished) gone.abort();
+          });
+          const body = await answerDirectly(call, { agent, signal: gone.signal, sealer: tokenSealer(bearerKey(request)) }, deps, calls, waits, request.log);
+          // Written as the SDK transport writes its JSON answer (status, the one header, the body), past fastify's reply.
+          reply.hijack();
+          reply.raw.writeHead(200, { 'content-type': 'application/json' }).end(body);
+          return;
+        }
+      }
       // The SDK is loaded at the first call rather than at start: a server most of whose agents use
       // /v1 should not pay for compiling it before it answers.
       const { buildServer, StreamableHTTPServerTransport } = await (mcpServer ??= import('./mcp-server.js'));
