@@ -141,8 +141,7 @@ const leaseMsFor = (deps: ExecutionDeps, operation: string): number => deps.exec
  */
 type ExecutionStep = { patch: Partial<ProposalRecord>; audit: AuditEventInput };
 
-/** The side effect happened: the token is consumed, the result kept, the claim released. */
-/** The result recorded: committed, the token consumed, the lease released. Nothing in it depends on the row. */
+/** The side effect happened, its result recorded: committed, the token consumed, the lease released. Nothing in it depends on the row. */
 function committedPatch(result: unknown, now: Date): ExecutionStep['patch'] {
   return { status: 'committed', consumedAt: now, result: result ?? null, error: null, leaseUntil: null, updatedAt: now };
 }
@@ -151,6 +150,7 @@ function committedAudit(proposal: Pick<ProposalRecord, 'id' | 'agentId'>, result
   return { type: 'proposal.committed', actor, proposalId: proposal.id, agentId: proposal.agentId, data: { result: result ?? null } };
 }
 
+/** The side effect happened: the token is consumed, the result kept, the claim released. */
 function committedStep(proposal: ProposalRecord, result: unknown, actor: string, now: Date): ExecutionStep {
   return {
     // An executing proposal's attempt was counted by its claim; a local run counts its own here.
