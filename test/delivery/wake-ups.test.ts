@@ -82,5 +82,4 @@ describe.each(drivers)('outbox wake-ups without the poll (%s)', (driver) => {
     worker.start();
     await vi.waitFor(() => expect(attempts).toEqual([1, 2]), { timeout: 10_000, interval: 10 });
   });
-
 });
