@@ -123,7 +123,8 @@ export function startAuditIntegrator(
   });
   leader.start();
   audit.start();
-  // An interval the caller chose (tests counting statements) stays the only pace.
-  const stopWaking = options.auditIntervalMs === undefined ? services.changes.onAny(() => audit.wake()) : () => {};
+  // An interval the caller chose (tests counting statements) stays the only pace; the embedded
+  // database keeps its 250 ms poll.
+  const stopWaking = options.auditIntervalMs === undefined && database.kind === 'postgres' ? services.changes.onAny(() => audit.wake()) : () => {};
   return { audit, leader, stopWaking };
 }
