@@ -12,7 +12,7 @@
  *   - the raw SQL of one cycle (recorded from twokey, replayed directly on the same kind of
  *     database at the same concurrency) and the ratio of the two throughputs;
  *   - Slack and Discord click-answer latency with 100 clicks arriving at once;
- *   - resident memory at rest and after 10 000 proposals.
+ *   - resident memory at rest and after 10 000 proposals, and CPU per second at rest (polls, timers).
  * A PostgreSQL run works in a throwaway database of its own on that server.
  * Knobs: BENCH_SEQUENTIAL (cycles one at a time, default 100), BENCH_CYCLES (cycles per concurrent
  * run, default 400), BENCH_BULK (proposals before the second memory reading, default 10000),
@@ -57,6 +57,8 @@ const CONCURRENCY = (process.env.BENCH_CONCURRENCY ?? '1,16,64').split(',').map(
 /** Agents at once for the core cycle against the minimal raw one (the two-replica comparison runs at 16). */
 const CORE_AGENTS = (process.env.BENCH_CORE_AGENTS ?? '16').split(',').map(Number);
 const CLICKS = 100;
+/** How long twokey's CPU is measured at rest. */
+const IDLE_MS = 5_000;
 const BULK = Number(process.env.BENCH_BULK ?? 10_000);
 /** Agents share the load so none hits its own rate limit (600 requests a minute). */
 const AGENTS = 100;
@@ -274,6 +276,8 @@ async function benchDriver(serverUrl: string | undefined) {
     try {
       await sleep(3_000);
       const rssAtRestMiB = await rssMiB(twokey.pid);
+      // What twokey costs doing nothing, chat configured: its polls and timers.
+      const idleCpuMsPerSecond = round((await withCpu(twokey.pid, () => sleep(IDLE_MS))).cpuMs / (IDLE_MS / 1000), 1);
       const benchAgents = await createAgents(database, world.configYaml, world.env, AGENTS);
       const agents = benchAgents.map((agent) => agentClient(twokey.url, agent));
       const cycles = SECTIONS.has('cycles') ? await fullCycles(world, twokey.url, agents, twokey.pid) : [];
@@ -288,6 +292,7 @@ async function benchDriver(serverUrl: string | undefined) {
         driver: database.kind,
         startupMs: { newDatabase: round(first.startupMs, 0), existingDatabase: round(twokey.startupMs, 0) },
         rssMiB: { atRest: rssAtRestMiB, [`after${BULK}Proposals`]: rssAfterBulkMiB },
+        idleCpuMsPerSecond,
         cycles,
         raw,
         ...hotpath,
@@ -376,12 +381,13 @@ function printReport(drivers: Array<Awaited<ReturnType<typeof benchDriver>>>) {
       ),
     );
   }
-  console.log('\nStart-up (ms) and resident memory (MiB)');
+  console.log('\nStart-up (ms), resident memory (MiB) and CPU at rest (ms per second)');
   console.table(
     drivers.map((figures) => ({
       database: figures.driver,
       ...figures.startupMs,
       ...figures.rssMiB,
+      'idle CPU ms/s': figures.idleCpuMsPerSecond,
       'SQL statements per cycle': figures.raw?.statementsPerCycle ?? null,
       'transactions per cycle': figures.raw?.transactionsPerCycle ?? null,
     })),

@@ -22,8 +22,16 @@ export interface AuditIntegratorOptions {
   clock: Clock;
   /** Only the elected replica integrates; the others stand by. */
   isLeader: () => boolean;
-  /** How often the leader looks for committed rows: bounds the delay before a row is in the chain. */
+  /**
+   * How often the leader looks for committed rows: bounds the delay before a row is in the chain
+   * when nothing wakes it (default 250 ms).
+   */
   intervalMs?: number;
+  /**
+   * How long after a wake-up (`wake()`, a change was committed) the leader looks: the changes of that
+   * moment go in one batch and one checkpoint (default 250 ms).
+   */
+  wakeDelayMs?: number;
   batchSize?: number;
 }
 
@@ -36,6 +44,8 @@ const MAX_SINK_BACKOFF_MS = 60_000;
  */
 export function createAuditIntegrator(options: AuditIntegratorOptions) {
   const intervalMs = options.intervalMs ?? 250;
+  const wakeDelayMs = options.wakeDelayMs ?? 250;
+  let wakeTimer: NodeJS.Timeout | null = null;
   const batchSize = options.batchSize ?? 1_000;
   const sinkNames = options.sinks.map((sink) => sink.name);
   const backoff = new Map<string, { until: number; failures: number }>();
@@ -137,6 +147,11 @@ export function createAuditIntegrator(options: AuditIntegratorOptions) {
     return running;
   }
 
+  function tick(): void {
+    if (running || !options.isLeader()) return;
+    run().catch((error: unknown) => options.logger().warn({ err: error }, 'audit integration failed; will retry'));
+  }
+
   return {
     /** For tests and shutdown: place and publish everything committed so far, leader or not. */
     async flush(): Promise<void> {
@@ -144,15 +159,28 @@ export function createAuditIntegrator(options: AuditIntegratorOptions) {
       await run();
     },
     start(): void {
-      timer = setInterval(() => {
-        if (running || !options.isLeader()) return;
-        run().catch((error: unknown) => options.logger().warn({ err: error }, 'audit integration failed; will retry'));
-      }, intervalMs);
+      timer = setInterval(tick, intervalMs);
       timer.unref();
+    },
+    /**
+     * A change was committed (its audit rows with it): look within `wakeDelayMs` instead of at the
+     * next poll. Wake-ups meanwhile join that look.
+     */
+    wake(): void {
+      if (!timer || wakeTimer) return;
+      wakeTimer = setTimeout(() => {
+        wakeTimer = null;
+        // A pass under way may have read the table before this change committed: look again after it.
+        if (running) void running.catch(() => undefined).then(tick);
+        else tick();
+      }, wakeDelayMs);
+      wakeTimer.unref();
     },
     async stop(): Promise<void> {
       if (timer) clearInterval(timer);
       timer = null;
+      if (wakeTimer) clearTimeout(wakeTimer);
+      wakeTimer = null;
       await running?.catch(() => undefined);
     },
     publicKey: () => options.signer.publicKey,

@@ -6,6 +6,7 @@ import type { ProposalRecord } from './model.js';
  * proposal. Changes made by other processes arrive through the database's notifications.
  */
 const EVERY = Symbol('every change');
+const ANY = Symbol('any change, here or on another replica');
 
 export function createChangeFeed() {
   const emitter = new EventEmitter();
@@ -15,10 +16,17 @@ export function createChangeFeed() {
     publish(proposal: ProposalRecord): void {
       emitter.emit(proposal.id);
       emitter.emit(EVERY, proposal);
+      emitter.emit(ANY);
     },
     /** A change another replica made (PostgreSQL NOTIFY): wakes long-polls of that proposal. */
     notify(proposalId: string): void {
       emitter.emit(proposalId);
+      emitter.emit(ANY);
+    },
+    /** Every change, made here or (told by PostgreSQL) on another replica; returns the unsubscribe function. */
+    onAny(listener: () => void): () => void {
+      emitter.on(ANY, listener);
+      return () => emitter.off(ANY, listener);
     },
     /** Every change this process makes; returns the unsubscribe function. */
     onEvery(listener: (proposal: ProposalRecord) => void): () => void {

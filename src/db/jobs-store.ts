@@ -170,14 +170,29 @@ function leaseUpdates(db: Db) {
 }
 
 /** Data access for the outbox's jobs table. */
+/**
+ * Whether a job of this ordering key is queued behind the one finishing, due now: the claim skipped it
+ * while this one ran, and the worker claims again for it at once rather than at its next poll. Asked
+ * in the completion itself, so it costs no round trip.
+ */
+function followedSql(now: SQL): SQL {
+  return sql`(jobs.ordering_key is not null and exists (
+    select 1 from jobs o where o.ordering_key = jobs.ordering_key and o.id > jobs.id and o.status = 'queued' and o.run_at <= ${now}))`;
+}
+
 export function createJobStore(db: Db): JobStore {
   // A job's completion, the outbox's most frequent write: built once.
   const completeHeld = db
     .update(jobs)
     .set({ status: 'done', lockedUntil: null, lockedBy: null, lastError: null, updatedAt: sql`${sql.placeholder('now')}::timestamptz` })
     .where(and(eq(jobs.id, sql.placeholder('id')), eq(jobs.status, 'running'), eq(jobs.lockedBy, sql.placeholder('stamp'))))
-    .returning({ id: jobs.id })
+    .returning({ id: jobs.id, followed: sql<boolean>`${followedSql(sql`${sql.placeholder('now')}::timestamptz`)}` })
     .prepare('twokey_job_complete');
+  async function completeOne(job: ClaimedJob, now: Date): Promise<Map<number, { followed: boolean }>> {
+    if (job.lockedBy === null) return new Map();
+    const rows = await completeHeld.execute({ id: job.id, stamp: job.lockedBy, now: now.toISOString() });
+    return new Map(rows.map((row) => [Number(row.id), { followed: Boolean(row.followed) }]));
+  }
   return {
     ...standaloneJobs(db),
     ...leaseUpdates(db),
@@ -231,21 +246,20 @@ export function createJobStore(db: Db): JobStore {
     },
     /** Each outcome lands only while the claim still holds; `false` means another worker took the job over. */
     async complete(job: ClaimedJob, now: Date): Promise<boolean> {
-      if (job.lockedBy === null) return false;
-      const rows = await completeHeld.execute({ id: job.id, stamp: job.lockedBy, now: now.toISOString() });
-      return rows.length === 1;
+      return (await completeOne(job, now)).size === 1;
     },
-    /** `complete` for many jobs in one statement; the ids whose claim still held. */
-    async completeAll(claimed: readonly ClaimedJob[], now: Date): Promise<Set<number>> {
+    /** `complete` for many jobs in one statement; the ids whose claim still held, and whether a job of its key waits. */
+    async completeAll(claimed: readonly ClaimedJob[], now: Date): Promise<Map<number, { followed: boolean }>> {
       const held = claimed.filter((job) => job.lockedBy !== null);
-      if (held.length === 0) return new Set();
-      if (held.length === 1) return new Set((await this.complete(held[0] as ClaimedJob, now)) ? [(held[0] as ClaimedJob).id] : []);
+      if (held.length === 0) return new Map();
+      if (held.length === 1) return completeOne(held[0] as ClaimedJob, now);
+      const at = sql`${now.toISOString()}::timestamptz`;
       const result = await db.execute(sql`
-        update jobs set status = 'done', locked_until = null, locked_by = null, last_error = null, updated_at = ${now.toISOString()}::timestamptz
+        update jobs set status = 'done', locked_until = null, locked_by = null, last_error = null, updated_at = ${at}
         from jsonb_to_recordset(${claimsJson(held)}::jsonb) as claim(id bigint, stamp text)
         where jobs.id = claim.id and jobs.status = 'running' and jobs.locked_by = claim.stamp
-        returning jobs.id`);
-      return new Set(rowsOf<{ id: string | number }>(result).map((row) => Number(row.id)));
+        returning jobs.id, ${followedSql(at)} as followed`);
+      return new Map(rowsOf<{ id: string | number; followed: boolean }>(result).map((row) => [Number(row.id), { followed: Boolean(row.followed) }]));
     },
     async reschedule(job: ClaimedJob, runAt: Date, error: string, now: Date): Promise<boolean> {
       const rows = await db

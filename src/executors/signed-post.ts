@@ -1,5 +1,6 @@
 import { createHmac } from 'node:crypto';
 import type { Dispatcher, Response } from 'undici';
+import type * as Undici from 'undici';
 import { signPayload } from '../core/secrets.js';
 import { injectTrace } from '../tracing/index.js';
 
@@ -34,6 +35,13 @@ export function standardWebhookSignature(key: Buffer, id: string, unixSeconds: n
 }
 
 /**
+ * undici (a hundred modules) loads with the first request sent, not before the server answers; once.
+ * Each `import()` resolves the module again (with a loader hook, through its thread).
+ */
+let undici: Promise<typeof Undici> | null = null;
+const loadUndici = () => (undici ??= import('undici'));
+
+/**
  * Every request twokey signs (executor calls, decision callbacks) goes out here:
  * `X-Twokey-Signature: t=<unix>,v1=<hex HMAC-SHA256(secret, t + "." + body)>`, JSON, bounded in time.
  * Redirects are never followed: the signed body and its signature go to the URL that was checked
@@ -41,8 +49,7 @@ export function standardWebhookSignature(key: Buffer, id: string, unixSeconds: n
  * A failure to get any answer throws with a message safe to record (no URL, no secret).
  */
 export async function postSigned(options: SignedPostOptions): Promise<Response> {
-  // undici (a hundred modules) loads with the first request sent, not before the server answers.
-  const { fetch } = await import('undici');
+  const { fetch } = await loadUndici();
   const unixSeconds = Math.floor(options.clock().getTime() / 1000);
   const signature = signPayload(options.secret, options.body, unixSeconds);
   const standard = options.standardWebhook

@@ -55,26 +55,33 @@ async function longPoll(
   id: string,
   options: { wait: number; seen: string | undefined; reply: FastifyReply },
 ): Promise<AgentProposalView> {
-  const first = await deps.proposals.viewForAgent(agent, id);
-  const differs = options.seen === undefined ? awaitsItsAgent(deps, first) : shownAs(first) !== options.seen;
-  if (!options.wait || finalStatuses.includes(first.status) || differs) return first;
-  const leave = deps.longPolls?.enter(agent.id);
-  if (leave === null) throw deps.longPolls?.refusal();
+  if (!options.wait) return deps.proposals.viewForAgent(agent, id);
   const aborted = new AbortController();
+  const deadline = Date.now() + options.wait * 1000;
+  // The feed wakes us at once for changes made here (and, on PostgreSQL, on any replica); the
+  // interval is the fallback that also covers the embedded database, which has no cross-process
+  // notifications.
+  const nextChange = () => deps.changes.next(id, Math.min(deps.longPollIntervalMs, Math.max(0, deadline - Date.now())), aborted.signal);
+  // Subscribed before the first read, so a change committed between the two is not missed, and the
+  // wait needs no second read.
+  let changed = nextChange();
+  let leave: (() => void) | null | undefined;
   try {
+    const first = await deps.proposals.viewForAgent(agent, id);
+    const differs = options.seen === undefined ? awaitsItsAgent(deps, first) : shownAs(first) !== options.seen;
+    if (finalStatuses.includes(first.status) || differs) return first;
+    leave = deps.longPolls?.enter(agent.id);
+    if (leave === null) throw deps.longPolls?.refusal();
     // The response's 'close' (not the request's, which fires once the request has been read,
     // usually before this handler runs) tells that the client went away mid-wait.
     options.reply.raw.once('close', () => aborted.abort());
-    const deadline = Date.now() + options.wait * 1000;
     const fingerprint = (view: AgentProposalView) => `${shownAs(view)}/${view.error ?? ''}`;
     for (;;) {
-      // Subscribe before re-reading, so a change between the two is not missed. The feed wakes us
-      // at once for changes made here (and, on PostgreSQL, on any replica); the interval is the
-      // fallback that also covers the embedded database, which has no cross-process notifications.
-      const changed = deps.changes.next(id, Math.min(deps.longPollIntervalMs, Math.max(0, deadline - Date.now())), aborted.signal);
+      await changed;
+      // Subscribe before re-reading, so a change between the two is not missed.
+      changed = nextChange();
       const latest = await deps.proposals.viewForAgent(agent, id);
       if (fingerprint(latest) !== fingerprint(first) || Date.now() >= deadline || aborted.signal.aborted) return latest;
-      await changed;
     }
   } finally {
     // Ends the subscription made for the next turn, so it holds no listener or timer once answered.

@@ -88,10 +88,11 @@ export interface ClickInbox {
    */
   guard<K extends ClickJobKind>(handler: JobHandler<K>): JobHandler<K>;
   /**
-   * The burst gate of the `clicks` lane: false while clicks are still arriving (one less than
-   * `burstGapMs` ago) or being written, so their writes, which their answers wait for, do not queue
-   * behind decisions (in the embedded database's one queue, and on the event loop); true again once
-   * the burst is over, or, one decision at a time, once decisions have been held back `maxHoldMs`.
+   * The burst gate of the `clicks` lane: false while clicks are still arriving (two or more, each
+   * less than `burstGapMs` after the one before) or being written, so their writes, which their
+   * answers wait for, do not queue behind decisions (in the embedded database's one queue, and on
+   * the event loop); true again once the burst is over, or, one decision at a time, once decisions
+   * have been held back `maxHoldMs`. A lone click, once written, is let through at once.
    */
   admitDecisions(state: { running: number }): boolean;
 }
@@ -151,6 +152,8 @@ export function createClickInbox(options: ClickInboxOptions): ClickInbox {
   const burstGapMs = options.burstGapMs ?? 50;
   const maxHoldMs = options.maxHoldMs ?? 1_000;
   let lastArrivalAt = Number.NEGATIVE_INFINITY;
+  /** Clicks since the last gap of `burstGapMs`: one is a lone click, more a burst. */
+  let arrivalsTogether = 0;
   let heldSince: number | null = null;
 
   function track(id: number, kind: ClickJobKind): void {
@@ -204,7 +207,9 @@ export function createClickInbox(options: ClickInboxOptions): ClickInbox {
 
   return {
     store(click) {
-      lastArrivalAt = now();
+      const at = now();
+      arrivalsTogether = at - lastArrivalAt >= burstGapMs ? 1 : arrivalsTogether + 1;
+      lastArrivalAt = at;
       return new Promise<number>((resolve, reject) => {
         const entry: Entry = {
           job: { kind: click.kind, payload: click.payload, orderingKey: `click:${click.proposalId}`, maxAttempts: CLICK_MAX_ATTEMPTS },
@@ -263,7 +268,8 @@ export function createClickInbox(options: ClickInboxOptions): ClickInbox {
     },
     admitDecisions({ running }) {
       const at = now();
-      if (at - lastArrivalAt >= burstGapMs && !writing) {
+      // A lone click is decided as soon as it is stored: no other click's answer waits on a write.
+      if (!writing && (arrivalsTogether <= 1 || at - lastArrivalAt >= burstGapMs)) {
         heldSince = null;
         return true;
       }

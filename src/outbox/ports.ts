@@ -70,8 +70,11 @@ export interface JobStore {
   claimDue(now: Date, limit: number, leaseMs: number, lane?: ClaimLane): Promise<JobRow[]>;
   /** `false` means another worker took the job over. */
   complete(job: ClaimedJob, now: Date): Promise<boolean>;
-  /** `complete` for many jobs at once; the ids whose claim still held. */
-  completeAll(claimed: readonly ClaimedJob[], now: Date): Promise<Set<number>>;
+  /**
+   * `complete` for many jobs at once: the ids whose claim still held, each with whether a job of its
+   * ordering key is queued behind it (due now), which its completion lets run.
+   */
+  completeAll(claimed: readonly ClaimedJob[], now: Date): Promise<Map<number, { followed: boolean }>>;
   reschedule(job: ClaimedJob, runAt: Date, error: string, now: Date): Promise<boolean>;
   bury(job: ClaimedJob, error: string, now: Date): Promise<boolean>;
   /** Puts a dead (or any unfinished) job back in the queue, with a fresh set of attempts. */

@@ -109,9 +109,13 @@ interface LaneState {
   perAgent: Map<string, number>;
   claiming: Promise<void> | null;
   timer: NodeJS.Timeout | null;
+  /** When `timer` fires (Date.now() time). */
+  timerDueAt: number;
   wakeRequested: boolean;
   /** The last claim filled every free slot: more jobs may be due than it could take. */
   moreMayBeDue: boolean;
+  /** When the earliest job this lane put back for a retry falls due (Date.now() time), if before the next poll. */
+  retryDueAt: number | null;
 }
 
 /**
@@ -120,7 +124,8 @@ interface LaneState {
  * another worker re-claimed the job after this one's lease ran out.
  */
 function createCompletionBatcher(jobs: JobStore, clock: () => Date) {
-  let waiting: Array<{ job: JobRow; settle: (held: boolean) => void; fail: (error: unknown) => void }> = [];
+  type Completion = { held: boolean; followed: boolean };
+  let waiting: Array<{ job: JobRow; settle: (completion: Completion) => void; fail: (error: unknown) => void }> = [];
   let sending = false;
   async function send(): Promise<void> {
     sending = true;
@@ -132,7 +137,10 @@ function createCompletionBatcher(jobs: JobStore, clock: () => Date) {
           batch.map((entry) => entry.job),
           clock(),
         );
-        for (const entry of batch) entry.settle(held.has(entry.job.id));
+        for (const entry of batch) {
+          const completed = held.get(entry.job.id);
+          entry.settle({ held: completed !== undefined, followed: completed?.followed ?? false });
+        }
       } catch (error) {
         for (const entry of batch) entry.fail(error);
       }
@@ -140,7 +148,8 @@ function createCompletionBatcher(jobs: JobStore, clock: () => Date) {
     sending = false;
   }
   return {
-    complete(job: JobRow): Promise<boolean> {
+    /** `held` false: another worker re-claimed the job. `followed`: a job of its ordering key waits behind it. */
+    complete(job: JobRow): Promise<Completion> {
       return new Promise((settle, fail) => {
         waiting.push({ job, settle, fail });
         if (!sending) void send();
@@ -207,15 +216,20 @@ function createJobRunner(
     return run;
   }
 
-  function superseded(job: JobRow) {
+  function superseded(job: JobRow): undefined {
     options.logger.warn(
       { jobId: job.id, kind: job.kind, attempts: job.attempts },
       'outbox job was re-claimed by another worker after its lease ran out; this outcome is dropped',
     );
     options.onSettled?.(job, 'superseded');
+    return undefined;
   }
 
-  return async function runJob(job: JobRow, handlerDeadlineMs: number): Promise<void> {
+  /**
+   * Resolves with what the lane should do next: look again when a job put back for a retry falls due
+   * (`retryInMs`), or at once when a job of the same ordering key can run now (`followed`).
+   */
+  return async function runJob(job: JobRow, handlerDeadlineMs: number): Promise<{ retryInMs?: number; followed?: boolean } | undefined> {
     let failure: { error: unknown } | null = null;
     try {
       await runWithDeadline(handlerOf(job), job, handlerDeadlineMs);
@@ -223,9 +237,10 @@ function createJobRunner(
       failure = { error };
     }
     if (!failure) {
-      if (!(await record(() => completions.complete(job)))) return superseded(job);
+      const completion = await record(() => completions.complete(job));
+      if (!completion.held) return superseded(job);
       options.onSettled?.(job, 'done');
-      return;
+      return { followed: completion.followed };
     }
     const { error } = failure;
     const message = scrubSecrets(error instanceof Error ? error.message : String(error)).slice(0, 1000);
@@ -234,7 +249,8 @@ function createJobRunner(
       if (!(await record(() => options.jobs.bury(job, message, clock())))) return superseded(job);
       options.logger.error({ jobId: job.id, kind: job.kind, attempts: job.attempts, error: message }, 'outbox job is dead');
       options.onSettled?.(job, 'dead');
-      return;
+      // Buried, it no longer holds back the jobs of its ordering key.
+      return { followed: job.orderingKey !== null };
     }
     // Retry-After is the least we wait; our own backoff still applies, so "0" cannot make us hammer.
     const delay = Math.max(delivery.retryAfterMs ?? 0, backoffDelay(job.attempts, backoff.baseMs, backoff.maxMs, random));
@@ -242,6 +258,7 @@ function createJobRunner(
     if (!(await record(() => options.jobs.reschedule(job, new Date(now.getTime() + delay), message, now)))) return superseded(job);
     options.logger.warn({ jobId: job.id, kind: job.kind, attempts: job.attempts, retryInMs: delay, error: message }, 'outbox job failed; will retry');
     options.onSettled?.(job, 'retry');
+    return { retryInMs: delay };
   };
 }
 
@@ -273,6 +290,30 @@ function createLeaseRenewal(options: OutboxWorkerOptions, clock: () => Date) {
   return { keepRenewing, stop };
 }
 
+/** A lane's state before its first claim; refuses a lane whose jobs could outlive their unrenewed lease. */
+function newLaneState(lane: OutboxLane, namedKinds: readonly string[], leaseMs: number, handlerDeadlineMs: number): LaneState {
+  if (!lane.renewedLeaseMs && (lane.handlerDeadlineMs ?? handlerDeadlineMs) >= leaseMs) {
+    throw new Error(`the outbox lease (${leaseMs} ms) must be longer than the handler deadline of lane ${lane.name}`);
+  }
+  return {
+    lane,
+    leaseMs: lane.renewedLeaseMs ?? leaseMs,
+    handlerDeadlineMs: lane.handlerDeadlineMs ?? handlerDeadlineMs,
+    held: new Map(),
+    renewTimer: null,
+    claimFilter: lane.kinds ? { kinds: lane.kinds } : { excludeKinds: namedKinds },
+    running: new Set(),
+    perDestination: new Map(),
+    perAgent: new Map(),
+    claiming: null,
+    timer: null,
+    timerDueAt: 0,
+    wakeRequested: false,
+    moreMayBeDue: true,
+    retryDueAt: null,
+  };
+}
+
 /**
  * Runs the outbox: claims due jobs, runs their handler, and records the outcome — done, retried
  * later (honouring a platform's Retry-After), or dead after its last attempt (kept for
@@ -294,31 +335,12 @@ export function createOutboxWorker(options: OutboxWorkerOptions) {
   const workerId = options.workerId ?? `w_${randomBytes(6).toString('hex')}`;
   const lanes = options.lanes ?? defaultLanes();
   const namedKinds = lanes.flatMap((lane) => lane.kinds ?? []);
-  const states: LaneState[] = lanes.map((lane) => ({
-    lane,
-    leaseMs: lane.renewedLeaseMs ?? leaseMs,
-    handlerDeadlineMs: lane.handlerDeadlineMs ?? handlerDeadlineMs,
-    held: new Map(),
-    renewTimer: null,
-    claimFilter: lane.kinds ? { kinds: lane.kinds } : { excludeKinds: namedKinds },
-    running: new Set(),
-    perDestination: new Map(),
-    perAgent: new Map(),
-    claiming: null,
-    timer: null,
-    wakeRequested: false,
-    moreMayBeDue: true,
-  }));
+  const states = lanes.map((lane) => newLaneState(lane, namedKinds, leaseMs, handlerDeadlineMs));
   const runsKind = (state: LaneState, kind: string) => (state.lane.kinds ? state.lane.kinds.includes(kind) : !namedKinds.includes(kind));
   let running = false;
   /** Set by stop(): an outcome waiting for the database is given up (its lease brings the job back). */
   let stopped = false;
 
-  for (const lane of lanes) {
-    if (!lane.renewedLeaseMs && (lane.handlerDeadlineMs ?? handlerDeadlineMs) >= leaseMs) {
-      throw new Error(`the outbox lease (${leaseMs} ms) must be longer than the handler deadline of lane ${lane.name}`);
-    }
-  }
   const runJob = createJobRunner(options, { clock, leaseMs, backoff, random, stopping: () => stopped });
   const renewal = createLeaseRenewal(options, clock);
 
@@ -342,7 +364,13 @@ export function createOutboxWorker(options: OutboxWorkerOptions) {
     const capped = Boolean((destination && state.lane.perDestination) || (agent && state.lane.perAgent));
     state.held.set(job.id, job);
     renewal.keepRenewing(state);
+    let followed = false;
     const run = runJob(job, state.handlerDeadlineMs)
+      .then((next) => {
+        followed = next?.followed ?? false;
+        // Put back for a retry: look again when it falls due rather than at the next poll.
+        if (next?.retryInMs !== undefined && refill) wakeIn(state, next.retryInMs);
+      })
       .catch((error: unknown) => {
         // The outcome could not be written (database down): the lease runs out and the job runs again.
         options.logger.warn({ err: error, jobId: job.id, kind: job.kind }, 'outbox job outcome not recorded');
@@ -353,9 +381,10 @@ export function createOutboxWorker(options: OutboxWorkerOptions) {
         release(state.perDestination, destination);
         release(state.perAgent, agent);
         // A settled job frees a slot, but claiming for it is worth a statement only when jobs may be
-        // waiting: the last claim was full, something was queued since, or a destination or agent
-        // cap held some back. Otherwise the next wake or poll finds new work.
-        if (refill && (state.moreMayBeDue || state.wakeRequested || capped)) pump(state);
+        // waiting: the last claim was full, something was queued since, a destination or agent
+        // cap held some back, or a job of this one's ordering key waits behind it (every claim
+        // while this one ran skipped it). Otherwise the next wake or poll finds new work.
+        if (refill && (state.moreMayBeDue || state.wakeRequested || capped || followed)) pump(state);
       });
     state.running.add(run);
     return run;
@@ -376,10 +405,22 @@ export function createOutboxWorker(options: OutboxWorkerOptions) {
   function schedule(state: LaneState, delayMs: number) {
     if (!running) return;
     if (state.timer) clearTimeout(state.timer);
+    // A job put back for a retry falls due before the next poll: the timer is for it.
+    if (state.retryDueAt !== null) delayMs = Math.min(delayMs, Math.max(0, state.retryDueAt - Date.now()));
+    state.timerDueAt = Date.now() + delayMs;
     state.timer = setTimeout(() => {
       state.timer = null;
       pump(state);
     }, delayMs);
+  }
+
+  /** A job of this lane falls due in `delayMs`: the lane looks then, or at its next poll if sooner. */
+  function wakeIn(state: LaneState, delayMs: number) {
+    const dueAt = Date.now() + delayMs;
+    if (state.retryDueAt !== null && state.retryDueAt <= dueAt) return;
+    state.retryDueAt = dueAt;
+    // A claim under way schedules the next look when it ends; a timer due sooner stays.
+    if (!state.claiming && (!state.timer || state.timerDueAt > dueAt)) schedule(state, pollIntervalMs);
   }
 
   /** Fills the lane's free slots; one claim per lane at a time. */
@@ -392,6 +433,8 @@ export function createOutboxWorker(options: OutboxWorkerOptions) {
       return;
     }
     state.wakeRequested = false;
+    // Jobs put back for a retry that are due by now are among what this claim finds.
+    if (state.retryDueAt !== null && state.retryDueAt <= Date.now()) state.retryDueAt = null;
     state.claiming = claimFor(state)
       .then((claimed) => {
         state.moreMayBeDue = claimed.length === free;

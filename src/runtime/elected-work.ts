@@ -24,6 +24,8 @@ const SWEEPER_LOCK_KEY = 0x73776570; // "swep"
 const PRUNE_BATCH_SIZE = 500;
 const AUDIT_LEADER_LOCK_KEY = 0x6175646c; // "audl"
 const DAY_MS = 24 * 3_600_000;
+/** The audit integrator's fallback poll on PostgreSQL, where changes wake it; the embedded database polls every 250 ms. */
+const POSTGRES_AUDIT_POLL_MS = 2_000;
 
 export interface ElectedWorkDeps {
   env: Env;
@@ -114,9 +116,15 @@ export function startAuditIntegrator(
     logger: () => logger,
     clock: services.clock,
     isLeader: () => leader.isLeader(),
-    intervalMs: options.auditIntervalMs,
+    // On PostgreSQL every proposal change wakes the integrator (a change here at once, another
+    // replica's by NOTIFY), so the poll is only the fallback for rows of other changes (an agent
+    // created, a key revoked) and for a lost notification.
+    intervalMs: options.auditIntervalMs ?? (database.kind === 'postgres' ? POSTGRES_AUDIT_POLL_MS : undefined),
   });
   leader.start();
   audit.start();
-  return { audit, leader };
+  // An interval the caller chose (tests counting statements) stays the only pace; the embedded
+  // database keeps its 250 ms poll.
+  const stopWaking = options.auditIntervalMs === undefined && database.kind === 'postgres' ? services.changes.onAny(() => audit.wake()) : () => {};
+  return { audit, leader, stopWaking };
 }

@@ -87,6 +87,9 @@ export interface StartOptions {
   integrations?: (services: Services, wiring: ChatWiring) => ChatIntegration[];
 }
 
+/** The outbox's fallback poll on PostgreSQL, where notifications wake it; the embedded database polls every 250 ms. */
+const POSTGRES_OUTBOX_POLL_MS = 2_000;
+
 export interface RunningTwokey {
   app: FastifyInstance;
   webConsole: WebConsole;
@@ -231,7 +234,10 @@ function createOutbox(
     jobs: services.jobs,
     logger,
     clock: services.clock,
-    pollIntervalMs: options.outboxPollMs,
+    // On PostgreSQL every job queued now wakes its lanes (here at once, on other replicas by NOTIFY), and a
+    // job put back for a retry wakes its lane when it falls due: the poll is the slow fallback, for a
+    // lost notification, a reminder falling due, or a job queued from outside (`twokey jobs retry`).
+    pollIntervalMs: options.outboxPollMs ?? (database.kind === 'postgres' ? POSTGRES_OUTBOX_POLL_MS : undefined),
     leaseMs: options.outboxLeaseMs,
     backoff: options.outboxBackoff,
     // Stored clicks wait out a burst of clicks: their answers wait for the clicks' writes (see inbox.ts).
@@ -446,13 +452,14 @@ export async function startTwokey(options: StartOptions): Promise<RunningTwokey>
   }
 
   const sweeping = startSweeper(options, foundation, limits.sharedRateLimits);
-  const { audit, leader: auditLeader } = startAuditIntegrator(options, foundation);
+  const { audit, leader: auditLeader, stopWaking: stopWakingAudit } = startAuditIntegrator(options, foundation);
 
   let closing: Promise<void> | null = null;
   const close = () => {
     closing ??= (async () => {
       clearInterval(sweeping.timer);
       wake.unsubscribeOutbox();
+      stopWakingAudit();
       for (const integration of integrations) await integration.stop?.();
       // fastify's close waits for in-flight requests, so a commit under way finishes before the database closes.
       await app.close();

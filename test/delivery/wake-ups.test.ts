@@ -1,0 +1,85 @@
+import { pino } from 'pino';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import type { Database } from '../../src/db/database.js';
+import { createJobStore } from '../../src/db/jobs-store.js';
+import type { JobStore } from '../../src/outbox/ports.js';
+import { createOutboxWorker, type OutboxLane } from '../../src/outbox/worker.js';
+import { drivers, openTestDatabase } from '../support/database.js';
+
+/**
+ * The outbox's poll is only a fallback: a job its worker knows is due now is claimed without it. Each
+ * worker here polls once in ten minutes, so a job that waited for the poll would never run in time.
+ */
+
+const NEVER_MS = 600_000;
+const lane: OutboxLane = { name: 'chat', kinds: ['chat.sync'], concurrency: 4 };
+const logger = pino({ level: 'silent' });
+
+describe.each(drivers)('outbox wake-ups without the poll (%s)', (driver) => {
+  let database: Database;
+  let store: JobStore;
+  const workers: Array<ReturnType<typeof createOutboxWorker>> = [];
+  beforeAll(async () => {
+    database = await openTestDatabase(driver);
+    store = createJobStore(database.db);
+  }, 180_000);
+  afterAll(async () => {
+    await Promise.all(workers.map((worker) => worker.stop()));
+    await database.close();
+  });
+
+  it('a job queued behind another of its ordering key runs as soon as that one is done', async () => {
+    const proposalId = `prp_wake_${driver}_key`;
+    const key = `chat:slack:${proposalId}`;
+    const job = { kind: 'chat.sync', payload: { proposalId, platform: 'slack' }, orderingKey: key, maxAttempts: 5 };
+    const [firstId = 0, secondId = 0] = await store.insertMany([job, job], new Date());
+    const ran: number[] = [];
+    let finishFirst = () => {};
+    const firstStarted = new Promise<void>((started) => {
+      const worker = createOutboxWorker({
+        jobs: store,
+        logger,
+        lanes: [lane],
+        pollIntervalMs: NEVER_MS,
+        handlers: {
+          'chat.sync': (_payload, { jobId }) => {
+            ran.push(jobId);
+            if (jobId !== firstId) return Promise.resolve();
+            started();
+            return new Promise<void>((resolve) => (finishFirst = resolve));
+          },
+        },
+      });
+      workers.push(worker);
+      worker.start();
+    });
+    await firstStarted;
+    // While the first runs, the second is held back by its key; the first's completion lets it go.
+    expect(ran).toEqual([firstId]);
+    finishFirst();
+    await vi.waitFor(() => expect(ran).toEqual([firstId, secondId]), { timeout: 10_000, interval: 10 });
+  });
+
+  it('a job put back for a retry runs again when it falls due', async () => {
+    const proposalId = `prp_wake_${driver}_retry`;
+    const [id = 0] = await store.insertMany([{ kind: 'chat.sync', payload: { proposalId, platform: 'slack' }, maxAttempts: 5 }], new Date());
+    const attempts: number[] = [];
+    const worker = createOutboxWorker({
+      jobs: store,
+      logger,
+      lanes: [lane],
+      pollIntervalMs: NEVER_MS,
+      backoff: { baseMs: 50, maxMs: 50 },
+      handlers: {
+        'chat.sync': (_payload, { attempt, jobId }) => {
+          if (jobId !== id) return Promise.resolve();
+          attempts.push(attempt);
+          return attempt === 1 ? Promise.reject(new Error('Slack is away for a moment')) : Promise.resolve();
+        },
+      },
+    });
+    workers.push(worker);
+    worker.start();
+    await vi.waitFor(() => expect(attempts).toEqual([1, 2]), { timeout: 10_000, interval: 10 });
+  });
+});
