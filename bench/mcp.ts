@@ -12,7 +12,7 @@
 import { performance } from 'node:perf_hooks';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { startFakeUpstream } from '../test/mcp/support.js';
+import { readOnlyNotesConfig, startFakeUpstream } from '../test/mcp/support.js';
 import { cpuMs, percentiles, recordResults, round, runConcurrently, type Percentiles } from './support/stats.js';
 import { createAgents, createBenchDatabase, startTwokeyProcess } from './support/twokey-process.js';
 
@@ -43,15 +43,7 @@ const show = (p: Percentiles) => `${round(p.p50, 1)} / ${round(p.p99, 1)}`;
 async function benchOn(serverUrl: string | undefined) {
   const upstream = await startFakeUpstream({ token: TOKEN });
   const database = await createBenchDatabase(serverUrl);
-  const config = `
-upstreams:
-  - name: notes
-    url: ${upstream.url}
-    headers: { authorization: "Bearer ${TOKEN}" }
-    approval: { approvers: [web:operator] }
-    tools:
-      read_note: { readOnly: true }
-`;
+  const config = readOnlyNotesConfig(upstream, TOKEN, 'web:operator');
   const profileDir = process.env.BENCH_PROFILE_DIR;
   const twokey = await startTwokeyProcess(database, config, {}, profileDir ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : []);
   const rows = [];

@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { directToolCall } from '../../src/mcp/direct-call.js';
 import { drivers } from '../support/database.js';
 import { startTestTwokey, type TestTwokey } from '../support/twokey.js';
-import { listen, startFakeUpstream, type FakeUpstream } from './support.js';
+import { listen, readOnlyNotesConfig, startFakeUpstream, type FakeUpstream } from './support.js';
 
 const UPSTREAM_TOKEN = 'upstream-token-0123456789abcdef';
 const MCP_HEADERS = { 'content-type': 'application/json', accept: 'application/json, text/event-stream' };
@@ -30,15 +30,7 @@ describe.each(drivers)('MCP tools/call answered directly, as the SDK would (%s)'
     upstream = await startFakeUpstream({ token: UPSTREAM_TOKEN });
     twokey = await startTestTwokey({
       driver,
-      configYaml: `
-upstreams:
-  - name: notes
-    url: ${upstream.url}
-    headers: { authorization: "Bearer ${UPSTREAM_TOKEN}" }
-    approval: { approvers: [web:alice] }
-    tools:
-      read_note: { readOnly: true }
-`,
+      configYaml: readOnlyNotesConfig(upstream, UPSTREAM_TOKEN),
     });
     url = await listen(twokey);
     ({ apiKey } = await twokey.createAgent('direct'));

@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openRecordedDatabase, SqlRecorder } from '../../bench/support/sql-trace.js';
 import { drivers, openTestDatabase } from '../support/database.js';
 import { startTestTwokey, type TestTwokey } from '../support/twokey.js';
-import { connectClient, listen, startFakeUpstream, type FakeUpstream } from './support.js';
+import { connectClient, listen, readOnlyNotesConfig, startFakeUpstream, type FakeUpstream } from './support.js';
 
 const UPSTREAM_TOKEN = 'upstream-token-0123456789abcdef';
 
@@ -31,15 +31,7 @@ describe.each(drivers)('statements per MCP pass-through call (%s)', (driver) => 
     twokey = await startTestTwokey({
       driver,
       database: recorded,
-      configYaml: `
-upstreams:
-  - name: notes
-    url: ${upstream.url}
-    headers: { authorization: "Bearer ${UPSTREAM_TOKEN}" }
-    approval: { approvers: [web:alice] }
-    tools:
-      read_note: { readOnly: true }
-`,
+      configYaml: readOnlyNotesConfig(upstream, UPSTREAM_TOKEN),
       // Only the call's own work: no outbox poll, sweep or audit integration meanwhile.
       env: { TWOKEY_MCP_WAIT: '5' },
       outboxPollMs: 600_000,

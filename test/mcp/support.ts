@@ -26,6 +26,22 @@ export interface FakeUpstream {
 }
 
 /**
+ * twokey's configuration importing the fake upstream's notes with `read_note` passed straight
+ * through (read-only: a rule decides it, no human), as the pass-through tests and bench/mcp.ts use it.
+ */
+export function readOnlyNotesConfig(upstream: Pick<FakeUpstream, 'url'>, token: string, approver = 'web:alice'): string {
+  return `
+upstreams:
+  - name: notes
+    url: ${upstream.url}
+    headers: { authorization: "Bearer ${token}" }
+    approval: { approvers: [${approver}] }
+    tools:
+      read_note: { readOnly: true }
+`;
+}
+
+/**
  * A real MCP server (the SDK's McpServer over Streamable HTTP on 127.0.0.1) standing for a service
  * twokey guards: notes that can be read (read-only) and deleted (destructive), plus misbehaving tools.
  */
