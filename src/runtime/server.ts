@@ -87,9 +87,6 @@ export interface StartOptions {
   integrations?: (services: Services, wiring: ChatWiring) => ChatIntegration[];
 }
 
-/** The outbox's fallback poll on PostgreSQL, where notifications wake it; the embedded database polls every 250 ms. */
-const POSTGRES_OUTBOX_POLL_MS = 2_000;
-
 export interface RunningTwokey {
   app: FastifyInstance;
   webConsole: WebConsole;
@@ -236,8 +233,9 @@ function createOutbox(
     clock: services.clock,
     // On PostgreSQL every job queued now wakes its lanes (here at once, on other replicas by NOTIFY), and a
     // job put back for a retry wakes its lane when it falls due: the poll is the slow fallback, for a
-    // lost notification, a reminder falling due, or a job queued from outside (`twokey jobs retry`).
-    pollIntervalMs: options.outboxPollMs ?? (database.kind === 'postgres' ? POSTGRES_OUTBOX_POLL_MS : undefined),
+    // lost notification, a reminder falling due, or a job queued from outside (`twokey jobs retry`):
+    // every 2 s. The embedded database, with no notifications, keeps the worker's own 250 ms poll.
+    pollIntervalMs: options.outboxPollMs ?? (database.kind === 'postgres' ? 2_000 : undefined),
     leaseMs: options.outboxLeaseMs,
     backoff: options.outboxBackoff,
     // Stored clicks wait out a burst of clicks: their answers wait for the clicks' writes (see inbox.ts).
