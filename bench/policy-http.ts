@@ -83,11 +83,7 @@ async function recordOne() {
     const benchAgent = { id: agent.id, apiKey };
     // Warm: every pooled connection has met each statement.
     for (let i = 0; i < 30; i += 1) await propose(url, benchAgent, i);
-    recorder.recording = true;
-    await propose(url, benchAgent, 1_000);
-    recorder.recording = false;
-    const statements = recorder.statements;
-    const transactions = new Set(statements.filter((s) => s.inTransaction).map((s) => s.unit)).size;
+    const { statements, transactions } = await recorder.during(() => propose(url, benchAgent, 1_000));
     if (process.env.BENCH_SQL_TEXT) {
       for (const statement of statements)
         console.log(`  [${statement.inTransaction ? `tx${statement.unit}` : 'auto'}] ${statement.text.replace(/\s+/g, ' ').slice(0, 240)}`);

@@ -38,6 +38,23 @@ export class SqlRecorder {
     return this.nextUnit++;
   }
 
+  /**
+   * The statements sent while `step` runs (and only those: what was recorded before is dropped), with
+   * the value `step` returned and how many transactions they made.
+   */
+  async during<T>(step: () => Promise<T>): Promise<{ value: T; statements: RecordedStatement[]; transactions: number }> {
+    this.statements.length = 0;
+    this.recording = true;
+    let value: T;
+    try {
+      value = await step();
+    } finally {
+      this.recording = false;
+    }
+    const statements = this.statements.slice();
+    return { value, statements, transactions: new Set(statements.filter((s) => s.inTransaction).map((s) => s.unit)).size };
+  }
+
   /** Notes a statement when it is sent; its rows are filled in when they come back. */
   note(text: string, params: readonly unknown[] | undefined, unit: number | null): RecordedStatement | null {
     if (!this.recording) return null;

@@ -123,14 +123,7 @@ describe.each(drivers)('a call a rule approves, on the lean path (%s)', (driver)
 
   /** The transactions `step` runs, counted at the driver. */
   async function transactionsOf(step: () => Promise<unknown>): Promise<number> {
-    recorder.statements.length = 0;
-    recorder.recording = true;
-    try {
-      await step();
-    } finally {
-      recorder.recording = false;
-    }
-    return new Set(recorder.statements.filter((s) => s.inTransaction).map((s) => s.unit)).size;
+    return (await recorder.during(step)).transactions;
   }
 
   const auditTypes = async (proposalId: string) => (await twokey.services.store.listAudit({ proposalId })).map((event) => event.type);

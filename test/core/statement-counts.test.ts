@@ -69,19 +69,8 @@ describe.each(drivers)('statements per step of the core cycle (%s)', (driver) =>
 
   /** Runs `step` while recording; its statements and transactions. */
   async function counted(step: () => Promise<unknown>) {
-    recorder.statements.length = 0;
-    recorder.recording = true;
-    try {
-      await step();
-    } finally {
-      recorder.recording = false;
-    }
-    const statements = recorder.statements.slice();
-    return {
-      statements: statements.length,
-      transactions: new Set(statements.filter((s) => s.inTransaction).map((s) => s.unit)).size,
-      texts: statements.map((s) => s.text),
-    };
+    const { statements, transactions } = await recorder.during(step);
+    return { statements: statements.length, transactions, texts: statements.map((s) => s.text) };
   }
 
   it('propose, approve, commit and read send the statements they need and no more', async () => {
@@ -151,19 +140,11 @@ describe.each(drivers)('an on_approve approval on a remote executor (%s)', (driv
     });
     const id = String(proposed.body.id);
     await twokey.services.proposals.approve(id, { identity: 'web:alice', via: 'test' });
-    recorder.statements.length = 0;
-    recorder.recording = true;
-    let decided: Awaited<ReturnType<typeof twokey.services.proposals.approve>>;
-    try {
-      decided = await twokey.services.proposals.approve(id, { identity: 'web:bob', via: 'test' });
-    } finally {
-      recorder.recording = false;
-    }
+    const { value: decided, transactions } = await recorder.during(() => twokey.services.proposals.approve(id, { identity: 'web:bob', via: 'test' }));
     expect(decided).toMatchObject({ outcome: 'quorum_reached', proposal: { status: 'committed', result: { deleted: true } } });
     expect(called).toEqual([id]);
-    const transactions = new Set(recorder.statements.filter((s) => s.inTransaction).map((s) => s.unit));
     // Approval and claim, then the result: before, the claim took a transaction (and a lock and a read) of its own.
-    expect(transactions.size).toBe(2);
+    expect(transactions).toBe(2);
     const audit = await twokey.services.store.listAudit({ proposalId: id, limit: 20 });
     expect(audit.map((event) => event.type)).toEqual([
       'proposal.created',
@@ -202,14 +183,8 @@ describe.each(drivers)('statements of an AGP open execute (%s)', (driver) => {
 
   /** The statements `step` sends, but the outbox's first pass at start, which may still be claiming meanwhile. */
   async function statementsOf(step: () => Promise<unknown>) {
-    recorder.statements.length = 0;
-    recorder.recording = true;
-    try {
-      await step();
-    } finally {
-      recorder.recording = false;
-    }
-    return recorder.statements.filter((statement) => !/^\s*update jobs/.test(statement.text));
+    const { statements } = await recorder.during(step);
+    return statements.filter((statement) => !/^\s*update jobs/.test(statement.text));
   }
 
   it("claims the key, then writes the minted token, the audit row and the key's outcome in one statement: two statements", async () => {

@@ -53,16 +53,8 @@ describe.each(drivers)('statements per MCP pass-through call (%s)', (driver) => 
   it('passes a read-only tool through with the statements it needs and no more', async () => {
     // Warm: the upstream connection, the agent's rate-limit block (PostgreSQL).
     await readNote();
-    recorder.statements.length = 0;
-    recorder.recording = true;
-    let result: CallToolResult;
-    try {
-      result = await readNote();
-    } finally {
-      recorder.recording = false;
-    }
-    const statements = recorder.statements.slice();
-    const figures = { statements: statements.length, transactions: new Set(statements.filter((s) => s.inTransaction).map((s) => s.unit)).size };
+    const { value: result, statements, transactions } = await recorder.during(readNote);
+    const figures = { statements: statements.length, transactions };
     expect(result.structuredContent).toMatchObject({ outcome: 'committed', result: { content: [{ type: 'text', text: 'milk, eggs' }] } });
     expect(figures, statements.map((s) => `[${s.inTransaction ? `tx${s.unit}` : 'auto'}] ${s.text.replace(/\s+/g, ' ').slice(0, 200)}`).join('\n')).toEqual({
       // The key is known (served from memory after the warm-up call); the proposal's transaction is
