@@ -301,13 +301,20 @@ export function createUpstreamClient(connection: McpConnection): UpstreamClient 
     await client.connect(transport, { timeout: connection.timeoutMs });
     // Caches every tool's output schema: structured results that do not match are refused.
     const outputValidators = new Map<string, JsonSchemaValidator<unknown>>();
+    for (const tool of await everyTool(client)) if (tool.outputSchema) outputValidators.set(tool.name, validator.getValidator(tool.outputSchema));
+    return { client, ...(http ? { http } : {}), outputValidators };
+  }
+
+  /** Every page of the upstream's tools/list. */
+  async function everyTool(client: Client): Promise<Tool[]> {
+    const tools: Tool[] = [];
     let cursor: string | undefined;
     do {
       const page = await client.listTools(cursor ? { cursor } : undefined, { timeout: connection.timeoutMs });
-      for (const tool of page.tools) if (tool.outputSchema) outputValidators.set(tool.name, validator.getValidator(tool.outputSchema));
+      tools.push(...page.tools);
       cursor = page.nextCursor;
     } while (cursor);
-    return { client, ...(http ? { http } : {}), outputValidators };
+    return tools;
   }
 
   function current(): Promise<Connected> {
@@ -382,15 +389,7 @@ export function createUpstreamClient(connection: McpConnection): UpstreamClient 
   return {
     async listTools() {
       try {
-        const { client } = await current();
-        const tools: Tool[] = [];
-        let cursor: string | undefined;
-        do {
-          const page = await client.listTools(cursor ? { cursor } : undefined, { timeout: connection.timeoutMs });
-          tools.push(...page.tools);
-          cursor = page.nextCursor;
-        } while (cursor);
-        return tools;
+        return await everyTool((await current()).client);
       } catch (error) {
         return dropAfter(error);
       }
