@@ -5,7 +5,7 @@ import { discordInteractionsSchema } from './route-schema.js';
 import { TwokeyError } from '../core/errors.js';
 import type { Clock } from '../core/model.js';
 import type { InteractionHandler } from './interactions.js';
-import { checkDiscordSignatureOffThread } from './signature.js';
+import { checkDiscordSignature } from './signature.js';
 
 export interface InteractionRouteOptions {
   publicKey: KeyObject;
@@ -30,7 +30,7 @@ export async function registerInteractionRoute(app: FastifyInstance, options: In
     scope.setSerializerCompiler(serializerCompiler);
     scope.post('/discord/interactions', { schema: discordInteractionsSchema }, async (request, reply) => {
       const rawBody = Buffer.isBuffer(request.body) ? request.body : Buffer.alloc(0);
-      const check = await checkDiscordSignatureOffThread(
+      const check = await checkDiscordSignature(
         options.publicKey,
         {
           signature: headerValue(request.headers['x-signature-ed25519']),

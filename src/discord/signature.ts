@@ -21,37 +21,22 @@ export interface SignedRequest {
   rawBody: Buffer;
 }
 
-/** What a request's signature is checked against, or why it cannot be: every check but the signature itself. */
-function signedBytes(request: SignedRequest, now: Date): { signed: Buffer; signature: Buffer } | Exclude<SignatureCheck, 'ok' | 'invalid'> {
+/**
+ * Discord signs `timestamp + rawBody`. The clock is an argument so tests can pin the window's edges;
+ * a timestamp outside the window is refused even with a valid signature, so a captured request
+ * cannot be replayed later (or pre-signed for later). The Ed25519 verification (a fifth of a
+ * millisecond of CPU on a small machine) runs in libuv's thread pool: a burst of clicks is verified
+ * beside the event loop, which meanwhile reads, stores and answers the others.
+ */
+export async function checkDiscordSignature(publicKey: KeyObject, request: SignedRequest, now: Date): Promise<SignatureCheck> {
   const { signature, timestamp, rawBody } = request;
   if (!signature || !timestamp) return 'missing';
   if (!/^[0-9a-fA-F]{128}$/.test(signature) || !/^\d{1,12}$/.test(timestamp)) return 'malformed';
   const skew = Math.floor(now.getTime() / 1000) - Number(timestamp);
   if (skew > DISCORD_SIGNATURE_WINDOW_SECONDS) return 'stale';
   if (skew < -DISCORD_SIGNATURE_WINDOW_SECONDS) return 'future';
-  return { signed: Buffer.concat([Buffer.from(timestamp, 'utf8'), rawBody]), signature: Buffer.from(signature, 'hex') };
-}
-
-/**
- * Discord signs `timestamp + rawBody`. The clock is an argument so tests can pin the window's edges;
- * a timestamp outside the window is refused even with a valid signature, so a captured request
- * cannot be replayed later (or pre-signed for later).
- */
-export function checkDiscordSignature(publicKey: KeyObject, request: SignedRequest, now: Date): SignatureCheck {
-  const bytes = signedBytes(request, now);
-  if (typeof bytes === 'string') return bytes;
-  return verify(null, bytes.signed, publicKey, bytes.signature) ? 'ok' : 'invalid';
-}
-
-/**
- * The same check, with the Ed25519 verification (a fifth of a millisecond of CPU on a small machine)
- * in libuv's thread pool: a burst of clicks is verified beside the event loop, which meanwhile
- * reads, stores and answers the others.
- */
-export function checkDiscordSignatureOffThread(publicKey: KeyObject, request: SignedRequest, now: Date): Promise<SignatureCheck> {
-  const bytes = signedBytes(request, now);
-  if (typeof bytes === 'string') return Promise.resolve(bytes);
+  const signed = Buffer.concat([Buffer.from(timestamp, 'utf8'), rawBody]);
   return new Promise((resolve) => {
-    verify(null, bytes.signed, publicKey, bytes.signature, (error, valid) => resolve(!error && valid ? 'ok' : 'invalid'));
+    verify(null, signed, publicKey, Buffer.from(signature, 'hex'), (error, valid) => resolve(!error && valid ? 'ok' : 'invalid'));
   });
 }
