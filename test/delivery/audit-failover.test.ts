@@ -95,6 +95,9 @@ describeOnPostgres('audit integrator failover', (driver) => {
       leader.child.kill('SIGKILL');
 
       await vi.waitFor(async () => expect(await standby.services.auditLog.pendingCount()).toBe(0), { timeout: 30_000, interval: 100 });
+      // Rows are placed (and their checkpoint stored) before the checkpoint is written to the
+      // directory: let the pass under way finish publishing before reading the directories.
+      await standby.audit.flush();
       const trusted = publicKeyText(createSigner(parseAuditKey(TEST_AUDIT_KEY)).publicKey);
       const verdict = (await runAdminOperation(standby.services, 'audit.verify', { checkpoints: dir, publicKeys: [trusted] })) as Record<string, unknown>;
       expect(verdict).toMatchObject({ ok: true, pending: 0 });
