@@ -6,7 +6,8 @@
  * 1 and 16 clients, each sending its next call as soon as its last one answered; p50/p99 of both and
  * of the difference at each percentile, and the CPU time the twokey process spent per call (what a
  * call costs even when a busy machine makes latencies wait on other processes). On PostgreSQL when DATABASE_URL is set, else on PGlite.
- * Knobs: BENCH_MCP_CALLS (calls per run, default 200); BENCH_PROFILE_DIR (a V8 CPU profile of the
+ * Knobs: BENCH_MCP_CALLS (calls per run, default 200; one API key may make 600 a minute);
+ * BENCH_MCP_CLIENTS (comma list, default 1,16); BENCH_PROFILE_DIR (a V8 CPU profile of the
  * `twokey serve` process written there, for bench/profile-top.ts).
  */
 import { performance } from 'node:perf_hooks';
@@ -17,7 +18,7 @@ import { cpuMs, percentiles, recordResults, round, runConcurrently, type Percent
 import { createAgents, createBenchDatabase, startTwokeyProcess } from './support/twokey-process.js';
 
 const CALLS = Number(process.env.BENCH_MCP_CALLS ?? 200);
-const CLIENTS = [1, 16];
+const CLIENTS = (process.env.BENCH_MCP_CLIENTS ?? '1,16').split(',').map(Number);
 const TOKEN = 'bench-upstream-token-0123456789';
 
 async function connect(url: string, headers: Record<string, string>): Promise<Client> {

@@ -6,6 +6,7 @@ import { createNotifier } from '../../src/db/notifier.js';
 import { PROPOSAL_CHANNEL, createStore } from '../../src/db/store.js';
 import { describeOnPostgres, openTestDatabase } from '../support/database.js';
 import { freePort } from '../support/processes.js';
+import { startTcpProxy } from '../support/tcp-proxy.js';
 
 describeOnPostgres('wake-ups for other replicas', (driver) => {
   let database: Database & { url?: string };
@@ -46,6 +47,24 @@ describeOnPostgres('wake-ups for other replicas', (driver) => {
     // cluster-wide NOTIFY lock.
     expect(heardOf('prp_committed')).toEqual([{ payload: 'prp_committed', senderPid: notifier?.pid }]);
     expect(heardOf('prp_rolled_back')).toEqual([]);
+  });
+
+  it('send their statement as one prepared once per connection: a wake-up costs one round trip, not a describe and a run', async () => {
+    const proxy = await startTcpProxy(Number(new URL(database.url ?? '').port || 5432));
+    const through = new URL(database.url ?? '');
+    through.port = String(proxy.port);
+    const notifier = createNotifier(through.toString());
+    try {
+      for (const payload of ['prp_one', 'prp_two', 'prp_three']) await notifier.send([[PROPOSAL_CHANNEL, payload]]);
+      await until(() => heardOf('prp_three').length > 0);
+      expect(heardOf('prp_two')).toHaveLength(1);
+      // The statement's text goes over the wire in a Parse message: once when prepared, every time when not.
+      const text = proxy.sentByClients().toString('latin1');
+      expect(text.split('pg_notify(n.channel').length - 1).toBe(1);
+    } finally {
+      await notifier.close();
+      await proxy.close();
+    }
   });
 
   it('turn the same wake-up asked twice at one moment into one notification, and report a database they cannot reach', async () => {

@@ -8,9 +8,12 @@ export async function startTcpProxy(targetPort: number, targetHost = '127.0.0.1'
   let port = 0;
   /** Bytes in either direction wait here while the link is held (a partition: nothing is closed). */
   let held: Array<() => void> | null = null;
+  /** What clients sent, in order: a test reads which messages of the wire protocol went out. */
+  const fromClients: Buffer[] = [];
 
-  function forward(from: Socket, to: Socket) {
+  function forward(from: Socket, to: Socket, record = false) {
     from.on('data', (chunk: Buffer) => {
+      if (record) fromClients.push(chunk);
       if (held) held.push(() => to.write(chunk));
       else to.write(chunk);
     });
@@ -25,7 +28,7 @@ export async function startTcpProxy(targetPort: number, targetHost = '127.0.0.1'
         socket.on('close', () => sockets.delete(socket));
         socket.on('error', () => socket.destroy());
       }
-      forward(client, upstream);
+      forward(client, upstream, true);
       forward(upstream, client);
     });
     server.listen(port, '127.0.0.1');
@@ -38,6 +41,10 @@ export async function startTcpProxy(targetPort: number, targetHost = '127.0.0.1'
   return {
     get port() {
       return port;
+    },
+    /** Everything clients have sent through the proxy so far. */
+    sentByClients(): Buffer {
+      return Buffer.concat(fromClients);
     },
     /** Drops every connection and refuses new ones. */
     async cut() {
