@@ -455,7 +455,7 @@ export function createExecutionPipeline(deps: ExecutionDeps) {
    * its own; a crash in between leaves an expired lease that `resumeStaleExecutions` takes over with
    * the same idempotency key, the proposal id.
    */
-  async function executeAtPropose(approved: ProposalRecord, agent: AgentRecord, actor: string): Promise<ExecutionAtPropose> {
+  async function executeAtPropose(tx: Pick<StoreTransaction, 'begin'>, approved: ProposalRecord, agent: AgentRecord, actor: string): Promise<ExecutionAtPropose> {
     const now = clock();
     const request = approvedRequest(deps, approved, agent, [], now);
     const span = tracer.commit(approved.id);
@@ -471,6 +471,9 @@ export function createExecutionPipeline(deps: ExecutionDeps) {
         abandon: (error) => span.end({ error }),
       };
     }
+    // The transaction that records this run begins before it: an in-process side effect must not
+    // happen when the database is already out of reach (the record would then surely be lost).
+    await tx.begin();
     let step: ExecutionStep;
     try {
       step = committedStep(approved, await runExecutor(deps, span, request), actor, now);

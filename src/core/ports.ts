@@ -39,6 +39,12 @@ export interface StoreTransaction {
   /** Proposals of this agent and operation created after `since`, other than `exceptId` (policy `count_last`). */
   countRecentProposals(agentId: string, operation: string, since: Date, exceptId: string): Promise<number>;
   grants: GrantTransaction;
+  /**
+   * Begins the transaction now, if no statement has yet: the store begins one only when the work
+   * first needs it, and work made only of added rows commits as one statement with no BEGIN. Called
+   * before something that must not happen unless the database is there (an in-process executor).
+   */
+  begin(): Promise<void>;
 }
 
 export interface LockedProposal {

@@ -199,7 +199,7 @@ export function createProposalService(deps: ProposalServiceDeps) {
         const audit = decided.audit;
         if (runsOnDecision(row)) {
           // Decided without a click: it runs as a human approval would.
-          execution = await pipeline.executeAtPropose(row, agent, row.decidedBy);
+          execution = await pipeline.executeAtPropose(tx, row, agent, row.decidedBy);
           row = execution.proposal;
           audit.push(...execution.audit);
         }

@@ -154,16 +154,61 @@ function sendBeforeCommit(tx: Queryable, statement: SQL): Promise<unknown> | nul
   return sent;
 }
 
-/**
- * A transaction's store, plus `buffered`. The writes that only add rows — audit events, outbox
- * jobs — are buffered and sent before commit as one statement (data-modifying CTEs), instead of
- * one round trip each; the change notifications are kept for after the commit.
- */
-function transactionStore(tx: Queryable, replica: string, hot: HotStatements): StoreTransaction & { buffered(): BufferedWrites } {
+/** The writes of a transaction that only add rows, kept until it ends (see `transactionStore`). */
+type WriteBuffer = Pick<StoreTransaction, 'insertProposal' | 'appendAudit' | 'enqueue' | 'notifyChange'> & {
+  /** Takes what was buffered: one statement, the kinds of the jobs queued to run now (reminders wait), the wake-ups. */
+  take(): BufferedWrites;
+};
+
+function writeBuffer(replica: string): WriteBuffer {
   const inserted: ProposalRecord[] = [];
   const audit: Array<{ event: AuditEventInput; at: Date }> = [];
   const queued: Array<{ spec: OutboxJobSpec; at: Date }> = [];
   const notify = new Set<string>();
+  return {
+    async insertProposal(proposal) {
+      // Only added, never read again in its transaction: it goes out with the buffered rows.
+      inserted.push(proposal);
+      return proposal;
+    },
+    async appendAudit(event, at) {
+      audit.push({ event, at });
+    },
+    async enqueue(specs, at) {
+      for (const spec of specs) {
+        // A coalescing job already queued by this transaction covers this change too (it acts on
+        // the state it reads when it runs).
+        const covered = spec.coalesce && queued.some((job) => job.spec.coalesce && job.spec.kind === spec.kind && job.spec.orderingKey === spec.orderingKey);
+        if (!covered) queued.push({ spec, at });
+      }
+    },
+    async notifyChange(proposalId) {
+      notify.add(proposalId);
+    },
+    take() {
+      const parts = [
+        ...(inserted.length > 0 ? [rowsInsertCte(proposals, 'new_proposals', inserted)] : []),
+        ...auditInsertCtes(audit),
+        ...queued.map(({ spec, at }, index) => jobInsertCte(spec, at, index)),
+      ];
+      inserted.length = 0;
+      const dueKinds = [...new Set(queued.filter(({ spec, at }) => !spec.runAt || spec.runAt <= at).map(({ spec }) => spec.kind))];
+      audit.length = 0;
+      queued.length = 0;
+      const notifications: Notification[] = [...notify].map((id) => [PROPOSAL_CHANNEL, id] as const);
+      if (dueKinds.length > 0) notifications.push([JOBS_CHANNEL, `${replica}|${dueKinds.join(',')}`]);
+      notify.clear();
+      return { statement: parts.length > 0 ? sql`with ${sql.join(parts, sql`, `)} select 1` : null, dueKinds, notifications };
+    },
+  };
+}
+
+/**
+ * A transaction's store. The writes that only add rows — a new proposal, audit events, outbox jobs —
+ * go to `writes` and are sent before commit as one statement (data-modifying CTEs), instead of one
+ * round trip each; the change notifications are kept for after the commit.
+ */
+function transactionStore(tx: Queryable, hot: HotStatements, writes: WriteBuffer): StoreTransaction {
   return {
     ...readsFrom(tx),
     grants: grantTransactionStore(tx),
@@ -196,11 +241,7 @@ function transactionStore(tx: Queryable, replica: string, hot: HotStatements): S
       if (!row) return null;
       return { proposal: toProposal(row.proposal), agent: row.agent ? toAgent(row.agent) : null, approvals: listed };
     },
-    async insertProposal(proposal) {
-      // Only added, never read again in its transaction: it goes out with the buffered rows.
-      inserted.push(proposal);
-      return proposal;
-    },
+    insertProposal: writes.insertProposal,
     async updateProposal(id, patch) {
       // Which columns change differs from one transition to the next: built per call.
       const [row] = await tx.update(proposals).set(patch).where(eq(proposals.id, id)).returning();
@@ -224,66 +265,142 @@ function transactionStore(tx: Queryable, replica: string, hot: HotStatements): S
       const revoked = tx.update(agents).set({ revokedAt: at }).where(eq(agents.id, id)).returning({ id: agents.id });
       await tx.execute(sql`with revoked as (${revoked.getSQL()}) select pg_notify(${AGENT_CHANNEL}, id) from revoked`);
     },
-    async appendAudit(event, at) {
-      audit.push({ event, at });
-    },
-    async enqueue(specs, at) {
-      for (const spec of specs) {
-        // A coalescing job already queued by this transaction covers this change too (it acts on
-        // the state it reads when it runs).
-        const covered = spec.coalesce && queued.some((job) => job.spec.coalesce && job.spec.kind === spec.kind && job.spec.orderingKey === spec.orderingKey);
-        if (!covered) queued.push({ spec, at });
-      }
-    },
-    async notifyChange(proposalId) {
-      notify.add(proposalId);
-    },
-    /** Takes what was buffered: one statement, the kinds of the jobs queued to run now (reminders wait), the wake-ups. */
-    buffered() {
-      const parts = [
-        ...(inserted.length > 0 ? [rowsInsertCte(proposals, 'new_proposals', inserted)] : []),
-        ...auditInsertCtes(audit),
-        ...queued.map(({ spec, at }, index) => jobInsertCte(spec, at, index)),
-      ];
-      inserted.length = 0;
-      const dueKinds = [...new Set(queued.filter(({ spec, at }) => !spec.runAt || spec.runAt <= at).map(({ spec }) => spec.kind))];
-      audit.length = 0;
-      queued.length = 0;
-      const notifications: Notification[] = [...notify].map((id) => [PROPOSAL_CHANNEL, id] as const);
-      if (dueKinds.length > 0) notifications.push([JOBS_CHANNEL, `${replica}|${dueKinds.join(',')}`]);
-      notify.clear();
-      return { statement: parts.length > 0 ? sql`with ${sql.join(parts, sql`, `)} select 1` : null, dueKinds, notifications };
+    appendAudit: writes.appendAudit,
+    enqueue: writes.enqueue,
+    notifyChange: writes.notifyChange,
+    async begin() {
+      // Open already: the store that defers the transaction answers this one.
     },
   };
 }
 
 /**
- * Runs `work` in a transaction and sends what it buffered last. On PostgreSQL that statement shares
- * a packet with the COMMIT: if it fails, the transaction is already aborted, PostgreSQL answers the
- * COMMIT with a rollback, and its error is thrown here, after the fact, as if it had come first.
+ * The store `work` sees: buffered writes go to `writes` at once; the first statement that must run
+ * inside the transaction opens it (`open`), and everything after runs there. A transaction made of
+ * buffered writes alone thus never sends BEGIN: its one statement commits by itself.
+ */
+function deferredStore(writes: WriteBuffer, open: () => Promise<StoreTransaction>): StoreTransaction {
+  const inside =
+    <K extends Exclude<keyof StoreTransaction, 'grants'>>(method: K) =>
+    async (...args: Parameters<StoreTransaction[K]>): Promise<Awaited<ReturnType<StoreTransaction[K]>>> =>
+      ((await open())[method] as (...a: Parameters<StoreTransaction[K]>) => Promise<Awaited<ReturnType<StoreTransaction[K]>>>)(...args);
+  const grant =
+    <K extends keyof StoreTransaction['grants']>(method: K) =>
+    async (...args: Parameters<StoreTransaction['grants'][K]>): Promise<Awaited<ReturnType<StoreTransaction['grants'][K]>>> =>
+      ((await open()).grants[method] as (...a: Parameters<StoreTransaction['grants'][K]>) => Promise<Awaited<ReturnType<StoreTransaction['grants'][K]>>>)(
+        ...args,
+      );
+  return {
+    lockProposal: inside('lockProposal'),
+    lockProposalWithContext: inside('lockProposalWithContext'),
+    insertProposal: writes.insertProposal,
+    updateProposal: inside('updateProposal'),
+    updateExecutingProposal: inside('updateExecutingProposal'),
+    insertApproval: inside('insertApproval'),
+    listApprovals: inside('listApprovals'),
+    getAgent: inside('getAgent'),
+    insertAgent: inside('insertAgent'),
+    revokeAgent: inside('revokeAgent'),
+    appendAudit: writes.appendAudit,
+    enqueue: writes.enqueue,
+    notifyChange: writes.notifyChange,
+    lockAgentAndCountWaiting: inside('lockAgentAndCountWaiting'),
+    countRecentProposals: inside('countRecentProposals'),
+    async begin() {
+      await open();
+    },
+    grants: {
+      listUsable: grant('listUsable'),
+      spendUse: grant('spendUse'),
+      lock: grant('lock'),
+      findForProposal: grant('findForProposal'),
+      insert: grant('insert'),
+      addApproval: grant('addApproval'),
+      listApprovals: grant('listApprovals'),
+      update: grant('update'),
+    },
+  };
+}
+
+/** A transaction opened midway through its work: its store, and how to end it once the work is done. */
+interface OpenTransaction {
+  store: StoreTransaction;
+  /** Commits (no error) or rolls back; `committed` then settles. */
+  end(error?: unknown): void;
+  committed: Promise<void>;
+}
+
+/**
+ * Opens a transaction whose work runs outside the callback drizzle gives it: the callback waits
+ * until `end` is called, then sends what was buffered (on PostgreSQL in the packet of the COMMIT:
+ * if it fails, the transaction is already aborted, PostgreSQL answers the COMMIT with a rollback,
+ * and its own error is thrown, after the fact, as if it had come first).
+ */
+function openTransaction(db: Db, hot: HotStatements, writes: WriteBuffer, taken: (buffered: BufferedWrites) => void): Promise<OpenTransaction> {
+  return new Promise((opened, failedToOpen) => {
+    let beforeCommit: Promise<unknown> | null = null;
+    let begun = false;
+    const committed = db
+      .transaction(async (tx) => {
+        begun = true;
+        await new Promise<void>((done, failed) => {
+          opened({ store: transactionStore(tx, hot, writes), end: (error) => (error === undefined ? done() : failed(error)), committed });
+        });
+        const buffered = writes.take();
+        taken(buffered);
+        if (buffered.statement) {
+          beforeCommit = sendBeforeCommit(tx, buffered.statement);
+          if (!beforeCommit) await tx.execute(buffered.statement);
+        }
+      })
+      .finally(async () => {
+        // Its own error says what failed, rather than the COMMIT that PostgreSQL answered with a rollback.
+        if (beforeCommit) await beforeCommit;
+      });
+    committed.catch((error: unknown) => {
+      if (!begun) failedToOpen(error);
+    });
+  });
+}
+
+/**
+ * Runs `work` as one transaction, begun only when the work first needs one: a statement that must
+ * see or lock rows, or `begin()`. Work made only of buffered writes (a proposal a rule approved, a
+ * remote claim) sends them as one statement with no BEGIN or COMMIT: a single statement is atomic
+ * by itself, and saves the round trip BEGIN costs. On PGlite that statement waits, as a transaction
+ * does, for any other transaction to end.
  */
 async function inTransaction<T>(
   db: Db,
-  replica: string,
   hot: HotStatements,
+  replica: string,
   work: (tx: StoreTransaction) => Promise<T>,
 ): Promise<{ value: T; dueKinds: string[]; notifications: Notification[] }> {
-  let beforeCommit: Promise<unknown> | null = null;
+  const writes = writeBuffer(replica);
+  // Set by the work's first statement; a holder, as the work sets it in a closure.
+  const begun: { transaction: Promise<OpenTransaction> | null; buffered: BufferedWrites | null } = { transaction: null, buffered: null };
+  const open = () => (begun.transaction ??= openTransaction(db, hot, writes, (taken) => (begun.buffered = taken)));
+  let value: T;
   try {
-    return await db.transaction(async (tx) => {
-      const store = transactionStore(tx, replica, hot);
-      const value = await work(store);
-      const { statement, dueKinds, notifications } = store.buffered();
-      if (statement) {
-        beforeCommit = sendBeforeCommit(tx, statement);
-        if (!beforeCommit) await tx.execute(statement);
-      }
-      return { value, dueKinds, notifications };
-    });
-  } finally {
-    // Its own error says what failed, rather than the COMMIT that PostgreSQL answered with a rollback.
-    if (beforeCommit) await beforeCommit;
+    value = await work(deferredStore(writes, async () => (await open()).store));
+  } catch (error) {
+    const transaction = await begun.transaction?.catch(() => null);
+    if (transaction) {
+      transaction.end(error);
+      await transaction.committed.catch(() => undefined);
+    }
+    throw error;
   }
+  if (begun.transaction) {
+    const transaction = await begun.transaction;
+    transaction.end();
+    await transaction.committed;
+    const { dueKinds, notifications } = begun.buffered ?? { dueKinds: [], notifications: [] };
+    return { value, dueKinds, notifications };
+  }
+  const { statement, dueKinds, notifications } = writes.take();
+  if (statement) await db.execute(statement);
+  return { value, dueKinds, notifications };
 }
 
 function jobInsertCte(spec: OutboxJobSpec, at: Date, index: number): SQL {
@@ -445,7 +562,7 @@ export function createStore(db: Db, options: StoreOptions = {}): Store {
         .where(and(eq(requestIdentities.proposalId, proposalId), isNull(requestIdentities.seenAt)));
     },
     async transaction(work) {
-      const { value, dueKinds, notifications } = await inTransaction(db, replica, hot, work);
+      const { value, dueKinds, notifications } = await inTransaction(db, hot, replica, work);
       if (dueKinds.length > 0) options.onJobsQueued?.(dueKinds);
       // Only after commit, never for a rolled-back change; not awaited (the notifier's close waits for it).
       if (options.notifier && notifications.length > 0) void options.notifier.send(notifications);

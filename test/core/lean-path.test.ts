@@ -128,23 +128,25 @@ describe.each(drivers)('a call a rule approves, on the lean path (%s)', (driver)
 
   const auditTypes = async (proposalId: string) => (await twokey.services.store.listAudit({ proposalId })).map((event) => event.type);
 
-  it('runs a rule-approved call on a remote executor once, in two transactions, audited like a person-approved one', async () => {
+  it('runs a rule-approved call on a remote executor once, in one statement and one transaction, audited like a person-approved one', async () => {
     // Warm (the first request of a window leases the agent's rate-limit block).
     await twokey.request('POST', '/v1/proposals', { apiKey: agent.apiKey, body: { operation: 'refund', params: { amount_cents: 1 } } });
     remote.calls.length = 0;
 
-    let answer = { status: 0, body: {} as Record<string, unknown> };
-    const transactions = await transactionsOf(async () => {
-      answer = await twokey.request('POST', '/v1/proposals', {
+    const { value: answer, statements, transactions } = await recorder.during(() =>
+      twokey.request('POST', '/v1/proposals', {
         apiKey: agent.apiKey,
         body: { operation: 'refund', params: { amount_cents: 500 }, callbackUrl: receiver.url },
-      });
-    });
+      }),
+    );
     expect(answer.status).toBe(201);
     expect(answer.body).toMatchObject({ status: 'committed', outcome: { outcome: 'committed', decidedBy: ['policy:refund#0'] } });
     const id = String(answer.body.id);
-    // The decision, the claim and the start of the execution in one; the result in the other.
-    expect(transactions).toBe(2);
+    // The decision, the claim and the start of the execution: one statement, which commits by itself
+    // (no BEGIN: it reads nothing first). The result: one transaction.
+    const inserts = statements.filter((statement) => statement.text.startsWith('with new_proposals as (insert into "proposals"'));
+    expect(inserts.map((statement) => statement.inTransaction)).toEqual([false]);
+    expect(transactions).toBe(1);
     expect(remote.calls.map((call) => call.proposalId)).toEqual([id]);
     expect(remote.calls[0]).toMatchObject({ approvedBy: ['policy:refund#0'], params: { amount_cents: 500 } });
 
@@ -166,7 +168,7 @@ describe.each(drivers)('a call a rule approves, on the lean path (%s)', (driver)
     expect(receiver.received.filter((callback) => callback.id === id)).toHaveLength(1);
   });
 
-  it('runs a rule-approved call on a local executor in one transaction of one statement', async () => {
+  it('runs a rule-approved call on a local executor in one transaction of one statement, begun before the executor runs', async () => {
     // Warm: the agent's key is read once, then held in memory.
     await twokey.request('POST', '/v1/proposals', { apiKey: agent.apiKey, body: { operation: 'note', params: { text: 'warm' } } });
     let answer = { status: 0, body: {} as Record<string, unknown> };

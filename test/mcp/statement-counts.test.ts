@@ -54,16 +54,17 @@ describe.each(drivers)('statements per MCP pass-through call (%s)', (driver) => 
     // Warm: the upstream connection, the agent's rate-limit block (PostgreSQL).
     await readNote();
     const { value: result, statements, transactions } = await recorder.during(readNote);
-    const figures = { statements: statements.length, transactions };
+    const figures = { statements: statements.length, outsideTransactions: statements.filter((statement) => !statement.inTransaction).length, transactions };
     expect(result.structuredContent).toMatchObject({ outcome: 'committed', result: { content: [{ type: 'text', text: 'milk, eggs' }] } });
     expect(figures, statements.map((s) => `[${s.inTransaction ? `tx${s.unit}` : 'auto'}] ${s.text.replace(/\s+/g, ' ').slice(0, 200)}`).join('\n')).toEqual({
-      // The key is known (served from memory after the warm-up call); the proposal's transaction is
-      // one statement: the insert (approved by the rule, its execution claimed) with its audit rows;
-      // the upstream's result in a second one: the update (which takes the row lock itself, only
-      // while the proposal is still executing) and the audit row. The answer is the proposal as
-      // propose returned it: no read after.
+      // The key is known (served from memory after the warm-up call). The proposal is one statement
+      // that commits by itself, with no BEGIN: the insert (approved by the rule, its execution
+      // claimed) with its audit rows. The upstream's result is one transaction: the update (which
+      // takes the row lock itself, only while the proposal is still executing) and the audit row.
+      // The answer is the proposal as propose returned it: no read after.
       statements: 3,
-      transactions: 2,
+      outsideTransactions: 1,
+      transactions: 1,
     });
   });
 });
