@@ -3,9 +3,10 @@ import { TwokeyError } from './errors.js';
 import type { ExecutionRequest, ExecutorResolver } from './executor.js';
 import { isAutomaticDecider, operationFor, type AgentRecord, type ApprovalRecord, type AuditEventInput, type Clock, type ProposalRecord } from './model.js';
 import { noPeople, type People } from './people.js';
-import type { Store, StoreTransaction } from './ports.js';
+import { NoLongerExecutingError, type Store, type StoreTransaction } from './ports.js';
 import { digestsEqual, paramsHash, sha256Hex } from './secrets.js';
 import { failedTokenCheck } from './token-checks.js';
+import { applyStep, committedAudit, committedPatch, committedStep, failedStep, leasedStep, recordCommitted, type ExecutionStep } from './execution-steps.js';
 import { noTracer, type CommitSpan, type Tracer } from './tracer.js';
 import { agentActor, type Transitions } from './transitions.js';
 
@@ -134,68 +135,6 @@ const DEFAULT_LEASE_MS = 60_000;
 
 const leaseMsFor = (deps: ExecutionDeps, operation: string): number => deps.executionLeaseMs?.(operation) ?? DEFAULT_LEASE_MS;
 
-/**
- * What each step of an execution writes: the row's change and its audit row. Written by an update of
- * a stored row, or, for a proposal a rule or a grant approved at propose time, as part of the row's
- * first insert (`executeAtPropose`): the same fields and events either way.
- */
-type ExecutionStep = { patch: Partial<ProposalRecord>; audit: AuditEventInput };
-
-/** The side effect happened, its result recorded: committed, the token consumed, the lease released. Nothing in it depends on the row. */
-function committedPatch(result: unknown, now: Date): ExecutionStep['patch'] {
-  return { status: 'committed', consumedAt: now, result: result ?? null, error: null, leaseUntil: null, updatedAt: now };
-}
-
-function committedAudit(proposal: Pick<ProposalRecord, 'id' | 'agentId'>, result: unknown, actor: string): AuditEventInput {
-  return { type: 'proposal.committed', actor, proposalId: proposal.id, agentId: proposal.agentId, data: { result: result ?? null } };
-}
-
-/** The side effect happened: the token is consumed, the result kept, the claim released. */
-function committedStep(proposal: ProposalRecord, result: unknown, actor: string, now: Date): ExecutionStep {
-  return {
-    // An executing proposal's attempt was counted by its claim; a local run counts its own here.
-    patch: { ...committedPatch(result, now), executionAttempts: proposal.status === 'executing' ? proposal.executionAttempts : proposal.executionAttempts + 1 },
-    audit: committedAudit(proposal, result, actor),
-  };
-}
-
-/** The side effect failed: back to approved with the token unconsumed, so the same proposal can be retried. */
-function failedStep(proposal: ProposalRecord, message: string, actor: string, now: Date): ExecutionStep {
-  return {
-    patch: {
-      status: 'approved',
-      error: message,
-      leaseUntil: null,
-      executionAttempts: proposal.status === 'executing' ? proposal.executionAttempts : proposal.executionAttempts + 1,
-      updatedAt: now,
-    },
-    audit: { type: 'execution.failed', actor, proposalId: proposal.id, agentId: proposal.agentId, data: { error: message } },
-  };
-}
-
-/** A remote executor's claim: a lease, one more attempt, `execution.started`; the call runs after commit. */
-function leasedStep(deps: ExecutionDeps, proposal: ProposalRecord, actor: string, now: Date): ExecutionStep {
-  return {
-    patch: {
-      status: 'executing',
-      leaseUntil: new Date(now.getTime() + leaseMsFor(deps, proposal.operation)),
-      executionAttempts: proposal.executionAttempts + 1,
-      updatedAt: now,
-    },
-    audit: { type: 'execution.started', actor, proposalId: proposal.id, agentId: proposal.agentId, data: {} },
-  };
-}
-
-async function applyStep(tx: StoreTransaction, proposal: ProposalRecord, step: ExecutionStep, now: Date): Promise<ProposalRecord> {
-  const updated = await tx.updateProposal(proposal.id, step.patch);
-  await tx.appendAudit(step.audit, now);
-  return updated;
-}
-
-async function recordCommitted(tx: StoreTransaction, proposal: ProposalRecord, result: unknown, actor: string, now: Date): Promise<ProposalRecord> {
-  return applyStep(tx, proposal, committedStep(proposal, result, actor, now), now);
-}
-
 const isAutomaticallyApproved = (proposal: ProposalRecord): boolean =>
   isAutomaticDecider(proposal.decidedBy) && (proposal.status === 'approved' || proposal.status === 'executing');
 
@@ -277,7 +216,7 @@ async function leaseForRemote(
   actor: string,
   now: Date,
 ) {
-  const executing = await applyStep(tx, proposal, leasedStep(deps, proposal, actor, now), now);
+  const executing = await applyStep(tx, proposal, leasedStep(proposal, leaseMsFor(deps, proposal.operation), actor, now), now);
   return { request, proposal: await deps.transitions.settle(tx, executing), approvals };
 }
 
@@ -320,8 +259,20 @@ async function failed(deps: ExecutionDeps, proposalId: string, message: string, 
   throw new TwokeyError('execution_failed', `execution failed: ${message}`);
 }
 
-/** The run of a committed remote claim, and its result recorded in a transaction of its own. */
-async function finishRemote(deps: ExecutionDeps, request: ExecutionRequest, actor: string, span: CommitSpan): Promise<ProposalRecord> {
+/**
+ * The run of a committed remote claim, and its result recorded in a transaction of its own. Given the
+ * row as its claim stored it (`claimed`), the result is one statement: its update goes out with its
+ * audit row and jobs, which are added only if the update matched, and the proposal is the claimed
+ * row as that update leaves it. It matches nothing only if the claim is no longer this one (another
+ * replica took an expired claim over): then, as without `claimed`, one result only.
+ */
+async function finishRemote(
+  deps: ExecutionDeps,
+  request: ExecutionRequest,
+  actor: string,
+  span: CommitSpan,
+  claimed?: ProposalRecord,
+): Promise<ProposalRecord> {
   let result: unknown;
   try {
     result = await runExecutor(deps, span, request);
@@ -329,6 +280,21 @@ async function finishRemote(deps: ExecutionDeps, request: ExecutionRequest, acto
     return failed(deps, request.proposalId, describeFailure(error), actor);
   }
   const now = deps.clock();
+  if (claimed?.status === 'executing') {
+    const patch = committedPatch(result, now);
+    const recorded = await deps.store
+      .transaction(async (tx) => {
+        tx.finishExecutingProposal(claimed.id, claimed.executionAttempts, patch);
+        const finished: ProposalRecord = { ...claimed, ...patch };
+        await tx.appendAudit(committedAudit(finished, result, actor), now);
+        return deps.transitions.settle(tx, finished);
+      })
+      .catch((error: unknown) => {
+        if (error instanceof NoLongerExecutingError) return null;
+        throw error;
+      });
+    if (recorded) return deps.transitions.announce(recorded);
+  }
   const proposal = await deps.store.transaction(async (tx) => {
     // Another replica may have recovered an expired claim and finished first: one result only. The
     // update records it only while the proposal is still executing without a result, and takes the
@@ -398,7 +364,7 @@ export function createExecutionPipeline(deps: ExecutionDeps) {
         return { proposal: claimed.proposal, approvals: claimed.approvals, replayed: claimed.replayed };
       }
       deps.transitions.announce(claimed.proposal);
-      return { proposal: await finishRemote(deps, claimed.request, trigger.actor, span), approvals: claimed.approvals, replayed: false };
+      return { proposal: await finishRemote(deps, claimed.request, trigger.actor, span, claimed.proposal), approvals: claimed.approvals, replayed: false };
     });
   }
 
@@ -441,7 +407,7 @@ export function createExecutionPipeline(deps: ExecutionDeps) {
     const span = begun ?? tracer.commit(claim.proposal.id);
     if (!begun) span.begin(claim.approved);
     deps.transitions.announce(claim.proposal);
-    return traced(span, () => finishRemote(deps, claim.request, actor, span));
+    return traced(span, () => finishRemote(deps, claim.request, actor, span, claim.proposal));
   }
 
   /**
@@ -455,14 +421,19 @@ export function createExecutionPipeline(deps: ExecutionDeps) {
    * its own; a crash in between leaves an expired lease that `resumeStaleExecutions` takes over with
    * the same idempotency key, the proposal id.
    */
-  async function executeAtPropose(tx: Pick<StoreTransaction, 'begin'>, approved: ProposalRecord, agent: AgentRecord, actor: string): Promise<ExecutionAtPropose> {
+  async function executeAtPropose(
+    tx: Pick<StoreTransaction, 'begin'>,
+    approved: ProposalRecord,
+    agent: AgentRecord,
+    actor: string,
+  ): Promise<ExecutionAtPropose> {
     const now = clock();
     const request = approvedRequest(deps, approved, agent, [], now);
     const span = tracer.commit(approved.id);
     span.begin(approved);
     const executor = deps.executorFor(approved.operation);
     if (executor.kind === 'remote') {
-      const step = leasedStep(deps, approved, actor, now);
+      const step = leasedStep(approved, leaseMsFor(deps, approved.operation), actor, now);
       const executing = { ...approved, ...step.patch };
       return {
         proposal: executing,

@@ -20,6 +20,15 @@ export interface StoreTransaction {
    * it is no longer (another replica finished a claim it took over first).
    */
   updateExecutingProposal(id: string, patch: Partial<Omit<ProposalRecord, 'id'>>): Promise<ProposalRecord | null>;
+  /**
+   * `updateExecutingProposal` without waiting for it: it goes out first in the statement of the
+   * transaction's buffered rows, and those rows are written only if it matched. The work goes on
+   * with the row as the update leaves it, which the caller knows: the update matches only while the
+   * proposal is `executing` with no result and `executionAttempts` as given (no other replica took
+   * the claim over). If it matched nothing, the transaction writes nothing and throws
+   * `NoLongerExecutingError`. A remote result is then one statement, with no BEGIN or COMMIT.
+   */
+  finishExecutingProposal(id: string, executionAttempts: number, patch: Partial<Omit<ProposalRecord, 'id'>>): void;
   /** false when this approver was already counted for this proposal. */
   insertApproval(approval: ApprovalRecord): Promise<boolean>;
   listApprovals(proposalId: string): Promise<ApprovalRecord[]>;
@@ -130,4 +139,12 @@ export interface RequestIdentityStore {
   record(key: string, made: { proposalId: string; sealedToken: Record<string, unknown> | null; seen: boolean }, now: Date): Promise<void>;
   /** Gives the key back after a failed proposal, so the next call need not wait for the claim to run out. */
   release(key: string): Promise<void>;
+}
+
+/** A transaction's `finishExecutingProposal` matched nothing: the proposal is no longer as its claim left it. Nothing was written. */
+export class NoLongerExecutingError extends Error {
+  override readonly name = 'NoLongerExecutingError';
+  constructor(readonly proposalId: string) {
+    super(`proposal ${proposalId} is no longer executing under this claim`);
+  }
 }

@@ -32,7 +32,7 @@ export async function appendAuditEvents(tx: Queryable, events: readonly AuditEve
 }
 
 /** The same insert as a CTE, for a transaction that sends its added rows in one statement (src/db/store.ts). */
-export function auditInsertCtes(events: ReadonlyArray<{ event: AuditEventInput; at: Date }>): SQL[] {
+export function auditInsertCtes(events: ReadonlyArray<{ event: AuditEventInput; at: Date }>, onlyIf?: SQL): SQL[] {
   if (events.length === 0) return [];
   const rows = events.map(({ event, at }) => ({
     at: at.toISOString(),
@@ -47,6 +47,7 @@ export function auditInsertCtes(events: ReadonlyArray<{ event: AuditEventInput; 
       insert into audit_events (at, type, actor, proposal_id, agent_id, data)
       select at, type, actor, proposal_id, agent_id, data
       from jsonb_to_recordset(${JSON.stringify(rows)}::jsonb) as r(at timestamptz, type text, actor text, proposal_id text, agent_id text, data jsonb)
+      ${onlyIf ? sql`where ${onlyIf}` : sql``}
       returning 1)`,
   ];
 }

@@ -9,7 +9,7 @@ import type { PgTable } from 'drizzle-orm/pg-core';
  * every column, as drizzle's own insert stores a null. Unlike drizzle's insert, a column the record
  * leaves out is null too, never its default: callers pass whole records (a proposal, a token).
  */
-export function rowsInsertCte<T extends PgTable>(table: T, name: string, records: ReadonlyArray<Partial<T['$inferInsert']>>): SQL {
+export function rowsInsertCte<T extends PgTable>(table: T, name: string, records: ReadonlyArray<Partial<T['$inferInsert']>>, onlyIf?: SQL): SQL {
   const columns = Object.entries(getTableColumns(table));
   const rows = records.map((record) => {
     const row: Record<string, unknown> = {};
@@ -20,5 +20,6 @@ export function rowsInsertCte<T extends PgTable>(table: T, name: string, records
     return row;
   });
   const tableName = sql.identifier(getTableName(table));
-  return sql`${sql.raw(name)} as (insert into ${tableName} select * from jsonb_populate_recordset(null::${tableName}, ${JSON.stringify(rows)}::jsonb) returning 1)`;
+  const condition = onlyIf ? sql` where ${onlyIf}` : sql``;
+  return sql`${sql.raw(name)} as (insert into ${tableName} select * from jsonb_populate_recordset(null::${tableName}, ${JSON.stringify(rows)}::jsonb)${condition} returning 1)`;
 }

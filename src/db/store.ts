@@ -1,43 +1,15 @@
 import { and, asc, desc, eq, getTableColumns, gt, isNull, lte, ne, Param, sql, type Column, type SQL } from 'drizzle-orm';
-import { PgDialect } from 'drizzle-orm/pg-core';
-import type postgres from 'postgres';
-import type { AgentRecord, ApprovalRecord, AuditEventInput, ConfirmationType, CommitMode, ProposalRecord, ProposalStatus } from '../core/model.js';
-import type { AuditQuery, OutboxJobSpec, ProposalFilter, Store, StoreTransaction } from '../core/ports.js';
-import { auditInsertCtes, createAuditLog } from './audit-log.js';
-import { rowsInsertCte } from './row-inserts.js';
+import type { AgentRecord, ApprovalRecord, ConfirmationType, CommitMode, ProposalRecord, ProposalStatus } from '../core/model.js';
+import type { AuditQuery, ProposalFilter, Store, StoreTransaction } from '../core/ports.js';
+import { createAuditLog } from './audit-log.js';
+import { AGENT_CHANNEL } from './channels.js';
 import type { Db, Queryable } from './database.js';
 import { grantTransactionStore } from './grants-store.js';
 import type { Notifier } from './notifier.js';
 import { agents, approvals, proposals, requestIdentities } from './schema.js';
+import { inTransaction, lockedThenRead, onConnectionOf, type WriteBuffer } from './transactions.js';
 
-/** The channel every replica LISTENs on to wake long-polls. */
-export const PROPOSAL_CHANNEL = 'twokey_proposals';
-
-/**
- * The channel that says which job kinds a replica just queued, so every replica's outbox claims
- * for those lanes only. Payload: `<replica>|<kind>,<kind>`; a replica ignores its own notices (it
- * woke its outbox at commit already).
- */
-export const JOBS_CHANNEL = 'twokey_jobs';
-
-/**
- * The channel of revoked agents (payload: the agent id), so every replica's key cache (src/core/agents.ts)
- * forgets a revoked key. Sent inside the revocation's own transaction, unlike the wake-ups: a revocation
- * is rare, and PostgreSQL then delivers it if and only if the revocation commits, to every replica
- * listening at that moment.
- */
-export const AGENT_CHANNEL = 'twokey_agents';
-
-export function parseJobsNotice(payload: string): { replica: string; kinds: string[] } {
-  const bar = payload.indexOf('|');
-  return {
-    replica: payload.slice(0, Math.max(0, bar)),
-    kinds: payload
-      .slice(bar + 1)
-      .split(',')
-      .filter(Boolean),
-  };
-}
+export { AGENT_CHANNEL, JOBS_CHANNEL, PROPOSAL_CHANNEL, parseJobsNotice } from './channels.js';
 
 export interface StoreOptions {
   /** Names this replica in job notices. */
@@ -47,8 +19,6 @@ export interface StoreOptions {
   /** Wakes the other replicas after commit (PostgreSQL); without it, only this process hears of changes. */
   notifier?: Notifier | undefined;
 }
-
-const DEFAULT_MAX_ATTEMPTS = 25;
 
 type ProposalRow = typeof proposals.$inferSelect;
 type AgentRow = typeof agents.$inferSelect;
@@ -109,99 +79,6 @@ function readsFrom(db: Queryable) {
 }
 
 export { appendAuditEvent } from './audit-log.js';
-
-/**
- * A row lock and a read that must see what the lock's previous holder committed, sent together.
- * A transaction's statements run one after another on its connection, and under READ COMMITTED
- * each takes its snapshot when it starts, so the read still starts only once the lock is held;
- * sending both at once (postgres.js writes them in one packet) saves a round trip. Order matters:
- * both go through the same drizzle path, which hands them to the driver in the order they are
- * awaited here (PGlite runs them one after the other anyway).
- */
-async function lockedThenRead<L, R>(lock: PromiseLike<L>, read: PromiseLike<R>): Promise<[L, R]> {
-  return Promise.all([lock, read]);
-}
-
-/** Wake-ups for other replicas: a channel and its payload. */
-type Notification = readonly [channel: string, payload: string];
-
-/**
- * What a transaction buffered: one statement that adds its rows, the job kinds it queued to run
- * now, and the notifications to send once it has committed.
- */
-interface BufferedWrites {
-  statement: SQL | null;
-  dueKinds: string[];
-  notifications: Notification[];
-}
-
-const dialect = new PgDialect();
-
-/**
- * On PostgreSQL, hands `statement` to the transaction's connection now and answers its result
- * later. postgres.js writes everything a connection was handed before the event loop's next turn
- * in one packet, so the statement and the COMMIT that postgres.js sends once the transaction's
- * work returns go out, and come back, together. Null on PGlite, which has no connection to share.
- */
-function sendBeforeCommit(tx: Queryable, statement: SQL): Promise<unknown> | null {
-  const client = (tx as Partial<Pick<Db, '_'>>)._?.session as { client?: Partial<Pick<postgres.TransactionSql, 'unsafe'>> } | undefined;
-  if (typeof client?.client?.unsafe !== 'function') return null;
-  const query = dialect.sqlToQuery(statement);
-  // `execute()` queues it on the connection at once, ahead of the COMMIT that follows.
-  const sent = client.client.unsafe(query.sql, query.params as postgres.ParameterOrJSON<never>[], { prepare: true }).execute();
-  // Observed from the start: when it fails, the transaction fails first, and its failure is read after.
-  sent.catch(() => undefined);
-  return sent;
-}
-
-/** The writes of a transaction that only add rows, kept until it ends (see `transactionStore`). */
-type WriteBuffer = Pick<StoreTransaction, 'insertProposal' | 'appendAudit' | 'enqueue' | 'notifyChange'> & {
-  /** Takes what was buffered: one statement, the kinds of the jobs queued to run now (reminders wait), the wake-ups. */
-  take(): BufferedWrites;
-};
-
-function writeBuffer(replica: string): WriteBuffer {
-  const inserted: ProposalRecord[] = [];
-  const audit: Array<{ event: AuditEventInput; at: Date }> = [];
-  const queued: Array<{ spec: OutboxJobSpec; at: Date }> = [];
-  const notify = new Set<string>();
-  return {
-    async insertProposal(proposal) {
-      // Only added, never read again in its transaction: it goes out with the buffered rows.
-      inserted.push(proposal);
-      return proposal;
-    },
-    async appendAudit(event, at) {
-      audit.push({ event, at });
-    },
-    async enqueue(specs, at) {
-      for (const spec of specs) {
-        // A coalescing job already queued by this transaction covers this change too (it acts on
-        // the state it reads when it runs).
-        const covered = spec.coalesce && queued.some((job) => job.spec.coalesce && job.spec.kind === spec.kind && job.spec.orderingKey === spec.orderingKey);
-        if (!covered) queued.push({ spec, at });
-      }
-    },
-    async notifyChange(proposalId) {
-      notify.add(proposalId);
-    },
-    take() {
-      const parts = [
-        ...(inserted.length > 0 ? [rowsInsertCte(proposals, 'new_proposals', inserted)] : []),
-        ...auditInsertCtes(audit),
-        ...queued.map(({ spec, at }, index) => jobInsertCte(spec, at, index)),
-      ];
-      inserted.length = 0;
-      const dueKinds = [...new Set(queued.filter(({ spec, at }) => !spec.runAt || spec.runAt <= at).map(({ spec }) => spec.kind))];
-      audit.length = 0;
-      queued.length = 0;
-      const notifications: Notification[] = [...notify].map((id) => [PROPOSAL_CHANNEL, id] as const);
-      if (dueKinds.length > 0) notifications.push([JOBS_CHANNEL, `${replica}|${dueKinds.join(',')}`]);
-      notify.clear();
-      return { statement: parts.length > 0 ? sql`with ${sql.join(parts, sql`, `)} select 1` : null, dueKinds, notifications };
-    },
-  };
-}
 
 /**
  * A transaction's store. The writes that only add rows — a new proposal, audit events, outbox jobs —
@@ -268,180 +145,11 @@ function transactionStore(tx: Queryable, hot: HotStatements, writes: WriteBuffer
     appendAudit: writes.appendAudit,
     enqueue: writes.enqueue,
     notifyChange: writes.notifyChange,
+    finishExecutingProposal: writes.finishExecutingProposal,
     async begin() {
       // Open already: the store that defers the transaction answers this one.
     },
   };
-}
-
-/**
- * The store `work` sees: buffered writes go to `writes` at once; the first statement that must run
- * inside the transaction opens it (`open`), and everything after runs there. A transaction made of
- * buffered writes alone thus never sends BEGIN: its one statement commits by itself.
- */
-function deferredStore(writes: WriteBuffer, open: () => Promise<StoreTransaction>): StoreTransaction {
-  const inside =
-    <K extends Exclude<keyof StoreTransaction, 'grants'>>(method: K) =>
-    async (...args: Parameters<StoreTransaction[K]>): Promise<Awaited<ReturnType<StoreTransaction[K]>>> =>
-      ((await open())[method] as (...a: Parameters<StoreTransaction[K]>) => Promise<Awaited<ReturnType<StoreTransaction[K]>>>)(...args);
-  const grant =
-    <K extends keyof StoreTransaction['grants']>(method: K) =>
-    async (...args: Parameters<StoreTransaction['grants'][K]>): Promise<Awaited<ReturnType<StoreTransaction['grants'][K]>>> =>
-      ((await open()).grants[method] as (...a: Parameters<StoreTransaction['grants'][K]>) => Promise<Awaited<ReturnType<StoreTransaction['grants'][K]>>>)(
-        ...args,
-      );
-  return {
-    lockProposal: inside('lockProposal'),
-    lockProposalWithContext: inside('lockProposalWithContext'),
-    insertProposal: writes.insertProposal,
-    updateProposal: inside('updateProposal'),
-    updateExecutingProposal: inside('updateExecutingProposal'),
-    insertApproval: inside('insertApproval'),
-    listApprovals: inside('listApprovals'),
-    getAgent: inside('getAgent'),
-    insertAgent: inside('insertAgent'),
-    revokeAgent: inside('revokeAgent'),
-    appendAudit: writes.appendAudit,
-    enqueue: writes.enqueue,
-    notifyChange: writes.notifyChange,
-    lockAgentAndCountWaiting: inside('lockAgentAndCountWaiting'),
-    countRecentProposals: inside('countRecentProposals'),
-    async begin() {
-      await open();
-    },
-    grants: {
-      listUsable: grant('listUsable'),
-      spendUse: grant('spendUse'),
-      lock: grant('lock'),
-      findForProposal: grant('findForProposal'),
-      insert: grant('insert'),
-      addApproval: grant('addApproval'),
-      listApprovals: grant('listApprovals'),
-      update: grant('update'),
-    },
-  };
-}
-
-/** A transaction opened midway through its work: its store, and how to end it once the work is done. */
-interface OpenTransaction {
-  store: StoreTransaction;
-  /** Commits (no error) or rolls back; `committed` then settles. */
-  end(error?: unknown): void;
-  committed: Promise<void>;
-}
-
-/**
- * Opens a transaction whose work runs outside the callback drizzle gives it: the callback waits
- * until `end` is called, then sends what was buffered (on PostgreSQL in the packet of the COMMIT:
- * if it fails, the transaction is already aborted, PostgreSQL answers the COMMIT with a rollback,
- * and its own error is thrown, after the fact, as if it had come first).
- */
-function openTransaction(db: Db, hot: HotStatements, writes: WriteBuffer, taken: (buffered: BufferedWrites) => void): Promise<OpenTransaction> {
-  return new Promise((opened, failedToOpen) => {
-    let beforeCommit: Promise<unknown> | null = null;
-    let begun = false;
-    const committed = db
-      .transaction(async (tx) => {
-        begun = true;
-        await new Promise<void>((done, failed) => {
-          opened({ store: transactionStore(tx, hot, writes), end: (error) => (error === undefined ? done() : failed(error)), committed });
-        });
-        const buffered = writes.take();
-        taken(buffered);
-        if (buffered.statement) {
-          beforeCommit = sendBeforeCommit(tx, buffered.statement);
-          if (!beforeCommit) await tx.execute(buffered.statement);
-        }
-      })
-      .finally(async () => {
-        // Its own error says what failed, rather than the COMMIT that PostgreSQL answered with a rollback.
-        if (beforeCommit) await beforeCommit;
-      });
-    committed.catch((error: unknown) => {
-      if (!begun) failedToOpen(error);
-    });
-  });
-}
-
-/**
- * Runs `work` as one transaction, begun only when the work first needs one: a statement that must
- * see or lock rows, or `begin()`. Work made only of buffered writes (a proposal a rule approved, a
- * remote claim) sends them as one statement with no BEGIN or COMMIT: a single statement is atomic
- * by itself, and saves the round trip BEGIN costs. On PGlite that statement waits, as a transaction
- * does, for any other transaction to end.
- */
-async function inTransaction<T>(
-  db: Db,
-  hot: HotStatements,
-  replica: string,
-  work: (tx: StoreTransaction) => Promise<T>,
-): Promise<{ value: T; dueKinds: string[]; notifications: Notification[] }> {
-  const writes = writeBuffer(replica);
-  // Set by the work's first statement; a holder, as the work sets it in a closure.
-  const begun: { transaction: Promise<OpenTransaction> | null; buffered: BufferedWrites | null } = { transaction: null, buffered: null };
-  const open = () => (begun.transaction ??= openTransaction(db, hot, writes, (taken) => (begun.buffered = taken)));
-  let value: T;
-  try {
-    value = await work(deferredStore(writes, async () => (await open()).store));
-  } catch (error) {
-    const transaction = await begun.transaction?.catch(() => null);
-    if (transaction) {
-      transaction.end(error);
-      await transaction.committed.catch(() => undefined);
-    }
-    throw error;
-  }
-  if (begun.transaction) {
-    const transaction = await begun.transaction;
-    transaction.end();
-    await transaction.committed;
-    const { dueKinds, notifications } = begun.buffered ?? { dueKinds: [], notifications: [] };
-    return { value, dueKinds, notifications };
-  }
-  const { statement, dueKinds, notifications } = writes.take();
-  if (statement) await db.execute(statement);
-  return { value, dueKinds, notifications };
-}
-
-function jobInsertCte(spec: OutboxJobSpec, at: Date, index: number): SQL {
-  const time = sql`${at.toISOString()}::timestamptz`;
-  // Reminders and escalations are queued at propose time to run later.
-  const runAt = sql`${(spec.runAt ?? at).toISOString()}::timestamptz`;
-  const name = sql.raw(`job_${index}`);
-  const values = sql`select ${spec.kind}, ${JSON.stringify(spec.payload)}::jsonb, ${spec.orderingKey ?? null}, 'queued', ${spec.maxAttempts ?? DEFAULT_MAX_ATTEMPTS}, ${runAt}, ${time}, ${time}`;
-  if (!(spec.coalesce && spec.orderingKey)) {
-    return sql`${name} as (insert into jobs (kind, payload, ordering_key, status, max_attempts, run_at, created_at, updated_at) ${values} returning 1)`;
-  }
-  // FOR UPDATE closes the race with a worker claiming the waiting job right now: this waits for the
-  // claim to commit, then sees the job running and queues a new one after it.
-  return sql`${name} as (
-    insert into jobs (kind, payload, ordering_key, status, max_attempts, run_at, created_at, updated_at)
-    ${values}
-    where not exists (
-      select 1 from jobs
-      where ordering_key = ${spec.orderingKey} and kind = ${spec.kind} and status = 'queued'
-      for update)
-    returning 1)`;
-}
-
-/** A statement drizzle prepared on the database, as far as running it goes. */
-interface Prepared<R> {
-  execute(values?: Record<string, unknown>): Promise<R>;
-}
-
-/**
- * `statement`, prepared once on the database, run on the transaction's connection instead. drizzle
- * binds a prepared statement to the session it was built on, and a transaction's session differs only
- * by its client (the reserved connection on PostgreSQL, PGlite's transaction): the same statement
- * with that client in place of the pool's. Checked, not assumed: run on the pool, a `for update`
- * would hold its lock for no transaction at all.
- */
-function onConnectionOf<R>(tx: Queryable, statement: Prepared<R>): Prepared<R> {
-  const session = (tx as Partial<Pick<Db, '_'>>)._?.session as { client?: unknown } | undefined;
-  if (!session?.client || !Object.hasOwn(statement, 'client')) {
-    throw new Error("drizzle's transaction or prepared statement no longer has the shape the store relies on");
-  }
-  return Object.create(statement, { client: { value: session.client } }) as Prepared<R>;
 }
 
 /**
@@ -562,7 +270,7 @@ export function createStore(db: Db, options: StoreOptions = {}): Store {
         .where(and(eq(requestIdentities.proposalId, proposalId), isNull(requestIdentities.seenAt)));
     },
     async transaction(work) {
-      const { value, dueKinds, notifications } = await inTransaction(db, hot, replica, work);
+      const { value, dueKinds, notifications } = await inTransaction(db, replica, (tx, writes) => transactionStore(tx, hot, writes), work);
       if (dueKinds.length > 0) options.onJobsQueued?.(dueKinds);
       // Only after commit, never for a rolled-back change; not awaited (the notifier's close waits for it).
       if (options.notifier && notifications.length > 0) void options.notifier.send(notifications);

@@ -132,7 +132,7 @@ describe.each(drivers)('an on_approve approval on a remote executor (%s)', (driv
   });
   afterAll(() => running.close());
 
-  it('claims the execution in the transaction that reaches the quorum, and records the result in one more', async () => {
+  it('claims the execution in the transaction that reaches the quorum, and records the result in one statement more', async () => {
     const agent = await twokey.createAgent('remote-caller');
     const proposed = await twokey.request('POST', '/v1/proposals', {
       apiKey: agent.apiKey,
@@ -140,11 +140,19 @@ describe.each(drivers)('an on_approve approval on a remote executor (%s)', (driv
     });
     const id = String(proposed.body.id);
     await twokey.services.proposals.approve(id, { identity: 'web:alice', via: 'test' });
-    const { value: decided, transactions } = await recorder.during(() => twokey.services.proposals.approve(id, { identity: 'web:bob', via: 'test' }));
+    const {
+      value: decided,
+      statements,
+      transactions,
+    } = await recorder.during(() => twokey.services.proposals.approve(id, { identity: 'web:bob', via: 'test' }));
     expect(decided).toMatchObject({ outcome: 'quorum_reached', proposal: { status: 'committed', result: { deleted: true } } });
     expect(called).toEqual([id]);
-    // Approval and claim, then the result: before, the claim took a transaction (and a lock and a read) of its own.
-    expect(transactions).toBe(2);
+    // Approval and claim in one transaction (before, the claim took one of its own, with a lock and
+    // a read); then the result, one statement with no BEGIN: the update, and its audit row added
+    // only if the update matched.
+    expect(transactions).toBe(1);
+    const results = statements.filter((statement) => statement.text.startsWith('with finished_execution as (update "proposals"'));
+    expect(results.map((statement) => statement.inTransaction)).toEqual([false]);
     const audit = await twokey.services.store.listAudit({ proposalId: id, limit: 20 });
     expect(audit.map((event) => event.type)).toEqual([
       'proposal.created',

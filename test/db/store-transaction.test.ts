@@ -2,6 +2,7 @@ import { eq, sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openDatabase, type Database } from '../../src/db/database.js';
 import { agents, auditEvents, jobs } from '../../src/db/schema.js';
+import { NoLongerExecutingError, type StoreTransaction } from '../../src/core/ports.js';
 import { createStore } from '../../src/db/store.js';
 import { describeOnPostgres, drivers, openTestDatabase } from '../support/database.js';
 import { proposalRecord } from '../support/records.js';
@@ -87,6 +88,41 @@ describe.each(drivers)('store transactions (%s)', (driver) => {
       });
       expect((await rows(`agt_after_${i}`)).audit).toHaveLength(1);
     }
+  });
+
+  it('records a remote result in one statement only while the claim is still this one; otherwise writes nothing and says so', async () => {
+    const store = createStore(database.db);
+    const id = 'agt_finishing';
+    await store.transaction(async (tx) => {
+      await tx.insertAgent(agent(id));
+      await tx.insertProposal(proposalRecord({ id, agentId: id, status: 'executing', executionAttempts: 1, leaseUntil: at }));
+    });
+    const committed = { status: 'committed' as const, consumedAt: at, result: { done: true }, leaseUntil: null, updatedAt: at };
+    const finish = (attempts: number, before?: (tx: StoreTransaction) => Promise<unknown>) =>
+      store.transaction(async (tx) => {
+        await before?.(tx);
+        tx.finishExecutingProposal(id, attempts, committed);
+        await tx.appendAudit({ type: 'proposal.committed', actor: 'test', proposalId: id, agentId: id }, at);
+        await tx.enqueue([{ kind: 'proposal.escalate', payload: { proposalId: id } }], at);
+        return 'recorded';
+      });
+
+    // Another replica took the claim over (a second attempt): neither the update nor its rows land,
+    // whether the statement commits by itself or ends a transaction that wrote before it.
+    await expect(finish(2)).rejects.toBeInstanceOf(NoLongerExecutingError);
+    await expect(finish(2, (tx) => tx.insertAgent(agent('agt_finishing_other')))).rejects.toBeInstanceOf(NoLongerExecutingError);
+    expect(await rows('agt_finishing_other')).toEqual({ agents: [], audit: [], jobs: [] });
+    expect(await store.getProposal(id)).toMatchObject({ status: 'executing', consumedAt: null });
+    expect(await rows(id)).toMatchObject({ audit: [], jobs: [] });
+
+    expect(await finish(1)).toBe('recorded');
+    expect(await store.getProposal(id)).toMatchObject({ status: 'committed', result: { done: true }, executionAttempts: 1 });
+    const landed = await rows(id);
+    expect(landed.audit.map((row) => row.type)).toEqual(['proposal.committed']);
+    expect(landed.jobs).toHaveLength(1);
+    // Once recorded, a second result matches nothing.
+    await expect(finish(1)).rejects.toBeInstanceOf(NoLongerExecutingError);
+    expect((await rows(id)).audit).toHaveLength(1);
   });
 
   it('the row lock and the read after it see what the previous lock holder committed', async () => {
