@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import { access, chmod, mkdir, readdir, readFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { setFlagsFromString } from 'node:v8';
 import { PGlite } from '@electric-sql/pglite';
 import { sql } from 'drizzle-orm';
 import type { PgDatabase, PgQueryResultHKT } from 'drizzle-orm/pg-core';
@@ -102,6 +103,19 @@ async function makePrivate(path: string): Promise<void> {
  * this is a cache size, not a flush setting.
  */
 const PGLITE_START_PARAMS = [...PGlite.defaultStartParams, '-c', 'shared_buffers=32MB'];
+
+/**
+ * PostgreSQL's WebAssembly starts on V8's baseline code, and V8 recompiles a function with its
+ * optimising compiler once it has run about 1.8 MB worth of instructions. PostgreSQL's start and its
+ * first queries cross that for hundreds of functions at once, and the main thread then spends more
+ * time waiting on those compile jobs than running: measured on 2 cores, 0.15 to 0.3 s of a start,
+ * and about 0.2 s of CPU. With a budget 50 times larger only the functions that stay hot are
+ * recompiled, a little later: queries run as fast from the first hundred on (600 inserts and reads
+ * took the same time in every batch after the first, and the first was no slower). The budget is
+ * read when a module is instantiated, so it is set here, before any PGlite is created; it only
+ * concerns WebAssembly, which nothing else in the process runs for long.
+ */
+setFlagsFromString('--wasm-tiering-budget=100000000');
 
 /**
  * Waits for PGlite to start with a timer holding Node's event loop open. PGlite's start waits on
