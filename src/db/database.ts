@@ -1,9 +1,11 @@
 import { createHash } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import { access, chmod, mkdir, readdir, readFile } from 'node:fs/promises';
+import { createRequire } from 'node:module';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { setFlagsFromString } from 'node:v8';
-import { PGlite } from '@electric-sql/pglite';
+import { PGlite, type PGliteOptions } from '@electric-sql/pglite';
 import { sql } from 'drizzle-orm';
 import type { PgDatabase, PgQueryResultHKT } from 'drizzle-orm/pg-core';
 import { drizzle as drizzlePglite } from 'drizzle-orm/pglite';
@@ -118,6 +120,30 @@ const PGLITE_START_PARAMS = [...PGlite.defaultStartParams, '-c', 'shared_buffers
 setFlagsFromString('--wasm-tiering-budget=100000000');
 
 /**
+ * PGlite's WebAssembly module and the bundle of PostgreSQL's own files (timezones, catalogs' SQL),
+ * read and compiled once per process, from the first database asked for. Left to PGlite, both are
+ * read after its other set-up, in 512 KiB steps that each wait for a turn of the event loop, which
+ * `twokey serve` is then busy loading its modules and reading its configuration: the reads finished
+ * a few hundred milliseconds late and the compile came after them. Here the files are read at once
+ * (from the page cache, a few milliseconds) and V8 checks the module on a background thread while
+ * the main thread does the rest.
+ */
+let pgliteArtifacts: Promise<Pick<PGliteOptions, 'pgliteWasmModule' | 'fsBundle'>> | undefined;
+
+/** Node's global, which this project's type libraries (ES2023, Node's, no DOM) leave undeclared. */
+declare const WebAssembly: { compile(bytes: Uint8Array): Promise<NonNullable<PGliteOptions['pgliteWasmModule']>> };
+
+function loadPgliteArtifacts(): Promise<Pick<PGliteOptions, 'pgliteWasmModule' | 'fsBundle'>> {
+  pgliteArtifacts ??= (async () => {
+    const packaged = createRequire(import.meta.url);
+    const wasm = WebAssembly.compile(readFileSync(packaged.resolve('@electric-sql/pglite/pglite.wasm')));
+    const fsBundle = new Blob([readFileSync(packaged.resolve('@electric-sql/pglite/pglite.data'))]);
+    return { pgliteWasmModule: await wasm, fsBundle };
+  })();
+  return pgliteArtifacts;
+}
+
+/**
  * Waits for PGlite to start with a timer holding Node's event loop open. PGlite's start waits on
  * promises and on V8's WebAssembly compile jobs, none of which keeps the loop alive; whenever the
  * loop has nothing left, Node blocks the main thread until every V8 background job is done, and
@@ -146,7 +172,7 @@ async function openPrivatePglite(directory: string): Promise<PGlite> {
   );
   const previous = process.umask(0o077);
   try {
-    return await started(new PGlite(directory, { startParams: PGLITE_START_PARAMS }));
+    return await started(new PGlite(directory, { startParams: PGLITE_START_PARAMS, ...(await loadPgliteArtifacts()) }));
   } finally {
     process.umask(previous);
     if (existing) await chmod(directory, PRIVATE_DIR);
@@ -179,12 +205,20 @@ const silentLog: StorageLog = { error: () => undefined, warn: () => undefined, i
 export async function openDatabase(options: OpenOptions): Promise<Database> {
   if (options.databaseUrl) return openPostgres(options.databaseUrl, options.poolSize ?? 10);
   if (options.memory) {
-    const client = await started(new PGlite({ startParams: PGLITE_START_PARAMS, ...(options.memoryTemplate ? { loadDataDir: options.memoryTemplate } : {}) }));
+    const client = await started(
+      new PGlite({
+        startParams: PGLITE_START_PARAMS,
+        ...(await loadPgliteArtifacts()),
+        ...(options.memoryTemplate ? { loadDataDir: options.memoryTemplate } : {}),
+      }),
+    );
     const db = drizzlePglite({ client, schema });
     // A template made from older migrations is brought up to date like any database.
     if (!(options.memoryTemplate && (await isMigrated(db)))) await migratePglite(db, { migrationsFolder });
     return { db, kind: 'pglite', pglite: client, close: () => client.close() };
   }
+  // Under way while the directory is locked.
+  void loadPgliteArtifacts().catch(() => undefined);
   const release = await lockDataDir(options.dataDir);
   try {
     const directory = pgliteDirectory(options.dataDir);
