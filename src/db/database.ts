@@ -108,14 +108,15 @@ const PGLITE_START_PARAMS = [...PGlite.defaultStartParams, '-c', 'shared_buffers
 
 /**
  * PostgreSQL's WebAssembly starts on V8's baseline code, and V8 recompiles a function with its
- * optimising compiler once it has run about 1.8 MB worth of instructions. PostgreSQL's start and its
- * first queries cross that for hundreds of functions at once, and the main thread then spends more
- * time waiting on those compile jobs than running: measured on 2 cores, 0.15 to 0.3 s of a start,
- * and about 0.2 s of CPU. With a budget 50 times larger only the functions that stay hot are
- * recompiled, a little later: queries run as fast from the first hundred on (600 inserts and reads
- * took the same time in every batch after the first, and the first was no slower). The budget is
- * read when a module is instantiated, so it is set here, before any PGlite is created; it only
- * concerns WebAssembly, which nothing else in the process runs for long.
+ * optimising compiler once it has run a budget's worth of instructions: about 1.8 MB in Node 20's V8
+ * (13 MB in later ones). PostgreSQL's start and its first queries spend that for hundreds of functions
+ * at once, and the main thread then spent more time waiting on those compile jobs than running:
+ * measured on 2 cores, 0.15 to 0.3 s of a start, and 0.2 to 0.4 s of CPU. With a budget of 100 MB only
+ * the functions that stay hot are recompiled, a little later: queries ran as fast from the first
+ * hundred on (600 inserts and reads took the same time in every batch after the first, and the first
+ * was no slower). The budget is read when a module is instantiated, so it is set here, before any
+ * PGlite is created. It concerns WebAssembly alone: PostgreSQL, and undici's HTTP parser (callbacks),
+ * whose hot functions are likewise still recompiled.
  */
 setFlagsFromString('--wasm-tiering-budget=100000000');
 
