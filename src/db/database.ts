@@ -1,5 +1,4 @@
 import { createHash } from 'node:crypto';
-import { readFileSync } from 'node:fs';
 import { access, chmod, mkdir, readdir, readFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import { join, resolve } from 'node:path';
@@ -125,9 +124,9 @@ setFlagsFromString('--wasm-tiering-budget=100000000');
  * read and compiled once per process, from the first database asked for. Left to PGlite, both are
  * read after its other set-up, in 512 KiB steps that each wait for a turn of the event loop, which
  * `twokey serve` is then busy loading its modules and reading its configuration: the reads finished
- * a few hundred milliseconds late and the compile came after them. Here the files are read at once
- * (from the page cache, a few milliseconds) and V8 checks the module on a background thread while
- * the main thread does the rest.
+ * a few hundred milliseconds late and the compile came after them. Here both are read from the
+ * first open, while the data directory is locked, and V8 checks the module on a background thread
+ * while the main thread loads the server.
  */
 let pgliteArtifacts: Promise<Pick<PGliteOptions, 'pgliteWasmModule' | 'fsBundle'>> | undefined;
 
@@ -137,9 +136,9 @@ declare const WebAssembly: { compile(bytes: Uint8Array): Promise<NonNullable<PGl
 function loadPgliteArtifacts(): Promise<Pick<PGliteOptions, 'pgliteWasmModule' | 'fsBundle'>> {
   pgliteArtifacts ??= (async () => {
     const packaged = createRequire(import.meta.url);
-    const wasm = WebAssembly.compile(readFileSync(packaged.resolve('@electric-sql/pglite/pglite.wasm')));
-    const fsBundle = new Blob([readFileSync(packaged.resolve('@electric-sql/pglite/pglite.data'))]);
-    return { pgliteWasmModule: await wasm, fsBundle };
+    const read = (file: string) => readFile(packaged.resolve(`@electric-sql/pglite/${file}`));
+    const [pgliteWasmModule, data] = await Promise.all([read('pglite.wasm').then((bytes) => WebAssembly.compile(bytes)), read('pglite.data')]);
+    return { pgliteWasmModule, fsBundle: new Blob([data]) };
   })();
   return pgliteArtifacts;
 }
