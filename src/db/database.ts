@@ -170,9 +170,11 @@ async function openPrivatePglite(directory: string): Promise<PGlite> {
     () => true,
     () => false,
   );
+  // Awaited before the umask is narrowed: it is the process's, and other work goes on meanwhile.
+  const artifacts = await loadPgliteArtifacts();
   const previous = process.umask(0o077);
   try {
-    return await started(new PGlite(directory, { startParams: PGLITE_START_PARAMS, ...(await loadPgliteArtifacts()) }));
+    return await started(new PGlite(directory, { startParams: PGLITE_START_PARAMS, ...artifacts }));
   } finally {
     process.umask(previous);
     if (existing) await chmod(directory, PRIVATE_DIR);
