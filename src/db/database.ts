@@ -139,7 +139,11 @@ function loadPgliteArtifacts(): Promise<Pick<PGliteOptions, 'pgliteWasmModule' |
     const read = (file: string) => readFile(packaged.resolve(`@electric-sql/pglite/${file}`));
     const [pgliteWasmModule, data] = await Promise.all([read('pglite.wasm').then((bytes) => WebAssembly.compile(bytes)), read('pglite.data')]);
     return { pgliteWasmModule, fsBundle: new Blob([data]) };
-  })();
+  })().catch((error: unknown) => {
+    // A read that failed (too many open files, say) is tried again by the next open.
+    pgliteArtifacts = undefined;
+    throw error;
+  });
   return pgliteArtifacts;
 }
 
