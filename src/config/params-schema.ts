@@ -1,5 +1,7 @@
+import { createRequire } from 'node:module';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import type { ErrorObject } from 'ajv/dist/2020.js';
+import standaloneCode from 'ajv/dist/standalone/index.js';
 import ajvFormats from 'ajv-formats';
 import { formatFieldPath } from './errors.js';
 import type { JSONSchema } from './summary-template.js';
@@ -187,10 +189,44 @@ function escapePointer(segment: string): string {
 /**
  * Every Ajv instance compiles the draft 2020-12 meta-schemas the first time it checks a schema
  * against them: about 20–30 ms each, against about 1 ms for compiling a params schema itself. So the
- * check against the meta-schemas runs on one shared instance, and each schema is then compiled (still
- * in strict mode, which is what catches keyword typos) on an instance of its own that skips it.
+ * check against the meta-schemas is made once, and each schema is then compiled (still in strict
+ * mode, which is what catches keyword typos) on an instance of its own that skips it.
+ *
+ * Even once, compiling the meta-schemas was about 45 ms of every start. The build writes the same
+ * check as code beside the compiled modules (`metaSchemaCheckCode`, run by scripts/build.js), and a
+ * start loads that instead; from the TypeScript sources there is no such file, and the check is
+ * compiled here as before. Both come from the one Ajv set-up below, so they accept and refuse alike.
  */
-let metaChecker: Ajv2020 | undefined;
+type MetaSchemaCheck = ((schema: unknown) => boolean) & { errors?: ErrorObject[] | null };
+
+const META_SCHEMA_CHECK_FILE = 'json-schema-2020-12-check.cjs';
+
+function metaSchemaAjv(options: { code?: { source: boolean } } = {}): Ajv2020 {
+  return new Ajv2020({ allErrors: true, strict: true, allowUnionTypes: true, ...options });
+}
+
+/** The check against the draft 2020-12 meta-schemas as a CommonJS module (Ajv's standalone code), for the build to write as META_SCHEMA_CHECK_FILE. */
+export function metaSchemaCheckCode(): { file: string; code: string } {
+  const ajv = metaSchemaAjv({ code: { source: true } });
+  return { file: META_SCHEMA_CHECK_FILE, code: standaloneCode.default(ajv, compiledMetaSchemaCheck(ajv)) };
+}
+
+function compiledMetaSchemaCheck(ajv: Ajv2020) {
+  const check = ajv.getSchema(DRAFT_2020);
+  if (!check) throw new Error(`Ajv has no meta-schema ${DRAFT_2020}`);
+  return check;
+}
+
+function loadMetaSchemaCheck(): MetaSchemaCheck {
+  try {
+    return createRequire(import.meta.url)(`./${META_SCHEMA_CHECK_FILE}`) as MetaSchemaCheck;
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'MODULE_NOT_FOUND') throw error;
+  }
+  return compiledMetaSchemaCheck(metaSchemaAjv());
+}
+
+let metaSchemaCheck: MetaSchemaCheck | undefined;
 
 function newAjv(): Ajv2020 {
   const ajv = new Ajv2020({ allErrors: true, strict: true, allowUnionTypes: true, validateSchema: false });
@@ -198,18 +234,13 @@ function newAjv(): Ajv2020 {
   return ajv;
 }
 
-/** Throws what the meta-schema says is wrong with `schema`, as Ajv's own compile would have. */
-function checkAgainstMetaSchema(schema: JSONSchema): void {
-  metaChecker ??= new Ajv2020({ allErrors: true, strict: true, allowUnionTypes: true });
-  if (metaChecker.validateSchema(schema) !== true) {
-    throw new Error(`schema is invalid: ${metaChecker.errorsText(metaChecker.errors)}`);
-  }
-}
-
 /** One Ajv instance per schema so that `$id`s of different schemas cannot collide. */
 function compileChecked(schema: JSONSchema) {
-  checkAgainstMetaSchema(schema);
-  return newAjv().compile(schema);
+  const ajv = newAjv();
+  // What Ajv's own compile would have thrown, worded by Ajv.
+  metaSchemaCheck ??= loadMetaSchemaCheck();
+  if (!metaSchemaCheck(schema)) throw new Error(`schema is invalid: ${ajv.errorsText(metaSchemaCheck.errors)}`);
+  return ajv.compile(schema);
 }
 
 /**

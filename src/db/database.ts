@@ -1,8 +1,10 @@
 import { createHash } from 'node:crypto';
 import { access, chmod, mkdir, readdir, readFile } from 'node:fs/promises';
+import { createRequire } from 'node:module';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { PGlite } from '@electric-sql/pglite';
+import { setFlagsFromString } from 'node:v8';
+import { PGlite, type PGliteOptions } from '@electric-sql/pglite';
 import { sql } from 'drizzle-orm';
 import type { PgDatabase, PgQueryResultHKT } from 'drizzle-orm/pg-core';
 import { drizzle as drizzlePglite } from 'drizzle-orm/pglite';
@@ -104,6 +106,48 @@ async function makePrivate(path: string): Promise<void> {
 const PGLITE_START_PARAMS = [...PGlite.defaultStartParams, '-c', 'shared_buffers=32MB'];
 
 /**
+ * PostgreSQL's WebAssembly starts on V8's baseline code, and V8 recompiles a function with its
+ * optimising compiler once it has run a budget's worth of instructions: about 1.8 MB in Node 20's V8
+ * (13 MB in later ones). PostgreSQL's start and its first queries spend that for hundreds of functions
+ * at once, and the main thread then spent more time waiting on those compile jobs than running:
+ * measured on 2 cores, 0.15 to 0.3 s of a start, and 0.2 to 0.4 s of CPU. With a budget of 100 MB only
+ * the functions that stay hot are recompiled, a little later: queries ran as fast from the first
+ * hundred on (600 inserts and reads took the same time in every batch after the first, and the first
+ * was no slower). The budget is read when a module is instantiated, so it is set here, before any
+ * PGlite is created. It concerns WebAssembly alone: PostgreSQL, and undici's HTTP parser (callbacks),
+ * whose hot functions are likewise still recompiled.
+ */
+setFlagsFromString('--wasm-tiering-budget=100000000');
+
+/**
+ * PGlite's WebAssembly module and the bundle of PostgreSQL's own files (timezones, catalogs' SQL),
+ * read and compiled once per process, from the first database asked for. Left to PGlite, both are
+ * read after its other set-up, in 512 KiB steps that each wait for a turn of the event loop, which
+ * `twokey serve` is then busy loading its modules and reading its configuration: the reads finished
+ * a few hundred milliseconds late and the compile came after them. Here both are read from the
+ * first open, while the data directory is locked, and V8 checks the module on a background thread
+ * while the main thread loads the server.
+ */
+let pgliteArtifacts: Promise<Pick<PGliteOptions, 'pgliteWasmModule' | 'fsBundle'>> | undefined;
+
+/** Node's global, which this project's type libraries (ES2023, Node's, no DOM) leave undeclared. */
+declare const WebAssembly: { compile(bytes: Uint8Array): Promise<NonNullable<PGliteOptions['pgliteWasmModule']>> };
+
+function loadPgliteArtifacts(): Promise<Pick<PGliteOptions, 'pgliteWasmModule' | 'fsBundle'>> {
+  pgliteArtifacts ??= (async () => {
+    const packaged = createRequire(import.meta.url);
+    const read = (file: string) => readFile(packaged.resolve(`@electric-sql/pglite/${file}`));
+    const [pgliteWasmModule, data] = await Promise.all([read('pglite.wasm').then((bytes) => WebAssembly.compile(bytes)), read('pglite.data')]);
+    return { pgliteWasmModule, fsBundle: new Blob([data]) };
+  })().catch((error: unknown) => {
+    // A read that failed (too many open files, say) is tried again by the next open.
+    pgliteArtifacts = undefined;
+    throw error;
+  });
+  return pgliteArtifacts;
+}
+
+/**
  * Waits for PGlite to start with a timer holding Node's event loop open. PGlite's start waits on
  * promises and on V8's WebAssembly compile jobs, none of which keeps the loop alive; whenever the
  * loop has nothing left, Node blocks the main thread until every V8 background job is done, and
@@ -130,9 +174,11 @@ async function openPrivatePglite(directory: string): Promise<PGlite> {
     () => true,
     () => false,
   );
+  // Awaited before the umask is narrowed: it is the process's, and other work goes on meanwhile.
+  const artifacts = await loadPgliteArtifacts();
   const previous = process.umask(0o077);
   try {
-    return await started(new PGlite(directory, { startParams: PGLITE_START_PARAMS }));
+    return await started(new PGlite(directory, { startParams: PGLITE_START_PARAMS, ...artifacts }));
   } finally {
     process.umask(previous);
     if (existing) await chmod(directory, PRIVATE_DIR);
@@ -165,12 +211,20 @@ const silentLog: StorageLog = { error: () => undefined, warn: () => undefined, i
 export async function openDatabase(options: OpenOptions): Promise<Database> {
   if (options.databaseUrl) return openPostgres(options.databaseUrl, options.poolSize ?? 10);
   if (options.memory) {
-    const client = await started(new PGlite({ startParams: PGLITE_START_PARAMS, ...(options.memoryTemplate ? { loadDataDir: options.memoryTemplate } : {}) }));
+    const client = await started(
+      new PGlite({
+        startParams: PGLITE_START_PARAMS,
+        ...(await loadPgliteArtifacts()),
+        ...(options.memoryTemplate ? { loadDataDir: options.memoryTemplate } : {}),
+      }),
+    );
     const db = drizzlePglite({ client, schema });
     // A template made from older migrations is brought up to date like any database.
     if (!(options.memoryTemplate && (await isMigrated(db)))) await migratePglite(db, { migrationsFolder });
     return { db, kind: 'pglite', pglite: client, close: () => client.close() };
   }
+  // Under way while the directory is locked.
+  void loadPgliteArtifacts().catch(() => undefined);
   const release = await lockDataDir(options.dataDir);
   try {
     const directory = pgliteDirectory(options.dataDir);

@@ -148,6 +148,8 @@ describe('the npm package', { timeout: 300_000 }, () => {
         'dist/client/sdk.js',
         'dist/client/sdk.d.ts',
         'dist/cli/main.js.map',
+        // The params schemas' meta-schema check as code, which the bundled start loads instead of compiling it.
+        'dist/bundle/json-schema-2020-12-check.cjs',
         'dist/console/assets/console.css',
         'twokey.example.yaml',
         'docs/api.md',
