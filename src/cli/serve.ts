@@ -1,4 +1,5 @@
 import type { Env } from '../config/env.js';
+import { raiseWasmTieringBudget } from '../db/wasm-tiering.js';
 
 /**
  * The database opens first, while the server's modules load: compiling the embedded database's
@@ -20,6 +21,7 @@ async function startOpeningDatabase(settings: Env) {
 
 /** `twokey serve`: the gateway, until SIGINT or SIGTERM. The only command that loads the server. */
 export async function serve(settings: Env, version: string): Promise<void> {
+  raiseWasmTieringBudget();
   // Listening for the signals before anything starts: a SIGTERM while the server starts (after it
   // began listening, while it released a dead process's claims, say) would otherwise end it at once,
   // cutting the requests it had taken. It is kept and honoured as soon as there is a server to close;

@@ -3,7 +3,6 @@ import { access, chmod, mkdir, readdir, readFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { setFlagsFromString } from 'node:v8';
 import { PGlite, type PGliteOptions } from '@electric-sql/pglite';
 import { sql } from 'drizzle-orm';
 import type { PgDatabase, PgQueryResultHKT } from 'drizzle-orm/pg-core';
@@ -16,6 +15,7 @@ import lockfile from 'proper-lockfile';
 import { DATA_DIR_LOCK_STALE_MS, DataDirLockedError, dataDirLockFile } from './data-dir-lock.js';
 import { createEmbeddedStorage, explainOpenFailure, type StorageLog } from './embedded-storage.js';
 import { createNotifier, type Notifier } from './notifier.js';
+import { raiseWasmTieringBudget } from './wasm-tiering.js';
 import { pooledClient } from './postgres-client.js';
 import { schema } from './schema.js';
 
@@ -106,20 +106,6 @@ async function makePrivate(path: string): Promise<void> {
 const PGLITE_START_PARAMS = [...PGlite.defaultStartParams, '-c', 'shared_buffers=32MB'];
 
 /**
- * PostgreSQL's WebAssembly starts on V8's baseline code, and V8 recompiles a function with its
- * optimising compiler once it has run a budget's worth of instructions: about 1.8 MB in Node 20's V8
- * (13 MB in later ones). PostgreSQL's start and its first queries spend that for hundreds of functions
- * at once, and the main thread then spent more time waiting on those compile jobs than running:
- * measured on 2 cores, 0.15 to 0.3 s of a start, and 0.2 to 0.4 s of CPU. With a budget of 100 MB only
- * the functions that stay hot are recompiled, a little later: queries ran as fast from the first
- * hundred on (600 inserts and reads took the same time in every batch after the first, and the first
- * was no slower). The budget is read when a module is instantiated, so it is set here, before any
- * PGlite is created. It concerns WebAssembly alone: PostgreSQL, and undici's HTTP parser (callbacks),
- * whose hot functions are likewise still recompiled.
- */
-setFlagsFromString('--wasm-tiering-budget=100000000');
-
-/**
  * PGlite's WebAssembly module and the bundle of PostgreSQL's own files (timezones, catalogs' SQL),
  * read and compiled once per process, from the first database asked for. Left to PGlite, both are
  * read after its other set-up, in 512 KiB steps that each wait for a turn of the event loop, which
@@ -135,6 +121,7 @@ declare const WebAssembly: { compile(bytes: Uint8Array): Promise<NonNullable<PGl
 
 function loadPgliteArtifacts(): Promise<Pick<PGliteOptions, 'pgliteWasmModule' | 'fsBundle'>> {
   pgliteArtifacts ??= (async () => {
+    raiseWasmTieringBudget();
     const packaged = createRequire(import.meta.url);
     const read = (file: string) => readFile(packaged.resolve(`@electric-sql/pglite/${file}`));
     const [pgliteWasmModule, data] = await Promise.all([read('pglite.wasm').then((bytes) => WebAssembly.compile(bytes)), read('pglite.data')]);
