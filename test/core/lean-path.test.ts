@@ -7,7 +7,7 @@ import { echoExecutor } from '../../src/executors/echo.js';
 import { eventually } from '../discord/helpers.js';
 import { manualClock } from '../support/clock.js';
 import { drivers, openTestDatabase } from '../support/database.js';
-import { configYaml, payoutOperation, refundOperation } from '../support/operations.js';
+import { configYaml, payoutOperation, refundOperation, RULE_APPROVED_NOTE } from '../support/operations.js';
 import { startTestTwokey, type TestTwokey } from '../support/twokey.js';
 
 /**
@@ -23,16 +23,7 @@ const config = configYaml([
   // No rule: a person approves it, and it runs on the same remote executor.
   payoutOperation({ approvers: ['web:alice'], commit: 'on_approve' }),
   // Approved by its rule, run by the local echo executor.
-  `  - name: note
-    description: A note a rule approves
-    params: { type: object, required: [text], properties: { text: { type: string } } }
-    summary: "{{agent}} notes {{params.text}}."
-    policy:
-      - { when: "true", decide: approve, reason: notes are automatic }
-    approval: { approvers: [web:alice] }
-    commit: on_approve
-    executor: { type: echo }
-`,
+  RULE_APPROVED_NOTE,
 ]);
 
 /** A remote executor whose calls the test sees; it can hold the next call (one that never answers: its process died). */

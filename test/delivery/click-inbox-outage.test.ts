@@ -1,6 +1,6 @@
 import { sql } from 'drizzle-orm';
 import { describe, expect, it, vi } from 'vitest';
-import { openDatabase, type Database } from '../../src/db/database.js';
+import type { Database } from '../../src/db/database.js';
 import { createJobStore } from '../../src/db/jobs-store.js';
 import { createStore } from '../../src/db/store.js';
 import { createClickInbox, INBOX_UNAVAILABLE_WORDS, InboxUnavailable } from '../../src/outbox/inbox.js';
@@ -9,7 +9,7 @@ import { buttonClick, interactionBody, rejectSubmission } from '../slack/support
 import { startSlackTwokey, type SlackTwokey } from '../slack/support/slack-twokey.js';
 import { describeOnPostgres, drivers, openTestDatabase } from '../support/database.js';
 import { configYaml, upgradePlanOperation } from '../support/operations.js';
-import { startTcpProxy } from '../support/tcp-proxy.js';
+import { openThroughProxy } from '../support/tcp-proxy.js';
 
 /**
  * A click that cannot be stored is never answered as taken: the clicker is told privately that
@@ -166,11 +166,7 @@ describeOnPostgres('a click while PostgreSQL cannot be reached (a network partit
     '%s: the clicker is told privately, and nothing changes',
     async (platform) => {
       const base = await openTestDatabase(driver);
-      const target = new URL(base.url ?? '');
-      const proxy = await startTcpProxy(Number(target.port || 5432), target.hostname);
-      const viaProxy = new URL(base.url ?? '');
-      viaProxy.port = String(proxy.port);
-      const database = await openDatabase({ databaseUrl: viaProxy.toString(), dataDir: '', poolSize: 4 });
+      const { proxy, database } = await openThroughProxy(base.url ?? '');
       const chat = await startPlatform(platform, driver, database);
       try {
         const id = await chat.propose();

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, expect, it, vi } from 'vitest';
-import { openDatabase, type Database } from '../../src/db/database.js';
+import type { Database } from '../../src/db/database.js';
 import { describeOnPostgres, openTestDatabase } from '../support/database.js';
-import { startTcpProxy } from '../support/tcp-proxy.js';
+import { openThroughProxy, type startTcpProxy } from '../support/tcp-proxy.js';
 import { startTestTwokey, type TestTwokey } from '../support/twokey.js';
 
 /**
@@ -18,10 +18,7 @@ describeOnPostgres('while the database cannot be reached', (driver) => {
 
   beforeAll(async () => {
     base = await openTestDatabase(driver);
-    const target = new URL(base.url ?? '');
-    proxy = await startTcpProxy(Number(target.port || 5432), target.hostname);
-    target.port = String(proxy.port);
-    database = await openDatabase({ databaseUrl: target.toString(), dataDir: '', poolSize: 4 });
+    ({ proxy, database } = await openThroughProxy(base.url ?? ''));
     twokey = await startTestTwokey({ driver, database });
     ({ apiKey } = await twokey.createAgent('patient'));
   });

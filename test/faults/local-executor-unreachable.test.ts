@@ -1,9 +1,9 @@
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import type { ExecutionRequest, Executor } from '../../src/core/executor.js';
-import { openDatabase, type Database } from '../../src/db/database.js';
+import type { Database } from '../../src/db/database.js';
 import { describeOnPostgres, openTestDatabase } from '../support/database.js';
-import { configYaml } from '../support/operations.js';
-import { startTcpProxy } from '../support/tcp-proxy.js';
+import { configYaml, RULE_APPROVED_NOTE } from '../support/operations.js';
+import { openThroughProxy, type startTcpProxy } from '../support/tcp-proxy.js';
 import { startTestTwokey, type TestTwokey } from '../support/twokey.js';
 
 /**
@@ -29,25 +29,11 @@ describeOnPostgres('an in-process executor while the database cannot be reached'
 
   beforeAll(async () => {
     base = await openTestDatabase(driver);
-    const target = new URL(base.url ?? '');
-    proxy = await startTcpProxy(Number(target.port || 5432), target.hostname);
-    target.port = String(proxy.port);
-    database = await openDatabase({ databaseUrl: target.toString(), dataDir: '', poolSize: 4 });
+    ({ proxy, database } = await openThroughProxy(base.url ?? ''));
     twokey = await startTestTwokey({
       driver,
       database,
-      configYaml: configYaml([
-        `  - name: note
-    description: A note a rule approves
-    params: { type: object, required: [text], properties: { text: { type: string } } }
-    summary: "{{agent}} notes {{params.text}}."
-    policy:
-      - { when: "true", decide: approve, reason: notes are automatic }
-    approval: { approvers: [web:alice] }
-    commit: on_approve
-    executor: { type: echo }
-`,
-      ]),
+      configYaml: configYaml([RULE_APPROVED_NOTE]),
       executorFor: () => recording,
     });
     ({ apiKey } = await twokey.createAgent('noter'));

@@ -176,5 +176,17 @@ export function sendMailingOperation(options: OperationOptions): string {
   );
 }
 
+/** `note`: every call approved by its policy rule and run at once by the echo executor (no human). */
+export const RULE_APPROVED_NOTE = `  - name: note
+    description: A note a rule approves
+    params: { type: object, required: [text], properties: { text: { type: string } } }
+    summary: "{{agent}} notes {{params.text}}."
+    policy:
+      - { when: "true", decide: approve, reason: notes are automatic }
+    approval: { approvers: [web:alice] }
+    commit: on_approve
+    executor: { type: echo }
+`;
+
 /** The cost line the Slack and console suites show: the amount in dollars, when the agent gave one. */
 export const USD_COST = "{{ params.amount_cents | usd | default: 'not stated' }}";

@@ -1,5 +1,6 @@
 import { createServer, connect, type Server, type Socket } from 'node:net';
 import { once } from 'node:events';
+import { openDatabase } from '../../src/db/database.js';
 
 /** A TCP proxy in front of PostgreSQL that a test can cut and restore, like a network outage. */
 export async function startTcpProxy(targetPort: number, targetHost = '127.0.0.1') {
@@ -68,4 +69,13 @@ export async function startTcpProxy(targetPort: number, targetHost = '127.0.0.1'
       return this.cut();
     },
   };
+}
+
+/** A twokey database on the PostgreSQL at `url`, reached through a proxy the test can cut or hold. */
+export async function openThroughProxy(url: string, poolSize = 4) {
+  const target = new URL(url);
+  const proxy = await startTcpProxy(Number(target.port || 5432), target.hostname);
+  target.port = String(proxy.port);
+  const database = await openDatabase({ databaseUrl: target.toString(), dataDir: '', poolSize });
+  return { proxy, database };
 }
