@@ -169,7 +169,6 @@ function leaseUpdates(db: Db) {
   };
 }
 
-/** Data access for the outbox's jobs table. */
 /**
  * Whether a job of this ordering key is queued behind the one finishing, due now: the claim skipped it
  * while this one ran, and the worker claims again for it at once rather than at its next poll. Asked
@@ -180,6 +179,7 @@ function followedSql(now: SQL): SQL {
     select 1 from jobs o where o.ordering_key = jobs.ordering_key and o.id > jobs.id and o.status = 'queued' and o.run_at <= ${now}))`;
 }
 
+/** Data access for the outbox's jobs table. */
 export function createJobStore(db: Db): JobStore {
   // A job's completion, the outbox's most frequent write: built once.
   const completeHeld = db

@@ -175,7 +175,8 @@ interface OpenTransaction {
   store: StoreTransaction;
   /** Commits (no error) or rolls back; `committed` then settles. */
   end(error?: unknown): void;
-  committed: Promise<void>;
+  /** Once committed: the job kinds it queued to run now and the wake-ups to send. */
+  committed: Promise<Pick<BufferedWrites, 'dueKinds' | 'notifications'>>;
 }
 
 /**
@@ -184,7 +185,7 @@ interface OpenTransaction {
  * if it fails, the transaction is already aborted, PostgreSQL answers the COMMIT with a rollback,
  * and its own error is thrown, after the fact, as if it had come first).
  */
-function openTransaction(db: Db, storeOn: TransactionStoreFactory, writes: WriteBuffer, taken: (buffered: BufferedWrites) => void): Promise<OpenTransaction> {
+function openTransaction(db: Db, storeOn: TransactionStoreFactory, writes: WriteBuffer): Promise<OpenTransaction> {
   return new Promise((opened, failedToOpen) => {
     let beforeCommit: Promise<unknown> | null = null;
     let begun = false;
@@ -195,7 +196,6 @@ function openTransaction(db: Db, storeOn: TransactionStoreFactory, writes: Write
           opened({ store: storeOn(tx, writes), end: (error) => (error === undefined ? done() : failed(error)), committed });
         });
         const buffered = writes.take();
-        taken(buffered);
         if (buffered.finishing && buffered.statement) {
           // Whether its update matched decides whether this transaction commits: read before COMMIT.
           if (matched(await tx.execute(buffered.statement)) === 0) throw new NoLongerExecutingError(buffered.finishing);
@@ -203,6 +203,7 @@ function openTransaction(db: Db, storeOn: TransactionStoreFactory, writes: Write
           beforeCommit = sendBeforeCommit(tx, buffered.statement);
           if (!beforeCommit) await tx.execute(buffered.statement);
         }
+        return { dueKinds: buffered.dueKinds, notifications: buffered.notifications };
       })
       .finally(async () => {
         // Its own error says what failed, rather than the COMMIT that PostgreSQL answered with a rollback.
@@ -229,8 +230,8 @@ export async function inTransaction<T>(
 ): Promise<{ value: T; dueKinds: string[]; notifications: Notification[] }> {
   const writes = writeBuffer(db, replica);
   // Set by the work's first statement; a holder, as the work sets it in a closure.
-  const begun: { transaction: Promise<OpenTransaction> | null; buffered: BufferedWrites | null } = { transaction: null, buffered: null };
-  const open = () => (begun.transaction ??= openTransaction(db, storeOn, writes, (taken) => (begun.buffered = taken)));
+  const begun: { transaction: Promise<OpenTransaction> | null } = { transaction: null };
+  const open = () => (begun.transaction ??= openTransaction(db, storeOn, writes));
   let value: T;
   try {
     value = await work(deferredStore(writes, async () => (await open()).store));
@@ -245,9 +246,7 @@ export async function inTransaction<T>(
   if (begun.transaction) {
     const transaction = await begun.transaction;
     transaction.end();
-    await transaction.committed;
-    const { dueKinds, notifications } = begun.buffered ?? { dueKinds: [], notifications: [] };
-    return { value, dueKinds, notifications };
+    return { value, ...(await transaction.committed) };
   }
   const { statement, finishing, dueKinds, notifications } = writes.take();
   if (statement) {
