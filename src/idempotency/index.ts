@@ -147,11 +147,12 @@ export function createIdempotency<Attached = never>(deps: IdempotencyDeps<Attach
     } catch (error) {
       // Without attached rows the response is already decided; a key left in flight is taken over once it is stale.
       request.log.warn({ err: error }, 'could not record the Idempotency-Key outcome');
-      if (attached !== undefined && succeeded) {
-        // The answer stands on rows that were not written (an audit row, a minted token): it must not
-        // go out. The key is freed, as for any failed request, so the agent's retry runs again.
-        // Answered as the handler's own failure to write them would be (a database outage: 503).
-        await deps.store.release(claim.agentId, claim.key, claim.createdAt).catch(() => undefined);
+      if (attached !== undefined) {
+        // The answer, whatever its status, tells of work whose record (an audit row, a minted token)
+        // was not written: it must not go out. The key is freed, as for any failed request, so the
+        // agent's retry runs again. Answered as the handler's own failure to write the record would
+        // be (a database outage: 503).
+        if (succeeded) await deps.store.release(claim.agentId, claim.key, claim.createdAt).catch(() => undefined);
         throw error;
       }
     }

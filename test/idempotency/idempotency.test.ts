@@ -1,7 +1,9 @@
+import { sql } from 'drizzle-orm';
+import fastify from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createIdempotencyStore } from '../../src/db/agp-store.js';
 import { idempotencyKeys } from '../../src/db/schema.js';
-import { idempotencyRequestHash } from '../../src/idempotency/index.js';
+import { applyIdempotency, createIdempotency, idempotencyRequestHash } from '../../src/idempotency/index.js';
 import { sha256Hex } from '../../src/core/secrets.js';
 import { drivers } from '../support/database.js';
 import { manualClock } from '../support/clock.js';
@@ -193,6 +195,39 @@ describe.each(drivers)('Idempotency-Key (%s)', (driver) => {
       await store.release(agentId, 'attached-freed', now, record('txn_freed'));
       expect(await store.get(agentId, 'attached-freed')).toBeNull();
       expect(await recorded('txn_freed')).toEqual({ token: { transactionId: 'txn_freed' }, audit: 1 });
+    });
+
+    it("lets no answer out, whatever its status, when the record attached to the key's outcome could not be written", async () => {
+      const agentId = (await twokey.services.store.findAgentByName('argus'))?.id ?? '';
+      const { db } = twokey.services.database;
+      const store = createIdempotencyStore(db);
+      const idempotency = createIdempotency({ store, clock, principal: () => ({ id: agentId, secret: 'tk_agent_secret' }) });
+      const app = fastify();
+      applyIdempotency(app, idempotency, () => true);
+      // Work happened (its record attached), then the handler answers with a failure of its own.
+      app.post('/work', async (request, reply) => {
+        idempotency.attach(request, {
+          event: { type: 'agp.executed', actor: 'agent:argus', agentId, data: { transactionId: 'txn_unrecorded' } },
+          at: clock(),
+          minted: [],
+        });
+        return reply.code(502).send({ error: 'the business said no' });
+      });
+      const recorded = async () =>
+        (await twokey.services.store.listAudit({ limit: 10_000 })).filter((event) => event.data['transactionId'] === 'txn_unrecorded').length;
+      // A real refusal by the database of the statement that frees the key and writes the record.
+      await db.execute(sql`create function refuse_key_release() returns trigger language plpgsql as $$ begin raise exception 'refused'; end $$`);
+      await db.execute(sql`create trigger refuse_key_release before delete on idempotency_keys for each row execute function refuse_key_release()`);
+      try {
+        const answer = await app.inject({ method: 'POST', url: '/work', headers: { 'idempotency-key': 'unrecorded-1' }, payload: {} });
+        expect(answer.statusCode).toBeGreaterThanOrEqual(500);
+        expect(answer.body).not.toContain('the business said no');
+        expect(await recorded()).toBe(0);
+      } finally {
+        await db.execute(sql`drop trigger refuse_key_release on idempotency_keys`);
+        await db.execute(sql`drop function refuse_key_release()`);
+        await app.close();
+      }
     });
 
     it('takes over the key of a request whose process died', async () => {
