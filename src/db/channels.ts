@@ -18,6 +18,12 @@ export const JOBS_CHANNEL = 'twokey_jobs';
  */
 export const AGENT_CHANNEL = 'twokey_agents';
 
+/**
+ * The channel on which replicas say they are here (`hello|<replica>`, `here|<replica>`,
+ * `bye|<replica>`), so that a replica alone keeps its wake-ups to itself (replica-presence.ts).
+ */
+export const PRESENCE_CHANNEL = 'twokey_replicas';
+
 export function parseJobsNotice(payload: string): { replica: string; kinds: string[] } {
   const bar = payload.indexOf('|');
   return {

@@ -18,6 +18,12 @@ export interface Notifier {
   /** Resolves once PostgreSQL has taken the notifications; never rejects (failures go to `onFailure`). */
   send(messages: ReadonlyArray<readonly [channel: string, payload: string]>): Promise<void>;
   onFailure(listener: (error: unknown) => void): void;
+  /**
+   * Decides, batch by batch, which notifications go to PostgreSQL: `route` answers the ones to send
+   * and does what it likes with the rest (a replica that knows no other replica is listening hands
+   * its wake-ups to its own listeners instead: see replica-presence.ts). Without it, all are sent.
+   */
+  routeThrough(route: (messages: ReadonlyArray<readonly [channel: string, payload: string]>) => ReadonlyArray<readonly [string, string]>): void;
   close(): Promise<void>;
 }
 
@@ -36,12 +42,14 @@ export function createNotifier(url: string, options: { backoff?: (attempt: numbe
     connection: { application_name: 'twokey-notifier', synchronous_commit: 'off' },
   });
   const failureListeners = new Set<(error: unknown) => void>();
+  let route = (messages: ReadonlyArray<readonly [string, string]>) => messages;
   let pending: { messages: Map<string, readonly [string, string]>; sent: Promise<void> } | null = null;
 
   async function flush(batch: NonNullable<typeof pending>): Promise<void> {
     // Later sends start a batch of their own.
     pending = null;
-    const messages = [...batch.messages.values()];
+    const messages = route([...batch.messages.values()]);
+    if (messages.length === 0) return;
     try {
       await connection.unsafe(NOTIFY_ALL, [messages.map(([channel]) => channel), messages.map(([, payload]) => payload)], { prepare: true });
     } catch (error) {
@@ -63,6 +71,9 @@ export function createNotifier(url: string, options: { backoff?: (attempt: numbe
     },
     onFailure(listener) {
       failureListeners.add(listener);
+    },
+    routeThrough(router) {
+      route = router;
     },
     async close() {
       await pending?.sent;

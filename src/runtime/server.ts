@@ -15,7 +15,6 @@ import { createIdempotencyStore } from '../db/agp-store.js';
 import { applyIdempotency, createIdempotency, isIdempotentRoute, type Idempotency } from '../idempotency/index.js';
 import type { ChatIntegration } from '../chat/types.js';
 import { createChatMessageStore } from '../db/chat-store.js';
-import { AGENT_CHANNEL, JOBS_CHANNEL, parseJobsNotice, PROPOSAL_CHANNEL } from '../db/store.js';
 import { createCallbackDelivery } from '../outbox/callbacks.js';
 import { createOutboxWorker, defaultLanes, type OutboxLane, type OutboxWorker } from '../outbox/worker.js';
 import { clickLane, type ClickJobKind } from '../outbox/inbox.js';
@@ -35,6 +34,7 @@ import { registerResumeStateRoutes } from '../http/resume-state-routes.js';
 import { createResumeStateStore } from '../db/resume-state-store.js';
 import { loggerOptions } from './logger.js';
 import { chatConcurrencyFor } from './concurrency.js';
+import { wakeOnChanges } from './wake-ups.js';
 import { createServices, type Services } from './services.js';
 import type { JobHandlers } from '../core/jobs.js';
 import { destinationOf } from '../core/chat-platform.js';
@@ -252,41 +252,6 @@ function createOutbox(
       if (outcome === 'done' || outcome === 'dead') services.inbox.settled(job.id);
     },
   });
-}
-
-/** How this replica's work is woken by changes: its own at once, other replicas' through PostgreSQL. */
-async function wakeOnChanges({ database, services, logger }: Foundation, outbox: OutboxWorker) {
-  // Changes are saved already; only other replicas' wake-ups are late (until their next poll).
-  database.notifier?.onFailure((error) => logger.warn({ err: error }, 'could not notify the other replicas of a change'));
-  // A change made here has just queued jobs: run them now rather than at the next poll, and only
-  // in the lanes that have something new.
-  const unsubscribeOutbox = services.onJobsQueued((kinds) => outbox.wake(kinds));
-  // On PostgreSQL a change made by any replica wakes this replica's long-polls, and jobs queued by
-  // another replica wake this one's outbox too (its own it has woken already).
-  const listener = database.client ? await database.client.listen(PROPOSAL_CHANNEL, (proposalId) => services.changes.notify(proposalId)) : null;
-  const jobsListener = database.client
-    ? await database.client.listen(JOBS_CHANNEL, (payload) => {
-        const notice = parseJobsNotice(payload);
-        if (notice.replica !== services.replica) outbox.wake(notice.kinds);
-      })
-    : null;
-  // A revocation on any replica (or by the CLI) empties this replica's key cache of that agent; on
-  // every (re)subscription everything is forgotten, since a revocation may have come meanwhile.
-  const agentsListener = database.client
-    ? await database.client.listen(
-        AGENT_CHANNEL,
-        (agentId) => services.agents.forgetKeysOf(agentId),
-        () => services.agents.forgetAllKeys(),
-      )
-    : null;
-  return {
-    unsubscribeOutbox,
-    async unlisten(): Promise<void> {
-      await listener?.unlisten().catch(() => undefined);
-      await jobsListener?.unlisten().catch(() => undefined);
-      await agentsListener?.unlisten().catch(() => undefined);
-    },
-  };
 }
 
 /** The limits every agent-facing route shares. */
