@@ -27,7 +27,8 @@ export interface ChatMessageStore {
   get(proposalId: string, platform: string): Promise<ChatMessageRow | null>;
   insert(row: Omit<ChatMessageRow, 'trailPosted'>): Promise<void>;
   setRendered(proposalId: string, platform: string, renderedVersion: string): Promise<void>;
-  setTrailPosted(proposalId: string, platform: string, at: Date): Promise<void>;
+  /** Records the audit trail posted at `at`, and with it the version the message was just edited to, if it was. */
+  setTrailPosted(proposalId: string, platform: string, at: Date, renderedVersion?: string): Promise<void>;
 }
 
 /** One piece of work that must run on one replica of the fleet at a time (Discord's gateway connection). */

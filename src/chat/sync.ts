@@ -85,14 +85,17 @@ export function createChatSync(deps: ChatSyncDeps) {
         createdAt: deps.clock(),
       };
       await deps.messages.insert(message);
-    } else if (message.renderedVersion !== version) {
-      await publisher.update({ channel: message.channel, messageId: message.messageId }, view);
-      await deps.messages.setRendered(proposal.id, platform, version);
     }
+    const edited = message.renderedVersion !== version;
+    if (edited) await publisher.update({ channel: message.channel, messageId: message.messageId }, view);
     if (!message.trailPosted && finalStatuses.includes(proposal.status) && publisher.postTrail) {
       const trail = (await deps.store.listAudit({ proposalId: proposal.id, limit: 200 })).map(auditLine);
       await publisher.postTrail({ channel: message.channel, messageId: message.messageId }, { ...view, trail });
-      await deps.messages.setTrailPosted(proposal.id, platform, deps.clock());
+      // The edit's version is recorded with the trail, one write for both: should the trail fail,
+      // the retry edits the message again, which shows the same thing.
+      await deps.messages.setTrailPosted(proposal.id, platform, deps.clock(), edited ? version : undefined);
+    } else if (edited) {
+      await deps.messages.setRendered(proposal.id, platform, version);
     }
   }
 

@@ -26,6 +26,15 @@ export function createChatMessageStore(db: Db): ChatMessageStore {
     .set({ renderedVersion: sql`${sql.placeholder('renderedVersion')}` })
     .where(and(eq(chatMessages.proposalId, sql.placeholder('proposalId')), eq(chatMessages.platform, sql.placeholder('platform'))))
     .prepare('twokey_chat_set_rendered');
+  // The trail, and the version of the edit made just before it when there was one (null: none).
+  const setTrailPosted = db
+    .update(chatMessages)
+    .set({
+      trailPosted: sql`${sql.placeholder('at')}::timestamptz`,
+      renderedVersion: sql`coalesce(${sql.placeholder('renderedVersion')}::text, ${chatMessages.renderedVersion})`,
+    })
+    .where(and(eq(chatMessages.proposalId, sql.placeholder('proposalId')), eq(chatMessages.platform, sql.placeholder('platform'))))
+    .prepare('twokey_chat_set_trail_posted');
   return {
     /** What a chat sync renders and where, in one statement: the proposal, its agent, approvals and message. */
     async getForSync(
@@ -54,8 +63,8 @@ export function createChatMessageStore(db: Db): ChatMessageStore {
     async setRendered(proposalId: string, platform: string, renderedVersion: string): Promise<void> {
       await setRendered.execute({ proposalId, platform, renderedVersion });
     },
-    async setTrailPosted(proposalId: string, platform: string, at: Date): Promise<void> {
-      await db.update(chatMessages).set({ trailPosted: at }).where(where(proposalId, platform));
+    async setTrailPosted(proposalId: string, platform: string, at: Date, renderedVersion?: string): Promise<void> {
+      await setTrailPosted.execute({ proposalId, platform, at: at.toISOString(), renderedVersion: renderedVersion ?? null });
     },
   };
 }

@@ -250,6 +250,12 @@ describe.each(drivers)('Slack approver (%s)', (driver) => {
       return reply;
     }, WAIT);
     expect(trail.args.text).toContain('proposal.rejected');
+    // The final edit's version was recorded with the trail (one write): syncing again changes nothing.
+    const editsSoFar = updatesOf(id).length;
+    const trailsSoFar = fake.callsTo('chat.postMessage').filter((c) => c.args.thread_ts).length;
+    await twokey.chatSync.sync(id, 'slack');
+    expect(updatesOf(id)).toHaveLength(editsSoFar);
+    expect(fake.callsTo('chat.postMessage').filter((c) => c.args.thread_ts)).toHaveLength(trailsSoFar);
 
     // A second submission (another tab) is refused inside the modal, not silently.
     const again = await post(interactionBody(rejectSubmission({ proposalId: id, userId: 'U0ALICE', reason: 'again' })));
