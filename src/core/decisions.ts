@@ -1,7 +1,7 @@
 import { countedApprovers, previewDecision, refusalError, type DecisionAction } from './decision-preview.js';
 import { TwokeyError } from './errors.js';
-import type { ExecutionPipeline } from './execution.js';
-import { operationFor, type AgentRecord, type ApprovalRecord, type Clock, type Decider, type OperationSpec, type ProposalRecord } from './model.js';
+import type { ApprovedClaim, ExecutionPipeline } from './execution.js';
+import { operationFor, type Clock, type Decider, type OperationSpec, type ProposalRecord } from './model.js';
 import type { People } from './people.js';
 import type { Store, StoreTransaction } from './ports.js';
 import { checkStepUp } from './step-up.js';
@@ -17,7 +17,7 @@ export interface DecisionDeps {
   people: People;
   operation(name: string): OperationSpec | undefined;
   transitions: Transitions;
-  execution: Pick<ExecutionPipeline, 'executeApproved' | 'claimWhenApproved' | 'runApprovedClaim'>;
+  execution: Pick<ExecutionPipeline, 'executeApproved' | 'planClaimWhenApproved' | 'runApprovedClaim'>;
   /** Where a person approves a `stepUp: passkey` proposal with their passkey: the console's page of it. */
   stepUpLink?: (proposalId: string) => string;
 }
@@ -69,8 +69,8 @@ export function createDecisions(deps: DecisionDeps) {
     return { proposal, operation, agent, approvals, matchedRule, alreadyCounted: !preview.allowed };
   }
 
-  /** An approval as recorded; when it completed the quorum, with what its claim of the execution needs. */
-  type RecordedApproval = DecisionResult & { quorum?: { agent: AgentRecord; approvals: ApprovalRecord[] } };
+  /** An approval as recorded; when it completed the quorum of an `on_approve` proposal with a remote executor, its execution's claim. */
+  type RecordedApproval = DecisionResult & { claim?: ApprovedClaim | null };
 
   async function recordApproval(tx: StoreTransaction, proposalId: string, decider: Decider, now: Date): Promise<RecordedApproval> {
     const { proposal, operation, agent, approvals, matchedRule, alreadyCounted } = await authorize(tx, proposalId, decider, 'approve', now);
@@ -89,23 +89,26 @@ export function createDecisions(deps: DecisionDeps) {
       const updated = await tx.updateProposal(proposal.id, { updatedAt: now });
       return { outcome: 'counted', proposal: await settle(tx, updated) };
     }
-    const approved = await tx.updateProposal(proposal.id, { status: 'approved', decidedBy: decider.identity, decidedAt: now, updatedAt: now });
+    const decision = { status: 'approved', decidedBy: decider.identity, decidedAt: now, updatedAt: now } as const;
+    // The row as this decision leaves it: the locked row read above, with the decision's fields.
+    const approved: ProposalRecord = { ...proposal, ...decision };
+    // The click that completes the quorum of an `on_approve` proposal also claims its execution, in the same write of the row.
+    const plan =
+      approved.commitMode === 'on_approve' ? execution.planClaimWhenApproved(approved, agent, [...approvals, approval], decider.identity, now) : null;
+    const written = await tx.updateProposal(proposal.id, plan ? { ...decision, ...plan.step.patch } : decision);
     await tx.appendAudit(
       { type: 'proposal.approved', actor: decider.identity, proposalId: proposal.id, agentId: agent.id, data: { approvers: counted, quorum: proposal.quorum } },
       now,
     );
-    return { outcome: 'quorum_reached', proposal: await settle(tx, approved), quorum: { agent, approvals: [...approvals, approval] } };
+    if (plan) await tx.appendAudit(plan.step.audit, now);
+    const settled = await settle(tx, written);
+    return plan
+      ? { outcome: 'quorum_reached', proposal: approved, claim: plan.claimOf(settled) }
+      : { outcome: 'quorum_reached', proposal: settled, claim: null };
   }
 
   async function approve(proposalId: string, decider: Decider): Promise<DecisionResult> {
-    const now = clock();
-    const decided = await store.transaction(async (tx) => {
-      const { quorum, ...recorded } = await recordApproval(tx, proposalId, decider, now);
-      // The click that completes the quorum of an `on_approve` proposal also claims its execution.
-      const runsNow = quorum && recorded.proposal.commitMode === 'on_approve';
-      const claim = runsNow ? await execution.claimWhenApproved(tx, recorded.proposal, quorum.agent, quorum.approvals, decider.identity) : null;
-      return { ...recorded, claim };
-    });
+    const decided = await store.transaction((tx) => recordApproval(tx, proposalId, decider, clock()));
     const { outcome, proposal: decidedProposal, claim } = decided;
     if (outcome === 'already_counted') return { outcome, proposal: decidedProposal };
     if (outcome === 'quorum_reached') announceDecision(decidedProposal);

@@ -220,6 +220,12 @@ async function leaseForRemote(
   return { request, proposal: await deps.transitions.settle(tx, executing), approvals };
 }
 
+/** The claim `planClaimWhenApproved` plans: its step, written with the approval, and the claim once it is. */
+export interface ClaimPlan {
+  step: ExecutionStep;
+  claimOf(executing: ProposalRecord): ApprovedClaim;
+}
+
 /** A remote execution claimed in the transaction that approved the proposal; it runs once that transaction has committed. */
 export interface ApprovedClaim {
   /** The proposal as the decision left it (approved). */
@@ -384,25 +390,23 @@ export function createExecutionPipeline(deps: ExecutionDeps) {
   }
 
   /**
-   * The claim of a proposal that `tx` has just approved, in `tx` itself: it holds the row lock and
-   * has read the approvals, so the claim needs no transaction, lock or read of its own. Only for a
-   * remote executor; null for a local one, whose run and result share a transaction of their own
+   * The claim of a proposal that a transaction is approving, planned before the approval is written:
+   * that transaction holds the row lock and has read the approvals, so the claim needs no
+   * transaction, lock or read of its own, and its patch goes into the approval's own update (one
+   * write of the row for both). `claimOf` is given the row as that update left it. Only for a remote
+   * executor; null for a local one, whose run and result share a transaction of their own
    * (`executeApproved`), so that a failed run cannot undo the approval.
    */
-  async function claimWhenApproved(
-    tx: StoreTransaction,
-    proposal: ProposalRecord,
-    agent: AgentRecord,
-    approvals: ApprovalRecord[],
-    actor: string,
-  ): Promise<ApprovedClaim | null> {
-    if (proposal.status !== 'approved' || deps.executorFor(proposal.operation).kind !== 'remote') return null;
-    const now = clock();
-    const request = approvedRequest(deps, proposal, agent, approvals, now);
-    return { approved: proposal, ...(await leaseForRemote(deps, tx, proposal, request, approvals, actor, now)) };
+  function planClaimWhenApproved(approved: ProposalRecord, agent: AgentRecord, approvals: ApprovalRecord[], actor: string, now: Date): ClaimPlan | null {
+    if (approved.status !== 'approved' || deps.executorFor(approved.operation).kind !== 'remote') return null;
+    const request = approvedRequest(deps, approved, agent, approvals, now);
+    return {
+      step: leasedStep(approved, leaseMsFor(deps, approved.operation), actor, now),
+      claimOf: (executing) => ({ approved, proposal: executing, request, approvals }),
+    };
   }
 
-  /** Runs what `claimWhenApproved` claimed, after its transaction committed: the executor call and its result. */
+  /** Runs what `planClaimWhenApproved` claimed, after its transaction committed: the executor call and its result. */
   async function runApprovedClaim(claim: ApprovedClaim, actor: string, begun?: CommitSpan): Promise<ProposalRecord> {
     const span = begun ?? tracer.commit(claim.proposal.id);
     if (!begun) span.begin(claim.approved);
@@ -489,7 +493,7 @@ export function createExecutionPipeline(deps: ExecutionDeps) {
     return resumed;
   }
 
-  return { commit, commitWithApprovals, executeApproved, claimWhenApproved, runApprovedClaim, executeAtPropose, resumeStaleExecutions };
+  return { commit, commitWithApprovals, executeApproved, planClaimWhenApproved, runApprovedClaim, executeAtPropose, resumeStaleExecutions };
 }
 
 export type ExecutionPipeline = ReturnType<typeof createExecutionPipeline>;

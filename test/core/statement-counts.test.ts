@@ -151,6 +151,11 @@ describe.each(drivers)('an on_approve approval on a remote executor (%s)', (driv
     // a read); then the result, one statement with no BEGIN: the update, and its audit row added
     // only if the update matched.
     expect(transactions).toBe(1);
+    // The row is written once in that transaction: the decision and the claim in one update.
+    const updates = statements.filter((statement) => statement.inTransaction && statement.text.startsWith('update "proposals"'));
+    expect(updates.map((statement) => statement.text)).toEqual([
+      expect.stringMatching(/"status" = .*"decided_by" = .*"execution_attempts" = .*"lease_until" = /s),
+    ]);
     const results = statements.filter((statement) => statement.text.startsWith('with finished_execution as (update "proposals"'));
     expect(results.map((statement) => statement.inTransaction)).toEqual([false]);
     const audit = await twokey.services.store.listAudit({ proposalId: id, limit: 20 });
