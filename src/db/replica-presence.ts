@@ -14,8 +14,8 @@ import type { Notifier } from './notifier.js';
  *
  * So each replica says it is here: `hello|<replica>` when it starts listening (and after every
  * reconnection of its listening connection), `here|<replica>` every `announceEveryMs` and in answer
- * to a hello it had not heard before (so a newcomer learns of the replicas already running at once,
- * not one interval later), `bye|<replica>` when it stops. A replica it has heard from within
+ * to every hello (so a newcomer, or a replica whose listening connection came back, learns of the
+ * replicas already running at once, not one interval later), `bye|<replica>` when it stops. A replica it has heard from within
  * `forgetAfterMs` counts as present. While none is, wake-ups are delivered in this process only,
  * exactly as PostgreSQL would have delivered them back (`deliverLocally`); presence notices always go
  * to PostgreSQL.
@@ -48,6 +48,7 @@ export interface ReplicaPresence {
 }
 
 const DEFAULT_ANNOUNCE_EVERY_MS = 10_000;
+const BYE_WAIT_MS = 1_000;
 /** The channels whose notifications only wake other replicas, and may stay in this process when there are none. */
 const WAKE_UP_CHANNELS = new Set([PROPOSAL_CHANNEL, JOBS_CHANNEL]);
 
@@ -75,9 +76,9 @@ export async function startReplicaPresence(options: ReplicaPresenceOptions): Pro
       lastHeard.delete(name);
       return;
     }
-    const known = others().includes(name);
     lastHeard.set(name, now());
-    if (kind === 'hello' && !known) void announce('here');
+    // Also to a replica already known: its hello after a reconnection means it may have forgotten us.
+    if (kind === 'hello') void announce('here');
   }
 
   // Installed before the first hello, so no wake-up is sent meanwhile that the route would have kept.
@@ -101,7 +102,8 @@ export async function startReplicaPresence(options: ReplicaPresenceOptions): Pro
     async stop() {
       clearInterval(timer);
       notifier.routeThrough((messages) => messages);
-      await announce('bye');
+      // Not waited for long: with the database away, stopping must not wait on its reconnection.
+      await Promise.race([announce('bye'), new Promise((resolve) => setTimeout(resolve, BYE_WAIT_MS).unref())]);
       await subscription.unlisten().catch(() => undefined);
     },
   };

@@ -124,6 +124,21 @@ describeOnPostgres('which replicas listen, so a replica alone keeps its wake-ups
     }
   });
 
+  it("answers every hello, a known replica's too (after a reconnection it may have forgotten the others)", async () => {
+    const a = await startReplica('r_a');
+    const b = await startReplica('r_b');
+    try {
+      await vi.waitFor(() => expect(b.presence.others()).toEqual(['r_a']));
+      const answers = () => heardOn(PRESENCE_CHANNEL).filter((payload) => payload === 'here|r_a').length;
+      const before = answers();
+      await b.notifier.send([[PRESENCE_CHANNEL, 'hello|r_b']]);
+      await vi.waitFor(() => expect(answers()).toBe(before + 1));
+    } finally {
+      await b.close();
+      await a.close();
+    }
+  });
+
   it('ignores its own notices and malformed ones', async () => {
     const lone = await startReplica('r_lone');
     try {
