@@ -31,7 +31,7 @@ export async function appendAuditEvents(tx: Queryable, events: readonly AuditEve
   if (events.length > 0) await tx.insert(auditEvents).values(events.map((event) => toRow(event, at)));
 }
 
-/** The same insert as a CTE, for a transaction that sends its added rows in one statement (src/db/store.ts). */
+/** The same insert as a CTE, for a transaction that sends its added rows in one statement (transactions.ts); with `onlyIf`, each row only if that condition holds. */
 export function auditInsertCtes(events: ReadonlyArray<{ event: AuditEventInput; at: Date }>, onlyIf?: SQL): SQL[] {
   if (events.length === 0) return [];
   const rows = events.map(({ event, at }) => ({

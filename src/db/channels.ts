@@ -24,6 +24,13 @@ export const AGENT_CHANNEL = 'twokey_agents';
  */
 export const PRESENCE_CHANNEL = 'twokey_replicas';
 
+/**
+ * The channels whose notifications only wake replicas that may have missed a change (long-polls, the
+ * outbox), sent after commit by the notifier: a replica alone may keep them to itself. Not the
+ * revocations of AGENT_CHANNEL, which go inside their transaction, nor presence notices.
+ */
+export const WAKE_UP_CHANNELS: ReadonlySet<string> = new Set([PROPOSAL_CHANNEL, JOBS_CHANNEL]);
+
 export function parseJobsNotice(payload: string): { replica: string; kinds: string[] } {
   const bar = payload.indexOf('|');
   return {

@@ -1,5 +1,5 @@
 import type postgres from 'postgres';
-import { JOBS_CHANNEL, PRESENCE_CHANNEL, PROPOSAL_CHANNEL } from './channels.js';
+import { PRESENCE_CHANNEL, WAKE_UP_CHANNELS } from './channels.js';
 import type { Notifier } from './notifier.js';
 
 /**
@@ -49,8 +49,6 @@ export interface ReplicaPresence {
 
 const DEFAULT_ANNOUNCE_EVERY_MS = 10_000;
 const BYE_WAIT_MS = 1_000;
-/** The channels whose notifications only wake other replicas, and may stay in this process when there are none. */
-const WAKE_UP_CHANNELS = new Set([PROPOSAL_CHANNEL, JOBS_CHANNEL]);
 
 export async function startReplicaPresence(options: ReplicaPresenceOptions): Promise<ReplicaPresence> {
   const { replica, notifier } = options;
