@@ -1,27 +1,24 @@
 import { sql } from 'drizzle-orm';
-import pg from 'pg';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import type { Database } from '../../src/db/database.js';
 import { createNotifier } from '../../src/db/notifier.js';
 import { PROPOSAL_CHANNEL, createStore } from '../../src/db/store.js';
 import { describeOnPostgres, openTestDatabase } from '../support/database.js';
 import { freePort } from '../support/processes.js';
+import { listenOutside, type HeardNotification } from '../support/notification-listener.js';
 import { startTcpProxy } from '../support/tcp-proxy.js';
 
 describeOnPostgres('wake-ups for other replicas', (driver) => {
   let database: Database & { url?: string };
-  // node-postgres, because it says which backend sent each notification.
-  let listener: pg.Client;
-  const heard: Array<{ payload: string; senderPid: number }> = [];
+  let listener: Awaited<ReturnType<typeof listenOutside>>;
+  let heard: HeardNotification[];
   beforeAll(async () => {
     database = await openTestDatabase(driver);
-    listener = new pg.Client({ connectionString: database.url });
-    await listener.connect();
-    listener.on('notification', (message) => heard.push({ payload: message.payload ?? '', senderPid: message.processId }));
-    await listener.query(`listen ${PROPOSAL_CHANNEL}`);
+    listener = await listenOutside(database.url ?? '', [PROPOSAL_CHANNEL]);
+    heard = listener.heard;
   }, 180_000);
   afterAll(async () => {
-    await listener.end();
+    await listener.close();
     await database.close();
   });
 
@@ -45,7 +42,7 @@ describeOnPostgres('wake-ups for other replicas', (driver) => {
     )) as unknown as Array<{ pid: number }>;
     // Sent from the notifier's own connection: the change's transaction never took PostgreSQL's
     // cluster-wide NOTIFY lock.
-    expect(heardOf('prp_committed')).toEqual([{ payload: 'prp_committed', senderPid: notifier?.pid }]);
+    expect(heardOf('prp_committed')).toEqual([{ channel: PROPOSAL_CHANNEL, payload: 'prp_committed', senderPid: notifier?.pid }]);
     expect(heardOf('prp_rolled_back')).toEqual([]);
   });
 

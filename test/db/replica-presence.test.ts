@@ -1,4 +1,3 @@
-import pg from 'pg';
 import postgres from 'postgres';
 import { afterAll, beforeAll, expect, it, vi } from 'vitest';
 import { JOBS_CHANNEL, PRESENCE_CHANNEL, PROPOSAL_CHANNEL } from '../../src/db/channels.js';
@@ -6,6 +5,7 @@ import type { Database } from '../../src/db/database.js';
 import { createNotifier, type Notifier } from '../../src/db/notifier.js';
 import { startReplicaPresence, type ReplicaPresence } from '../../src/db/replica-presence.js';
 import { describeOnPostgres, openTestDatabase } from '../support/database.js';
+import { listenOutside, type HeardNotification } from '../support/notification-listener.js';
 import { startTestTwokey } from '../support/twokey.js';
 
 /** One replica's side of it: its own listening connection, notifier and presence, as `twokey serve` wires them. */
@@ -17,21 +17,22 @@ interface Replica {
   close(): Promise<void>;
 }
 
+/** A channel no replica knows: a notification on it goes to PostgreSQL, behind whatever the same notifier sent before. */
+const BARRIER_CHANNEL = 'twokey_test_barrier';
+
 describeOnPostgres('which replicas listen, so a replica alone keeps its wake-ups to itself', (driver) => {
   let database: Database & { url?: string };
   // What reached PostgreSQL, heard by a connection that is not a replica (it never says hello).
-  let outsider: pg.Client;
-  const heard: Array<{ channel: string; payload: string }> = [];
+  let outsider: Awaited<ReturnType<typeof listenOutside>>;
+  let heard: HeardNotification[];
 
   beforeAll(async () => {
     database = await openTestDatabase(driver);
-    outsider = new pg.Client({ connectionString: database.url });
-    await outsider.connect();
-    outsider.on('notification', (message) => heard.push({ channel: message.channel, payload: message.payload ?? '' }));
-    for (const channel of [PROPOSAL_CHANNEL, JOBS_CHANNEL, PRESENCE_CHANNEL]) await outsider.query(`listen ${channel}`);
+    outsider = await listenOutside(database.url ?? '', [PROPOSAL_CHANNEL, JOBS_CHANNEL, PRESENCE_CHANNEL, BARRIER_CHANNEL]);
+    heard = outsider.heard;
   }, 180_000);
   afterAll(async () => {
-    await outsider.end();
+    await outsider.close();
     await database.close();
   });
 
@@ -165,8 +166,11 @@ describeOnPostgres('which replicas listen, so a replica alone keeps its wake-ups
       await vi.waitFor(() => expect(twokey.services.changes.watchers(proposed.body.id)).toBe(1));
       await twokey.services.proposals.approve(proposed.body.id, { identity: 'web:alice', via: 'test' });
       expect((await polled).body.status).toBe('approved');
-      // The same changes with another replica listening (below) reach PostgreSQL: nothing was missed by waiting too little.
-      expect(heard.slice(before).filter((message) => message.channel !== PRESENCE_CHANNEL)).toEqual([]);
+      // Through the same notifier, after those changes' wake-ups: once it is heard, any of them sent
+      // to PostgreSQL would have been heard before it (one connection, delivered in order).
+      await database.notifier?.send([[BARRIER_CHANNEL, 'after the approval']]);
+      await vi.waitFor(() => expect(heardOn(BARRIER_CHANNEL)).toContain('after the approval'));
+      expect(heard.slice(before).filter((message) => message.channel !== PRESENCE_CHANNEL && message.channel !== BARRIER_CHANNEL)).toEqual([]);
 
       const other = await startReplica('r_other');
       try {
