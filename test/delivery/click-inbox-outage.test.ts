@@ -9,7 +9,7 @@ import { buttonClick, interactionBody, rejectSubmission } from '../slack/support
 import { startSlackTwokey, type SlackTwokey } from '../slack/support/slack-twokey.js';
 import { describeOnPostgres, drivers, openTestDatabase } from '../support/database.js';
 import { configYaml, upgradePlanOperation } from '../support/operations.js';
-import { openThroughProxy } from '../support/tcp-proxy.js';
+import { openBehindProxy } from '../support/tcp-proxy.js';
 
 /**
  * A click that cannot be stored is never answered as taken: the clicker is told privately that
@@ -165,8 +165,7 @@ describeOnPostgres('a click while PostgreSQL cannot be reached (a network partit
   it.each<Platform>(['slack', 'discord'])(
     '%s: the clicker is told privately, and nothing changes',
     async (platform) => {
-      const base = await openTestDatabase(driver);
-      const { proxy, database } = await openThroughProxy(base.url ?? '');
+      const { base, proxy, database, close } = await openBehindProxy(driver);
       const chat = await startPlatform(platform, driver, database);
       try {
         const id = await chat.propose();
@@ -181,9 +180,7 @@ describeOnPostgres('a click while PostgreSQL cannot be reached (a network partit
       } finally {
         proxy.release();
         await chat.close();
-        await database.close();
-        await proxy.close();
-        await base.close();
+        await close();
       }
     },
     60_000,

@@ -1,7 +1,6 @@
 import { afterAll, beforeAll, expect, it, vi } from 'vitest';
-import type { Database } from '../../src/db/database.js';
-import { describeOnPostgres, openTestDatabase } from '../support/database.js';
-import { openThroughProxy, type startTcpProxy } from '../support/tcp-proxy.js';
+import { describeOnPostgres } from '../support/database.js';
+import { openBehindProxy } from '../support/tcp-proxy.js';
 import { startTestTwokey, type TestTwokey } from '../support/twokey.js';
 
 /**
@@ -10,23 +9,18 @@ import { startTestTwokey, type TestTwokey } from '../support/twokey.js';
  * hung probe. Before, the agent got `500 internal` and nothing told it to come back.
  */
 describeOnPostgres('while the database cannot be reached', (driver) => {
-  let base: Database & { url?: string };
-  let database: Database;
-  let proxy: Awaited<ReturnType<typeof startTcpProxy>>;
+  let behind: Awaited<ReturnType<typeof openBehindProxy>>;
   let twokey: TestTwokey;
   let apiKey: string;
 
   beforeAll(async () => {
-    base = await openTestDatabase(driver);
-    ({ proxy, database } = await openThroughProxy(base.url ?? ''));
-    twokey = await startTestTwokey({ driver, database });
+    behind = await openBehindProxy(driver);
+    twokey = await startTestTwokey({ driver, database: behind.database });
     ({ apiKey } = await twokey.createAgent('patient'));
   });
   afterAll(async () => {
     await twokey?.close();
-    await database?.close();
-    await proxy?.close();
-    await base?.close();
+    await behind?.close();
   });
 
   it('/v1, AGP and MCP answer 503 database_unavailable with Retry-After; /readyz 503; all serve again once it is back', async () => {
@@ -44,7 +38,7 @@ describeOnPostgres('while the database cannot be reached', (driver) => {
     ];
     expect((await twokey.request('GET', '/readyz')).status).toBe(200);
 
-    await proxy.cut();
+    await behind.proxy.cut();
     expect((await twokey.request('GET', '/readyz')).status).toBe(503);
     for (const request of calls) {
       const answer = await request();
@@ -58,7 +52,7 @@ describeOnPostgres('while the database cannot be reached', (driver) => {
     expect(logged.length).toBeGreaterThanOrEqual(calls.length);
     expect(logged.join('')).not.toContain('select');
 
-    await proxy.restore();
+    await behind.proxy.restore();
     await vi.waitFor(async () => expect((await twokey.request('GET', '/readyz')).status).toBe(200), { timeout: 20_000, interval: 50 });
     for (const request of calls.slice(0, 3)) expect((await request()).status).toBeLessThan(300);
     // MCP answers an event stream now, which the JSON helper does not read.

@@ -1,9 +1,8 @@
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import type { ExecutionRequest, Executor } from '../../src/core/executor.js';
-import type { Database } from '../../src/db/database.js';
-import { describeOnPostgres, openTestDatabase } from '../support/database.js';
+import { describeOnPostgres } from '../support/database.js';
 import { configYaml, RULE_APPROVED_NOTE } from '../support/operations.js';
-import { openThroughProxy, type startTcpProxy } from '../support/tcp-proxy.js';
+import { openBehindProxy } from '../support/tcp-proxy.js';
 import { startTestTwokey, type TestTwokey } from '../support/twokey.js';
 
 /**
@@ -13,9 +12,7 @@ import { startTestTwokey, type TestTwokey } from '../support/twokey.js';
  * record would surely be lost, and the agent's retry would run it a second time).
  */
 describeOnPostgres('an in-process executor while the database cannot be reached', (driver) => {
-  let base: Database & { url?: string };
-  let database: Database;
-  let proxy: Awaited<ReturnType<typeof startTcpProxy>>;
+  let behind: Awaited<ReturnType<typeof openBehindProxy>>;
   let twokey: TestTwokey;
   let apiKey: string;
   const runs: ExecutionRequest[] = [];
@@ -28,11 +25,10 @@ describeOnPostgres('an in-process executor while the database cannot be reached'
   };
 
   beforeAll(async () => {
-    base = await openTestDatabase(driver);
-    ({ proxy, database } = await openThroughProxy(base.url ?? ''));
+    behind = await openBehindProxy(driver);
     twokey = await startTestTwokey({
       driver,
-      database,
+      database: behind.database,
       configYaml: configYaml([RULE_APPROVED_NOTE]),
       executorFor: () => recording,
     });
@@ -40,9 +36,7 @@ describeOnPostgres('an in-process executor while the database cannot be reached'
   });
   afterAll(async () => {
     await twokey?.close();
-    await database?.close();
-    await proxy?.close();
-    await base?.close();
+    await behind?.close();
   });
 
   const note = (text: string) => twokey.request('POST', '/v1/proposals', { apiKey, body: { operation: 'note', params: { text } } });
@@ -52,12 +46,12 @@ describeOnPostgres('an in-process executor while the database cannot be reached'
     expect((await note('warm')).body).toMatchObject({ status: 'committed' });
     runs.length = 0;
 
-    await proxy.cut();
+    await behind.proxy.cut();
     const refused = await note('while cut');
     expect([refused.status, refused.body?.error?.code]).toEqual([503, 'database_unavailable']);
     expect(runs).toEqual([]);
 
-    await proxy.restore();
+    await behind.proxy.restore();
     const answered = await note('once back');
     expect(answered.body).toMatchObject({ status: 'committed' });
     expect(runs.map((run) => run.params)).toEqual([{ text: 'once back' }]);

@@ -1,6 +1,7 @@
 import { createServer, connect, type Server, type Socket } from 'node:net';
 import { once } from 'node:events';
 import { openDatabase } from '../../src/db/database.js';
+import { openTestDatabase, type Driver } from './database.js';
 
 /** A TCP proxy in front of PostgreSQL that a test can cut and restore, like a network outage. */
 export async function startTcpProxy(targetPort: number, targetHost = '127.0.0.1') {
@@ -71,11 +72,24 @@ export async function startTcpProxy(targetPort: number, targetHost = '127.0.0.1'
   };
 }
 
-/** A twokey database on the PostgreSQL at `url`, reached through a proxy the test can cut or hold. */
-export async function openThroughProxy(url: string, poolSize = 4) {
-  const target = new URL(url);
+/**
+ * A fresh test database on PostgreSQL, `base` reached directly (to look at what landed), and
+ * `database`, the same one through a proxy the test can cut or hold (for twokey); `close` closes all three.
+ */
+export async function openBehindProxy(driver: Driver) {
+  const base = await openTestDatabase(driver);
+  const target = new URL(base.url ?? '');
   const proxy = await startTcpProxy(Number(target.port || 5432), target.hostname);
   target.port = String(proxy.port);
-  const database = await openDatabase({ databaseUrl: target.toString(), dataDir: '', poolSize });
-  return { proxy, database };
+  const database = await openDatabase({ databaseUrl: target.toString(), dataDir: '', poolSize: 4 });
+  return {
+    base,
+    proxy,
+    database,
+    async close() {
+      await database.close();
+      await proxy.close();
+      await base.close();
+    },
+  };
 }
