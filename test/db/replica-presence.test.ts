@@ -6,6 +6,7 @@ import { createNotifier, type Notifier } from '../../src/db/notifier.js';
 import { startReplicaPresence, type ReplicaPresence } from '../../src/db/replica-presence.js';
 import { describeOnPostgres, openTestDatabase } from '../support/database.js';
 import { listenOutside, type HeardNotification } from '../support/notification-listener.js';
+import { startTcpProxy } from '../support/tcp-proxy.js';
 import { startTestTwokey } from '../support/twokey.js';
 
 /** One replica's side of it: its own listening connection, notifier and presence, as `twokey serve` wires them. */
@@ -36,9 +37,9 @@ describeOnPostgres('which replicas listen, so a replica alone keeps its wake-ups
     await database.close();
   });
 
-  async function startReplica(name: string, now?: () => number): Promise<Replica> {
+  async function startReplica(name: string, now?: () => number, notifierUrl = database.url ?? ''): Promise<Replica> {
     const client = postgres(database.url ?? '', { max: 1, onnotice: () => {} });
-    const notifier = createNotifier(database.url ?? '');
+    const notifier = createNotifier(notifierUrl);
     const delivered: Array<[string, string]> = [];
     const presence = await startReplicaPresence({
       replica: name,
@@ -137,6 +138,24 @@ describeOnPostgres('which replicas listen, so a replica alone keeps its wake-ups
     } finally {
       await b.close();
       await a.close();
+    }
+  });
+
+  it('stops without waiting on a database that does not answer: its goodbye is not waited for', async () => {
+    const target = new URL(database.url ?? '');
+    const proxy = await startTcpProxy(Number(target.port || 5432), target.hostname);
+    target.port = String(proxy.port);
+    const held = await startReplica('r_held', undefined, target.toString());
+    try {
+      await vi.waitFor(() => expect(heardOn(PRESENCE_CHANNEL)).toContain('hello|r_held'));
+      proxy.hold();
+      // Its goodbye is never answered while held: waited for, stopping would last until the test's timeout.
+      await held.presence.stop();
+      expect(heardOn(PRESENCE_CHANNEL)).not.toContain('bye|r_held');
+    } finally {
+      proxy.release();
+      await held.close();
+      await proxy.close();
     }
   });
 
