@@ -18,6 +18,7 @@ import { createNotifier, type Notifier } from './notifier.js';
 import { raiseWasmTieringBudget } from './wasm-tiering.js';
 import { pooledClient } from './postgres-client.js';
 import { schema } from './schema.js';
+import { rowsOf } from './rows.js';
 
 export type Db = PgDatabase<PgQueryResultHKT, typeof schema>;
 /** The database or a transaction on it: what a query needs to run (not the core's operation `Executor`). */
@@ -312,7 +313,7 @@ async function isMigrated(db: Db): Promise<boolean> {
     .digest('hex');
   try {
     const result = await db.execute(sql`select hash, created_at from drizzle.__drizzle_migrations order by created_at desc limit 1`);
-    const [row] = (Array.isArray(result) ? result : (result as { rows: unknown[] }).rows) as Array<{ hash: string; created_at: string | number }>;
+    const [row] = rowsOf<{ hash: string; created_at: string | number }>(result);
     return row !== undefined && row.hash === hash && Number(row.created_at) === newest.when;
   } catch {
     return false;

@@ -2,17 +2,12 @@ import { and, desc, eq, inArray, sql, type SQL } from 'drizzle-orm';
 import type { Db } from './database.js';
 import { jobs } from './schema.js';
 import type { ClaimedJob, ClaimLane, JobRow, JobStatus, JobStore, NewJob, OutboxBacklog } from '../outbox/ports.js';
+import { rowsOf } from './rows.js';
 
 // The table's row is the outbox's `JobRow`; this fails to compile when the two drift apart.
 type JobsTableRow = typeof jobs.$inferSelect;
 const sameRow: [JobsTableRow, JobRow] extends [JobRow, JobsTableRow] ? true : never = true;
 void sameRow;
-
-/** postgres.js answers `execute` with an array, PGlite with `{ rows }`. */
-function rowsOf<T>(result: unknown): T[] {
-  if (Array.isArray(result)) return result as T[];
-  return ((result as { rows?: T[] }).rows ?? []) as T[];
-}
 
 interface RawJob {
   id: string | number;

@@ -1,6 +1,7 @@
 import { lt, sql } from 'drizzle-orm';
 import type { Db } from './database.js';
 import { rateLimitWindows } from './schema.js';
+import { rowsOf } from './rows.js';
 
 type Callback = (error: Error | null, result?: { current: number; ttl: number }) => void;
 
@@ -40,7 +41,7 @@ export function createSharedRateLimitStore(options: SharedRateLimitOptions) {
       insert into rate_limit_windows (key, window_start, taken) values (${key}, ${state.windowStart}, ${block})
       on conflict (key, window_start) do update set taken = rate_limit_windows.taken + excluded.taken
       returning taken`);
-    const [row] = (Array.isArray(result) ? result : (result as { rows: unknown[] }).rows) as Array<{ taken: number }>;
+    const [row] = rowsOf<{ taken: number }>(result);
     const before = Number(row?.taken ?? 0) - block;
     const grantedNow = Math.max(0, Math.min(block, max - before));
     state.granted += grantedNow;

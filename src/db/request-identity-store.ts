@@ -3,9 +3,9 @@ import { UNFINISHED_STATUSES, type ProposalStatus } from '../core/model.js';
 import type { IdentityClaim, RequestIdentityStore } from '../core/ports.js';
 import type { Db } from './database.js';
 import { requestIdentities } from './schema.js';
+import { rowsOf } from './rows.js';
 
 /** postgres.js answers `execute` with an array, PGlite with `{ rows }`. */
-const rowsOf = (result: unknown): unknown[] => (Array.isArray(result) ? result : (result as { rows: unknown[] }).rows);
 
 /** An unfinished proposal holds its identity outright, except an approved one, whose hold ends with its expiry. */
 const stillRunning = UNFINISHED_STATUSES.filter((status) => status !== 'approved');

@@ -1,14 +1,9 @@
 import { inArray, sql, type SQL } from 'drizzle-orm';
 import { UNFINISHED_STATUSES } from '../core/model.js';
 import type { Db } from './database.js';
+import { rowsOf } from './rows.js';
 
 const DAY_MS = 24 * 3_600_000;
-
-/** postgres.js answers `execute` with an array, PGlite with `{ rows }`. */
-function rowCount(result: unknown): number {
-  if (Array.isArray(result)) return result.length;
-  return ((result as { rows?: unknown[] }).rows ?? []).length;
-}
 
 /**
  * What expires, and when it may go. Each rule deletes at most one batch per run, so a large backlog
@@ -50,7 +45,7 @@ export async function pruneExpired(db: Db, now: Date, batchSize = 500): Promise<
       delete from ${sql.identifier(rule.table)}
       where ctid in (select ctid from ${sql.identifier(rule.table)} where ${rule.where} limit ${batchSize}::int)
       returning 1`);
-    counts[rule.table] = rowCount(result);
+    counts[rule.table] = rowsOf(result).length;
   }
   return counts;
 }

@@ -8,6 +8,7 @@ import { JOBS_CHANNEL, PROPOSAL_CHANNEL } from './channels.js';
 import type { Db, Queryable } from './database.js';
 import { rowsInsertCte } from './row-inserts.js';
 import { proposals } from './schema.js';
+import { rowsOf } from './rows.js';
 
 // How the store's transactions reach the database (see README.md, "How a state change reaches
 // PostgreSQL"): writes that only add rows are buffered and sent as one statement, and a transaction
@@ -259,8 +260,7 @@ export async function inTransaction<T>(
 
 /** The `matched` count a buffered statement that records a result reads back (postgres.js answers rows, PGlite `{ rows }`). */
 function matched(result: unknown): number {
-  const rows = Array.isArray(result) ? result : (result as { rows?: unknown[] }).rows;
-  return Number((rows?.[0] as { matched?: unknown } | undefined)?.matched ?? 0);
+  return Number(rowsOf<{ matched?: unknown }>(result)[0]?.matched ?? 0);
 }
 
 function jobInsertCte(spec: OutboxJobSpec, at: Date, index: number, onlyIf?: SQL): SQL {
