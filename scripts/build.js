@@ -10,26 +10,25 @@
 // runs `prepare` on more than `npm install`: `npx twokey` inside a clone links the clone into npx's
 // cache and prepares it, which would empty the dist/ a running `npm start` is serving from.
 import { execFileSync } from 'node:child_process';
-import { cpSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { cpSync, rmSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
+import { CLIENT_INPUTS, SERVER_INPUTS, isFresh } from './build-freshness.js';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 const tsc = createRequire(import.meta.url).resolve('typescript/bin/tsc');
-const shared = ['tsconfig.json', 'scripts/build.js'];
 
 const client = {
   name: 'packages/client/dist/',
   dir: join(root, 'packages/client'),
-  inputs: [...shared, 'packages/client/src', 'packages/client/tsconfig.build.json', 'packages/client/package.json'],
+  inputs: CLIENT_INPUTS,
   async afterCompile() {},
 };
 const server = {
   name: 'dist/',
   dir: root,
-  // The client's sources count: the server's declarations and re-exports follow them.
-  inputs: [...shared, 'src', 'tsconfig.build.json', 'package.json', 'packages/client/src'],
+  inputs: SERVER_INPUTS,
   async afterCompile() {
     cpSync(join(root, 'src/console/assets'), join(root, 'dist/console/assets'), { recursive: true });
     await bundleCli();
@@ -41,9 +40,12 @@ const server = {
  * Packages the CLI bundle leaves to Node: PGlite finds its WebAssembly and data files beside its own
  * modules; the others load only when a feature first needs them (a chat platform, tracing, MCP
  * upstreams, sign-in, passkeys, policy conditions, callbacks, email), each from its own place in
- * node_modules exactly as without a bundle.
+ * node_modules exactly as without a bundle. @fastify/cookie is CommonJS that loads `cookie` with
+ * `import()`; bundled, that import gives only the module's default export, and every Set-Cookie
+ * (the console's sign-in) threw. Left to Node, it gets the named exports as without a bundle.
  */
 const unbundled = [
+  '@fastify/cookie',
   '@electric-sql/pglite',
   '@bufbuild/cel',
   '@bufbuild/cel-spec',
@@ -96,30 +98,8 @@ async function writeMetaSchemaCheck() {
   for (const dir of ['dist/config', 'dist/bundle']) writeFileSync(join(root, dir, file), code);
 }
 
-/** The newest modification among what a build reads; directories count too (a deleted file changes its directory). */
-function newestInput(inputs) {
-  let newest = 0;
-  for (const input of inputs.map((path) => join(root, path))) {
-    newest = Math.max(newest, statSync(input).mtimeMs);
-    if (!statSync(input).isDirectory()) continue;
-    for (const entry of readdirSync(input, { recursive: true, withFileTypes: true })) {
-      newest = Math.max(newest, statSync(join(entry.parentPath, entry.name)).mtimeMs);
-    }
-  }
-  return newest;
-}
-
-/** When the build that produced `dir`/dist finished: its stamp is written last. */
-function builtAt(dir) {
-  try {
-    return statSync(join(dir, 'dist', '.built')).mtimeMs;
-  } catch {
-    return 0;
-  }
-}
-
 async function build(target) {
-  if (process.argv.includes('--if-stale') && builtAt(target.dir) > newestInput(target.inputs)) {
+  if (process.argv.includes('--if-stale') && isFresh(root, target.dir, target.inputs)) {
     console.log(`${target.name} is up to date with its sources; not rebuilt (npm run build rebuilds it)`);
     return;
   }
