@@ -17,7 +17,8 @@ import { parseConfig } from '../../src/config/config-file.js';
 import { openDatabase, type Database } from '../../src/db/database.js';
 import { createServices } from '../../src/runtime/services.js';
 import { configYaml, refundOperation } from '../support/operations.js';
-import { binPath, freePort, PROCESS_TEST_TIMEOUT_MS, runCommand, type CliResult } from '../support/processes.js';
+import { freePort, PROCESS_TEST_TIMEOUT_MS, runCommand, sourceBinPath, type CliResult } from '../support/processes.js';
+import { existingEmbeddedDatabase } from '../support/embedded-template.js';
 
 const recorder = fileURLToPath(new URL('../support/module-log/register.mjs', import.meta.url));
 const sources = fileURLToPath(new URL('../../src/', import.meta.url));
@@ -38,10 +39,10 @@ describe('the modules each twokey command loads', { timeout: PROCESS_TEST_TIMEOU
   let dir: string;
   let logCount = 0;
 
-  /** Runs the CLI from its sources, as tests do, with the recorder: its output and every module it loaded. */
+  /** Runs the CLI from its sources (what the module graph is made of), with the recorder: its output and every module it loaded. */
   async function runRecorded(args: string[], env: Record<string, string>): Promise<CliResult & { modules: string[]; packages: Set<string> }> {
     const log = join(dir, `modules-${(logCount += 1)}.txt`);
-    const result = await runCommand(process.execPath, ['--import', recorder, binPath, ...args], {
+    const result = await runCommand(process.execPath, ['--import', recorder, sourceBinPath, ...args], {
       cwd: dir,
       env: { ...process.env, TWOKEY_CONFIG: '', DATABASE_URL: '', ...env, TWOKEY_MODULE_LOG: log },
     });
@@ -53,7 +54,7 @@ describe('the modules each twokey command loads', { timeout: PROCESS_TEST_TIMEOU
   async function serveRecorded(env: Record<string, string>): Promise<Set<string>> {
     const log = join(dir, `modules-${(logCount += 1)}.txt`);
     const port = await freePort();
-    const child = spawn(process.execPath, ['--import', recorder, binPath, 'serve'], {
+    const child = spawn(process.execPath, ['--import', recorder, sourceBinPath, 'serve'], {
       cwd: dir,
       env: {
         ...process.env,
@@ -97,6 +98,8 @@ describe('the modules each twokey command loads', { timeout: PROCESS_TEST_TIMEOU
 
   beforeAll(async () => {
     dir = await mkdtemp(join(tmpdir(), 'twokey-modules-'));
+    // The servers below start on an existing database: what they load is the subject, not a first start.
+    await Promise.all(['serve-data', 'rule-data'].map((name) => existingEmbeddedDatabase(join(dir, name))));
   });
   afterAll(async () => {
     await rm(dir, { recursive: true, force: true });
@@ -159,6 +162,7 @@ describe('the modules each twokey command loads', { timeout: PROCESS_TEST_TIMEOU
 
     beforeAll(async () => {
       dataDir = join(dir, 'data');
+      await existingEmbeddedDatabase(dataDir);
       // What `twokey serve` does for the CLI: hold the data directory (its lock) and answer on the admin socket.
       database = await openDatabase({ dataDir });
       const config = parseConfig(configYaml([refundOperation({ approvers: ['web:alice'] })]), {}, join(dir, 'twokey.config.yaml'));
