@@ -5,6 +5,7 @@ import { PGlite } from '@electric-sql/pglite';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { pgliteDirectory } from '../../src/db/database.js';
 import { freePort, PROCESS_TEST_TIMEOUT_MS, runCli, startServerProcess } from '../support/processes.js';
+import { existingEmbeddedDatabase } from '../support/embedded-template.js';
 
 // Each CLI call is a new process (tsx compiles, PGlite opens): generous timeouts for a busy machine.
 describe('twokey CLI on the embedded database, beside a running server', { timeout: PROCESS_TEST_TIMEOUT_MS }, () => {
@@ -13,6 +14,7 @@ describe('twokey CLI on the embedded database, beside a running server', { timeo
 
   beforeAll(async () => {
     dataDir = await mkdtemp(join(tmpdir(), 'twokey-cli-'));
+    await existingEmbeddedDatabase(dataDir);
     env = { TWOKEY_DATA_DIR: dataDir, PORT: String(await freePort()), HOST: '127.0.0.1', LOG_LEVEL: 'warn', DATABASE_URL: '', TWOKEY_CONFIG: '' };
   });
   afterAll(async () => {

@@ -7,6 +7,7 @@ import { openDatabase } from '../../src/db/database.js';
 import { createServices } from '../../src/runtime/services.js';
 import { runCli } from '../support/processes.js';
 import { configYaml, refundOperation } from '../support/operations.js';
+import { existingEmbeddedDatabase } from '../support/embedded-template.js';
 
 const CONFIG = configYaml([
   refundOperation({
@@ -29,6 +30,7 @@ describe('twokey policy test and twokey grants, as processes on the embedded dat
 
   beforeAll(async () => {
     dataDir = await mkdtemp(join(tmpdir(), 'twokey-cli-policy-'));
+    await existingEmbeddedDatabase(dataDir);
     const configPath = join(dataDir, 'twokey.config.yaml');
     await writeFile(configPath, CONFIG);
     env = { TWOKEY_DATA_DIR: dataDir, TWOKEY_CONFIG: configPath, LOG_LEVEL: 'warn', DATABASE_URL: '' };

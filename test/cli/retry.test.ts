@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startFakeDownstream, type FakeDownstream } from '../support/fake-downstream.js';
 import { freePort, runCli, startServerProcess } from '../support/processes.js';
+import { existingEmbeddedDatabase } from '../support/embedded-template.js';
 
 const SECRET = 'downstream-secret-0123456789';
 
@@ -15,6 +16,7 @@ describe('twokey proposals retry, through the running server’s admin socket', 
 
   beforeAll(async () => {
     dataDir = await mkdtemp(join(tmpdir(), 'twokey-cli-retry-'));
+    await existingEmbeddedDatabase(dataDir);
     downstream = await startFakeDownstream(SECRET);
     const configPath = join(dataDir, 'twokey.config.yaml');
     await writeFile(

@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { openDatabase } from '../../src/db/database.js';
 import { freePort, PROCESS_TEST_TIMEOUT_MS, runCli, startServerProcess } from '../support/processes.js';
 import { startConsoleTwokey } from './support.js';
+import { existingEmbeddedDatabase } from '../support/embedded-template.js';
 
 describe('twokey approvers link / revoke-sessions (CLI, embedded database)', () => {
   let dataDir: string;
@@ -12,6 +13,7 @@ describe('twokey approvers link / revoke-sessions (CLI, embedded database)', () 
 
   beforeAll(async () => {
     dataDir = await mkdtemp(join(tmpdir(), 'twokey-console-cli-'));
+    await existingEmbeddedDatabase(dataDir);
     env = {
       TWOKEY_DATA_DIR: dataDir,
       PORT: String(await freePort()),

@@ -14,6 +14,7 @@ import { BasicTracerProvider } from '@opentelemetry/sdk-trace-base';
 import { startTelemetry, tracesRequested } from '../../src/tracing/sdk.js';
 import { binPath, freePort, PROCESS_TEST_TIMEOUT_MS, runCli } from '../support/processes.js';
 import { decodeTraceExport, startOtlpReceiver, type ReceivedSpan } from '../support/otlp.js';
+import { existingEmbeddedDatabase } from '../support/embedded-template.js';
 
 /** The runner's environment without any OTEL_* variable of its own, so only the test's reach twokey. */
 function environmentWithoutOtel(extra: Record<string, string>): Record<string, string> {
@@ -57,6 +58,7 @@ describe('the OpenTelemetry SDK started by twokey itself', { timeout: PROCESS_TE
 
   beforeAll(async () => {
     dataDir = await mkdtemp(join(tmpdir(), 'twokey-otel-'));
+    await existingEmbeddedDatabase(dataDir);
     receiver = await startOtlpReceiver();
   });
   afterAll(async () => {
