@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { drivers } from '../support/database.js';
-import { manualClock } from '../support/clock.js';
+import { advanceBetweenJobs, manualClock } from '../support/clock.js';
 import { configYaml, refundOperation } from '../support/operations.js';
 import type { FakeSlack } from '../slack/support/fake-slack.js';
 import { startSlackTwokey, type SlackTwokey } from '../slack/support/slack-twokey.js';
@@ -44,25 +44,25 @@ describe.each(drivers)('reminders and escalation (%s)', (driver) => {
     await vi.waitFor(() => expect(texts((a) => !a.thread_ts && JSON.stringify(a.blocks ?? []).includes(id))).toHaveLength(1), WAIT);
     const thread = (a: Record<string, unknown>) => Boolean(a.thread_ts) && String(a.text).includes(id) && String(a.text).startsWith(':bell:');
 
-    clock.advance(10 * MINUTE - 1);
+    await advanceBetweenJobs(clock, twokey.services.jobs, 10 * MINUTE - 1);
     await twokey.outbox.runOnce();
     expect(texts(thread)).toHaveLength(0);
-    clock.advance(1);
+    await advanceBetweenJobs(clock, twokey.services.jobs, 1);
     await vi.waitFor(() => expect(texts(thread)).toHaveLength(1), WAIT);
     expect(texts(thread)[0]).toMatch(/^:bell: Reminder <@U0ALICE>: \*refund\*/);
     // The message itself shows it.
     await vi.waitFor(() => expect(JSON.stringify(fake.callsTo('chat.update').at(-1)?.args.blocks)).toContain('reminded 1×'), WAIT);
 
-    clock.advance(20 * MINUTE);
+    await advanceBetweenJobs(clock, twokey.services.jobs, 20 * MINUTE);
     await vi.waitFor(() => expect(texts(thread)).toHaveLength(2), WAIT);
 
-    clock.advance(30 * MINUTE);
+    await advanceBetweenJobs(clock, twokey.services.jobs, 30 * MINUTE);
     await vi.waitFor(() => expect(texts((a) => a.channel === 'C0ESCALATE')).toHaveLength(1), WAIT);
     expect(texts((a) => a.channel === 'C0ESCALATE')[0]).toMatch(/^:rotating_light: Escalated to <!subteam\^S0FINANCE>, who may now decide/);
     expect(await twokey.services.proposals.get(id)).toMatchObject({ status: 'pending', reminders: 2, approvers: ['slack:U0ALICE', 'slack:group:S0FINANCE'] });
     expect(await auditTypes(id)).toEqual(['proposal.created', 'proposal.reminded', 'proposal.reminded', 'proposal.escalated']);
 
-    clock.advance(60 * MINUTE);
+    await advanceBetweenJobs(clock, twokey.services.jobs, 60 * MINUTE);
     await twokey.services.proposals.expireDue();
     const view = await twokey.request('GET', `/v1/proposals/${id}`, { apiKey });
     expect(view.body).toMatchObject({ status: 'expired', outcome: { outcome: 'expired', userConsent: false, retryable: false, decidedBy: [] } });
