@@ -1,5 +1,6 @@
 import { fileURLToPath } from 'node:url';
 import { defineConfig } from 'vitest/config';
+import LongestFirstSequencer from './test/support/sequencer.js';
 
 export default defineConfig({
   // The client workspace from its sources, as tsconfig.json's `paths` give them to tsc and tsx (the
@@ -21,5 +22,6 @@ export default defineConfig({
     hookTimeout: 60_000,
     // PGlite is CPU-bound and the machine has two cores.
     maxWorkers: 2,
+    sequence: { sequencer: LongestFirstSequencer },
   },
 });

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import type { Executor } from '../../src/core/executor.js';
-import { manualClock } from '../support/clock.js';
+import { manualClock, outboxAtRest } from '../support/clock.js';
 import { drivers } from '../support/database.js';
 import { USD_COST, configYaml, deleteWorkspaceOperation, upgradePlanOperation } from '../support/operations.js';
 import type { FakeSlack, SlackCall } from './support/fake-slack.js';
@@ -251,6 +251,8 @@ describe.each(drivers)('Slack approver (%s)', (driver) => {
     }, WAIT);
     expect(trail.args.text).toContain('proposal.rejected');
     // The final edit's version was recorded with the trail (one write): syncing again changes nothing.
+    // (Once the job that posted the trail has recorded it: the fake sees the post before that write.)
+    await outboxAtRest(twokey.services.jobs, clock);
     const editsSoFar = updatesOf(id).length;
     const trailsSoFar = fake.callsTo('chat.postMessage').filter((c) => c.args.thread_ts).length;
     await twokey.chatSync.sync(id, 'slack');
