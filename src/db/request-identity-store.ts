@@ -22,16 +22,23 @@ export function createRequestIdentityStore(db: Db): RequestIdentityStore {
       // Raw SQL parameters go to the driver as they are, and postgres.js takes no Date there: ISO text, cast.
       const until = sql`${new Date(now.getTime() + claimMs).toISOString()}::timestamptz`;
       const at = sql`${now.toISOString()}::timestamptz`;
+      // The proposal must be seen to no longer answer: "exists … and not", never "not exists … and".
+      // Under load this statement can take its snapshot before a racing caller's proposal commits,
+      // then wait on the identity's row while that caller records the proposal's id, and meet the id
+      // once the row is free: the subquery still reads the old snapshot, in which the proposal is
+      // not there. "Not exists" took that for a proposal that no longer answers and proposed again
+      // (two requests for twenty identical calls, seen in CI); "exists" leaves the identity to it.
+      // A proposal an identity names is never deleted under it (the foreign key).
       const won = await db.execute<{ key: string }>(sql`
         insert into request_identities (key, agent_id, proposal_id, claimed_until, sealed_token, seen_at, updated_at)
         values (${key}, ${agentId}, null, ${until}, null, null, ${at})
         on conflict (key) do update
           set proposal_id = null, claimed_until = excluded.claimed_until, sealed_token = null, seen_at = null, updated_at = excluded.updated_at
         where (request_identities.proposal_id is null and request_identities.claimed_until < ${at})
-           or (request_identities.proposal_id is not null and not exists (
+           or (request_identities.proposal_id is not null and exists (
                 select 1 from proposals p
                  where p.id = request_identities.proposal_id
-                   and (${inArray(sql`p.status`, stillRunning)}
+                   and not (${inArray(sql`p.status`, stillRunning)}
                      or (${isStatus('approved')} and p.expires_at > ${at})
                      or (${isStatus('committed')} and p.commit_mode = 'on_approve' and request_identities.seen_at is null)
                      or (${isStatus('expired')} and request_identities.seen_at is null)

@@ -170,7 +170,8 @@ describe.each(drivers)('one request per call: POST /v1/proposals with reuse (%s)
   it('twenty identical calls at once are one request', async () => {
     const params = { workspace: 'stampede' };
     const answers = await Promise.all(Array.from({ length: 20 }, () => ask({ operation: 'delete_workspace', params })));
-    expect(new Set(answers.map((answer) => answer.body.id)).size).toBe(1);
+    const seen = JSON.stringify(answers.map((answer) => [answer.status, answer.body.id ?? answer.body.error]));
+    expect(new Set(answers.map((answer) => answer.body.id)).size, seen).toBe(1);
     expect(answers.filter((answer) => answer.status === 201)).toHaveLength(1);
     const stored = (await twokey.services.store.listProposals({ operation: 'delete_workspace', limit: 1000 })).filter(
       (proposal) => proposal.params['workspace'] === 'stampede',
