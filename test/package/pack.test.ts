@@ -16,7 +16,7 @@ import { join } from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { freePort } from '../support/processes.js';
+import { freePort, startServerProcess } from '../support/processes.js';
 import { copyOfTree, npm, npx, pack, root, succeed, type Packed } from './support.js';
 
 /**
@@ -223,38 +223,26 @@ describe('the npm package', { timeout: 300_000 }, () => {
 
   it('`twokey serve` from the installed package: the operator signs in to the console with a link and approves there (the example runs it at once)', async () => {
     const port = await freePort();
-    const url = `http://127.0.0.1:${port}`;
-    const env = { ...inherited, HOST: '127.0.0.1', PORT: String(port), LOG_LEVEL: 'warn', TWOKEY_DATA_DIR: join(workDir, 'served') };
-    const served = spawn(process.execPath, [join(app, 'node_modules/twokey/bin/twokey.js'), 'serve'], { cwd: app, env, stdio: ['ignore', 'pipe', 'pipe'] });
-    let output = '';
-    served.stdout?.on('data', (chunk: Buffer) => (output += chunk.toString()));
-    served.stderr?.on('data', (chunk: Buffer) => (output += chunk.toString()));
+    // Empty is unset: the server must not take the developer's database or config from the environment.
+    const env = { HOST: '127.0.0.1', PORT: String(port), LOG_LEVEL: 'warn', TWOKEY_DATA_DIR: join(workDir, 'served'), DATABASE_URL: '', TWOKEY_CONFIG: '' };
+    const served = await startServerProcess(env, join(app, 'node_modules/twokey/bin/twokey.js'));
+    const { url, output } = served;
+    const cliEnv = { ...inherited, ...env };
     try {
-      for (;;) {
-        if (served.exitCode !== null) throw new Error(`twokey serve exited with ${served.exitCode}:\n${output}`);
-        if (
-          await fetch(`${url}/healthz`).then(
-            (response) => response.ok,
-            () => false,
-          )
-        )
-          break;
-        await new Promise((pause) => setTimeout(pause, 100));
-      }
-      const link = (await succeed(npx, ['--offline', 'twokey', 'approvers', 'link', 'operator'], { cwd: app, env })).trim().split('\n').at(-1)!;
+      const link = (await succeed(npx, ['--offline', 'twokey', 'approvers', 'link', 'operator'], { cwd: app, env: cliEnv })).trim().split('\n').at(-1)!;
       const signedIn = await fetch(`${url}/console/login`, {
         method: 'POST',
         redirect: 'manual',
         headers: { 'content-type': 'application/x-www-form-urlencoded' },
         body: new URLSearchParams({ token: new URL(link).searchParams.get('token') ?? '' }).toString(),
       });
-      expect(signedIn.status, output).toBe(303);
+      expect(signedIn.status, output()).toBe(303);
       const cookie = (signedIn.headers.get('set-cookie') ?? '').split(';')[0] ?? '';
       const page = await fetch(`${url}/console`, { headers: { cookie } });
       expect(page.status).toBe(200);
       const csrf = /name="_csrf" value="([0-9a-f]{64})"/.exec(await page.text())?.[1] ?? '';
 
-      const apiKey = (await succeed(npx, ['--offline', 'twokey', 'agents', 'create', 'argus'], { cwd: app, env })).trim().split('\n').at(-1)!;
+      const apiKey = (await succeed(npx, ['--offline', 'twokey', 'agents', 'create', 'argus'], { cwd: app, env: cliEnv })).trim().split('\n').at(-1)!;
       const proposed = await fetch(`${url}/v1/proposals`, {
         method: 'POST',
         headers: { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json' },
@@ -267,14 +255,11 @@ describe('the npm package', { timeout: 300_000 }, () => {
         headers: { cookie, 'content-type': 'application/x-www-form-urlencoded' },
         body: new URLSearchParams({ _csrf: csrf }).toString(),
       });
-      expect(approved.status, output).toBe(303);
+      expect(approved.status, output()).toBe(303);
       const view = await fetch(`${url}/v1/proposals/${id}`, { headers: { authorization: `Bearer ${apiKey}` } });
       expect(await view.json()).toMatchObject({ status: 'committed', approvals: [expect.objectContaining({ approver: 'web:operator' })] });
     } finally {
-      if (served.exitCode === null) {
-        served.kill('SIGTERM');
-        await once(served, 'close');
-      }
+      await served.stop();
     }
   });
 

@@ -63,11 +63,12 @@ export function runCli(args: string[], env: Record<string, string>): Promise<Cli
   return runCommand(process.execPath, [binPath, ...args], { cwd: processCwd, env: { ...process.env, ...env } });
 }
 
-/** Starts `twokey serve` and resolves once it answers /healthz. */
+/** Starts `twokey serve` (the tests' own, or `bin`: an installed package's) and resolves once it answers /healthz. */
 export async function startServerProcess(
   env: Record<string, string>,
+  bin: string = binPath,
 ): Promise<{ child: ChildProcess; url: string; output: () => string; stop: () => Promise<void> }> {
-  const child = spawn(process.execPath, [binPath, 'serve'], { cwd: processCwd, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, [bin, 'serve'], { cwd: processCwd, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
   let output = '';
   child.stdout?.on('data', (chunk: Buffer) => (output += chunk.toString()));
   child.stderr?.on('data', (chunk: Buffer) => (output += chunk.toString()));
