@@ -10,6 +10,9 @@ import { BaseSequencer, type TestSpecification } from 'vitest/node';
  * second run). There the durations recorded in test/durations.json (`npm run test:durations`)
  * stand in for the cache. A file in neither counts as long: a new suite runs early.
  */
+/** A file with no recorded duration counts as the longest (finite, so two of them compare equal, not NaN). */
+const UNKNOWN_SECONDS = Number.MAX_SAFE_INTEGER;
+
 export default class LongestFirstSequencer extends BaseSequencer {
   private readonly recorded: Record<string, number> = JSON.parse(readFileSync(new URL('../durations.json', import.meta.url), 'utf8'));
 
@@ -17,7 +20,7 @@ export default class LongestFirstSequencer extends BaseSequencer {
     const secondsOf = (spec: TestSpecification): number => {
       const path = relative(this.ctx.config.root, spec.moduleId);
       const cached = this.ctx.cache.getFileTestResults(`${spec.project.name}:${path}`);
-      return cached ? cached.duration / 1000 : (this.recorded[path] ?? Number.POSITIVE_INFINITY);
+      return cached ? cached.duration / 1000 : (this.recorded[path] ?? UNKNOWN_SECONDS);
     };
     return [...files].sort((a, b) => secondsOf(b) - secondsOf(a));
   }
