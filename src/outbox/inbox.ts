@@ -89,7 +89,8 @@ export interface ClickInbox {
   guard<K extends ClickJobKind>(handler: JobHandler<K>): JobHandler<K>;
   /**
    * The burst gate of the `clicks` lane: false while clicks are still arriving (two or more, each
-   * less than `burstGapMs` after the one before) or being written, so their writes, which their
+   * less than `burstGapMs` after the one before, while earlier ones are still being written or
+   * waiting for their decision) or being written, so their writes, which their
    * answers wait for, do not queue behind decisions (in the embedded database's one queue, and on
    * the event loop); true again once the burst is over, or, one decision at a time, once decisions
    * have been held back `maxHoldMs`. A lone click, once written, is let through at once.
@@ -152,7 +153,7 @@ export function createClickInbox(options: ClickInboxOptions): ClickInbox {
   const burstGapMs = options.burstGapMs ?? 50;
   const maxHoldMs = options.maxHoldMs ?? 1_000;
   let lastArrivalAt = Number.NEGATIVE_INFINITY;
-  /** Clicks since the last gap of `burstGapMs`: one is a lone click, more a burst. */
+  /** Overlapping clicks since the last gap of `burstGapMs` (see `store`): one is a lone click, more a burst. */
   let arrivalsTogether = 0;
   let heldSince: number | null = null;
 
@@ -208,7 +209,14 @@ export function createClickInbox(options: ClickInboxOptions): ClickInbox {
   return {
     store(click) {
       const at = now();
-      arrivalsTogether = at - lastArrivalAt >= burstGapMs ? 1 : arrivalsTogether + 1;
+      // Clicks make a burst only while they overlap. One that arrives when every earlier click of
+      // this process is written and decided starts afresh, however soon after the last: approvers
+      // clicking one after another (or an agent's proposals approved in turn) are lone clicks, and
+      // holding each for the gap made every such decision wait up to `burstGapMs`. A click stored
+      // here but decided by another replica stays tracked until `settle`, which keeps the plain
+      // rule (arrival gaps alone) there.
+      const overlapping = writing || waiting.length > 0 || tracked.size > 0;
+      arrivalsTogether = overlapping && at - lastArrivalAt < burstGapMs ? arrivalsTogether + 1 : 1;
       lastArrivalAt = at;
       return new Promise<number>((resolve, reject) => {
         const entry: Entry = {

@@ -34,8 +34,9 @@ describe('the clicks burst gate', () => {
     });
     // Stored: its answer may go; the write's own bookkeeping ends within the same turn of the event loop.
     const store = async (proposalId: string) => {
-      await inbox.store(click(proposalId));
+      const id = await inbox.store(click(proposalId));
       await new Promise((resolve) => setImmediate(resolve));
+      return id;
     };
     return { inbox, store, advance: (by: number) => (ms += by) };
   }
@@ -59,6 +60,31 @@ describe('the clicks burst gate', () => {
     // A click long after the burst is lone again.
     advance(500);
     await store('prp_gate_after');
+    expect(inbox.admitDecisions({ running: 0 })).toBe(true);
+  });
+
+  it('counts clicks that follow each other, each decided before the next, as lone clicks', async () => {
+    const { inbox, store, advance } = inboxAt();
+    // An approver (or a bench) approving proposals in turn: each click is decided before the next
+    // arrives, 20 ms later. Gaps alone would call this a burst and hold every decision 50 ms.
+    for (const n of [1, 2, 3]) {
+      const id = await store(`prp_gate_turn_${n}`);
+      advance(1);
+      expect(inbox.admitDecisions({ running: 0 })).toBe(true);
+      inbox.settled(id);
+      advance(19);
+    }
+  });
+
+  it('still holds a click that arrives while an earlier one is undecided', async () => {
+    const { inbox, store, advance } = inboxAt();
+    const first = await store('prp_gate_overlap_1');
+    advance(20);
+    await store('prp_gate_overlap_2');
+    advance(1);
+    expect(inbox.admitDecisions({ running: 1 })).toBe(false);
+    inbox.settled(first);
+    advance(50);
     expect(inbox.admitDecisions({ running: 0 })).toBe(true);
   });
 });
