@@ -5,7 +5,8 @@
  *   - start-up of `twokey serve` on an existing embedded database, against `node -e 0` (bench/startup.ts);
  *   - CLI commands, against `node -e 0`, with the modules each loads (bench/cli.mjs);
  *   - MCP pass-through of a read-only upstream tool, against calling the upstream directly, at 1 and
- *     16 clients: p50 added and the calls/s ratio (bench/mcp.ts);
+ *     16 clients: p50 added and the calls/s ratio, with the minimal pass-through (two statements
+ *     and the upstream call, no more) beside them on PostgreSQL (bench/mcp.ts);
  *   - a proposal a policy rule approves, over HTTP (propose → rule → echo → 201 committed), against the
  *     minimal raw propose + commit cycle, at 1 and 16 agents, on PostgreSQL (bench/policy-http.ts);
  *   - a person-approved proposal over HTTP (propose → approve → commit) against the same minimal cycle;
@@ -93,6 +94,8 @@ try {
     addedMs: { p50: number };
     directCallsPerSecond: number;
     twokeyCallsPerSecond: number;
+    /** The minimal pass-through measured in the same run (PostgreSQL only). */
+    minimal?: { ms: { p50: number }; addedMs: { p50: number }; callsPerSecond: number } | null;
   }>;
   // The shape bench/run.ts writes, as far as the summary reads it.
   const drivers = (recorded.run?.drivers ?? []) as Array<{
@@ -156,14 +159,14 @@ try {
     rows.push({
       figure: `MCP tools/call via twokey, ${row.clients} client(s), ${row.database}: p50 ms (added)`,
       value: `${round(row.twokeyMs.p50, 1)} (+${round(row.addedMs.p50, 1)})`,
-      baseline: `direct p50 ${round(row.directMs.p50, 1)}`,
+      baseline: `direct p50 ${round(row.directMs.p50, 1)}${row.minimal ? `; minimal pass-through p50 ${round(row.minimal.ms.p50, 1)} (+${round(row.minimal.addedMs.p50, 1)})` : ''}`,
       ratio: round(row.twokeyMs.p50 / row.directMs.p50, 2),
       ...(row.clients === 1 ? judged(row.database, 'added p50 <= 2 ms', row.addedMs.p50 <= 2) : { target: null, met: null }),
     });
     rows.push({
       figure: `MCP tools/call via twokey, ${row.clients} client(s), ${row.database}: calls/s`,
       value: String(row.twokeyCallsPerSecond),
-      baseline: `direct ${row.directCallsPerSecond}`,
+      baseline: `direct ${row.directCallsPerSecond}${row.minimal ? `; minimal pass-through ${row.minimal.callsPerSecond}` : ''}`,
       ratio: ofDirect,
       ...(row.clients === 16 ? judged(row.database, '>= 0.5 of direct', ofDirect >= 0.5) : { target: null, met: null }),
     });

@@ -6,12 +6,19 @@
  * 1 and 16 clients, each sending its next call as soon as its last one answered; p50/p99 of both and
  * of the difference at each percentile, and the CPU time the twokey process spent per call (what a
  * call costs even when a busy machine makes latencies wait on other processes). On PostgreSQL when DATABASE_URL is set, else on PGlite.
+ * On PostgreSQL, a third way in the same run: the minimal pass-through (bench/support/minimal-pass-through.ts,
+ * fastify + two autocommitted statements + undici, in a process of its own), the floor under what
+ * any gateway that records each call adds on this machine.
  * Knobs: BENCH_MCP_CALLS (calls per run, default 200), BENCH_MCP_WARMUP (calls before it, default
  * 200; each row has an agent of its own, which may make 600 calls a minute);
  * BENCH_MCP_CLIENTS (comma list, default 1,16); BENCH_PROFILE_DIR (a V8 CPU profile of the
  * `twokey serve` process written there, for bench/profile-top.ts).
  */
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
 import { performance } from 'node:perf_hooks';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { readOnlyNotesConfig, startFakeUpstream } from '../test/mcp/support.js';
@@ -47,12 +54,40 @@ async function measure(clients: Client[], tool: string, count: number): Promise<
 
 const show = (p: Percentiles) => `${round(p.p50, 1)} / ${round(p.p99, 1)}`;
 
+/** bench/support/minimal-pass-through.ts in a process of its own, taking calls at `url`. */
+async function startMinimalPassThrough(databaseUrl: string, upstreamUrl: string): Promise<{ url: string; stop(): Promise<void> }> {
+  const script = fileURLToPath(new URL('./support/minimal-pass-through.ts', import.meta.url));
+  const child = spawn(process.execPath, ['--import', 'tsx', script], {
+    env: { ...process.env, DATABASE_URL: databaseUrl, UPSTREAM_URL: upstreamUrl, UPSTREAM_TOKEN: TOKEN },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  const exited = once(child, 'exit').then(([code]) => {
+    throw new Error(`the minimal pass-through exited with ${String(code)} before it listened`);
+  });
+  const listening = (async () => {
+    for await (const line of createInterface({ input: child.stdout! })) {
+      const port = /^listening (\d+)$/.exec(line)?.[1];
+      if (port) return port;
+    }
+    throw new Error('the minimal pass-through closed its output before it listened');
+  })();
+  const port = await Promise.race([listening, exited]);
+  return {
+    url: `http://127.0.0.1:${port}/mcp`,
+    async stop() {
+      child.kill('SIGTERM');
+      if (child.exitCode === null) await once(child, 'exit');
+    },
+  };
+}
+
 async function benchOn(serverUrl: string | undefined) {
   const upstream = await startFakeUpstream({ token: TOKEN });
   const database = await createBenchDatabase(serverUrl);
   const config = readOnlyNotesConfig(upstream, TOKEN, 'web:operator');
   const profileDir = process.env.BENCH_PROFILE_DIR;
   const twokey = await startTwokeyProcess(database, config, {}, profileDir ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : []);
+  const minimal = database.url ? await startMinimalPassThrough(database.url, upstream.url) : null;
   const rows = [];
   try {
     // One agent per row: each stays within its own rate limit (600 calls a minute) through its warm-up and run.
@@ -61,15 +96,19 @@ async function benchOn(serverUrl: string | undefined) {
       const agent = rowAgents[row];
       const direct = await Promise.all(Array.from({ length: count }, () => connect(upstream.url, { authorization: `Bearer ${TOKEN}` })));
       const gated = await Promise.all(Array.from({ length: count }, () => connect(`${twokey.url}/mcp`, { authorization: `Bearer ${agent!.apiKey}` })));
+      const floor = minimal ? await Promise.all(Array.from({ length: count }, () => connect(minimal.url, {}))) : [];
       // Warm-up: connections, JIT, the upstream client inside twokey.
       await measure(direct, 'read_note', WARMUP);
       await measure(gated, 'notes_read_note', WARMUP);
+      if (minimal) await measure(floor, 'read_note', WARMUP);
       const straight = await measure(direct, 'read_note', CALLS);
+      const least = minimal ? await measure(floor, 'read_note', CALLS) : null;
       const cpuBefore = await cpuMs(twokey.pid);
       const through = await measure(gated, 'notes_read_note', CALLS);
       const twokeyCpuMsPerCall = ((await cpuMs(twokey.pid)) - cpuBefore) / CALLS;
       const d = percentiles(straight.latencies);
       const t = percentiles(through.latencies);
+      const m = least ? percentiles(least.latencies) : null;
       rows.push({
         database: database.kind,
         clients: count,
@@ -80,10 +119,12 @@ async function benchOn(serverUrl: string | undefined) {
         directCallsPerSecond: round(straight.callsPerSecond),
         twokeyCallsPerSecond: round(through.callsPerSecond),
         twokeyCpuMsPerCall: round(twokeyCpuMsPerCall, 2),
+        minimal: m && least ? { ms: m, addedMs: { p50: m.p50 - d.p50, p99: m.p99 - d.p99 }, callsPerSecond: round(least.callsPerSecond) } : null,
       });
-      await Promise.all([...direct, ...gated].map((client) => client.close()));
+      await Promise.all([...direct, ...gated, ...floor].map((client) => client.close()));
     }
   } finally {
+    await minimal?.stop();
     await twokey.stop();
     await database.drop();
     await upstream.close();
@@ -99,5 +140,16 @@ for (const row of rows) {
   console.log(
     `| ${row.database.padEnd(10)} | ${String(row.clients).padStart(7)} | ${show(row.directMs).padStart(16)} | ${show(row.twokeyMs).padStart(20)} | ${`${round(row.addedMs.p50, 1)} / ${round(row.addedMs.p99, 1)}`.padStart(15)} | ${String(row.directCallsPerSecond).padStart(14)} | ${String(row.twokeyCallsPerSecond).padStart(18)} | ${String(row.twokeyCpuMsPerCall).padStart(18)} |`,
   );
+}
+const floorRows = rows.flatMap((row) => (row.minimal ? [{ ...row, minimal: row.minimal }] : []));
+if (floorRows.length > 0) {
+  console.log('\nThe minimal pass-through (fastify, two autocommitted statements, undici), same run (ms, p50 / p99)\n');
+  console.log('| database   | clients | minimal p50 / p99 | added p50 / p99 | calls/s |');
+  console.log('|------------|--------:|------------------:|----------------:|--------:|');
+  for (const row of floorRows) {
+    console.log(
+      `| ${row.database.padEnd(10)} | ${String(row.clients).padStart(7)} | ${show(row.minimal.ms).padStart(17)} | ${`${round(row.minimal.addedMs.p50, 1)} / ${round(row.minimal.addedMs.p99, 1)}`.padStart(15)} | ${String(row.minimal.callsPerSecond).padStart(7)} |`,
+    );
+  }
 }
 console.log(`\nwritten to ${await recordResults('mcp', rows)}`);
