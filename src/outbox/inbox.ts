@@ -157,7 +157,20 @@ export function createClickInbox(options: ClickInboxOptions): ClickInbox {
   let arrivalsTogether = 0;
   let heldSince: number | null = null;
 
+  /**
+   * The clicks stored in the last `maxHoldMs`, oldest first: those still tracked are undecided here.
+   * One stored longer ago and still tracked was most likely decided by another replica (tracked
+   * until `settle`), or its decision is waiting on the downstream call: either way it no longer makes
+   * a new click part of a burst, as the gate would have let it through by now anyway.
+   */
+  const recent: Array<{ id: number; at: number }> = [];
+  function undecidedRecently(at: number): boolean {
+    while (recent.length > 0 && recent[0]!.at <= at - maxHoldMs) recent.shift();
+    return recent.some(({ id }) => tracked.has(id));
+  }
+
   function track(id: number, kind: ClickJobKind): void {
+    recent.push({ id, at: now() });
     tracked.set(id, kind);
     if (tracked.size > MAX_TRACKED) {
       const oldest = tracked.keys().next();
@@ -212,10 +225,8 @@ export function createClickInbox(options: ClickInboxOptions): ClickInbox {
       // Clicks make a burst only while they overlap. One that arrives when every earlier click of
       // this process is written and decided starts afresh, however soon after the last: approvers
       // clicking one after another (or an agent's proposals approved in turn) are lone clicks, and
-      // holding each for the gap made every such decision wait up to `burstGapMs`. A click stored
-      // here but decided by another replica stays tracked until `settle`, which keeps the plain
-      // rule (arrival gaps alone) there.
-      const overlapping = writing || waiting.length > 0 || tracked.size > 0;
+      // holding each for the gap made every such decision wait up to `burstGapMs`.
+      const overlapping = writing || waiting.length > 0 || undecidedRecently(at);
       arrivalsTogether = overlapping && at - lastArrivalAt < burstGapMs ? arrivalsTogether + 1 : 1;
       lastArrivalAt = at;
       return new Promise<number>((resolve, reject) => {

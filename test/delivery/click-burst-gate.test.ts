@@ -87,4 +87,29 @@ describe('the clicks burst gate', () => {
     advance(50);
     expect(inbox.admitDecisions({ running: 0 })).toBe(true);
   });
+
+  it('stops counting a click as undecided a hold later: another replica decided it, most likely', async () => {
+    const { inbox, store, advance } = inboxAt();
+    // Stored here, claimed and decided by another replica: this process never sees it settle.
+    await store('prp_gate_elsewhere');
+    advance(1_000);
+    await store('prp_gate_elsewhere_then_1');
+    advance(20);
+    await store('prp_gate_elsewhere_then_2');
+    advance(1);
+    // The two new ones overlap each other (the first is undecided), whatever became of the old one.
+    expect(inbox.admitDecisions({ running: 0 })).toBe(false);
+  });
+
+  it('lets a click through at once when the only undecided one was stored a hold ago', async () => {
+    const { inbox, store, advance } = inboxAt();
+    await store('prp_gate_stale');
+    advance(1_000);
+    const next = await store('prp_gate_stale_next');
+    advance(20);
+    inbox.settled(next);
+    await store('prp_gate_stale_last');
+    advance(1);
+    expect(inbox.admitDecisions({ running: 0 })).toBe(true);
+  });
 });
