@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { PGlite } from '@electric-sql/pglite';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { pgliteDirectory } from '../../src/db/database.js';
-import { freePort, PROCESS_TEST_TIMEOUT_MS, runCli, startServerProcess } from '../support/processes.js';
+import { auditOnceChained, freePort, PROCESS_TEST_TIMEOUT_MS, runCli, startServerProcess } from '../support/processes.js';
 import { existingEmbeddedDatabase } from '../support/embedded-template.js';
 
 // Each CLI call is a new process (tsx compiles, PGlite opens): generous timeouts for a busy machine.
@@ -68,12 +68,7 @@ describe('twokey CLI on the embedded database, beside a running server', { timeo
       expect(verified).toMatchObject({ code: 0 });
       expect(verified.stdout).toMatch(/audit chain ok: \d+ rows/);
 
-      const audit = await runCli(['audit', '--json'], env);
-      const types = audit.stdout
-        .trim()
-        .split('\n')
-        .map((line) => (JSON.parse(line) as { type: string }).type)
-        .filter((type) => !type.startsWith('console.'));
+      const types = (await auditOnceChained(env)).map((event) => event.type).filter((type) => !type.startsWith('console.'));
       expect(types).toEqual(['agent.created', 'proposal.created', 'approval.recorded', 'proposal.approved', 'proposal.committed']);
       expect(server.output()).not.toContain(apiKey);
       expect(server.output()).not.toContain(proposed.confirmToken);

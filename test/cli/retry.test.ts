@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startFakeDownstream, type FakeDownstream } from '../support/fake-downstream.js';
-import { freePort, runCli, startServerProcess } from '../support/processes.js';
+import { auditOnceChained, freePort, runCli, startServerProcess } from '../support/processes.js';
 import { existingEmbeddedDatabase } from '../support/embedded-template.js';
 
 const SECRET = 'downstream-secret-0123456789';
@@ -84,11 +84,7 @@ describe('twokey proposals retry, through the running server’s admin socket', 
       };
       expect(view.status).toBe('committed');
 
-      const audit = await runCli(['audit', '--json'], env);
-      const events = audit.stdout
-        .trim()
-        .split('\n')
-        .map((line) => JSON.parse(line) as { type: string; data: { via?: string } });
+      const events = await auditOnceChained(env);
       expect(events.filter((event) => event.type === 'proposal.committed')).toHaveLength(1);
     } finally {
       await server.stop();

@@ -5,7 +5,7 @@ import { performance } from 'node:perf_hooks';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { drivers, openTestDatabase } from '../support/database.js';
 import { startFakeDownstream, type FakeDownstream } from '../support/fake-downstream.js';
-import { freePort, PROCESS_TEST_TIMEOUT_MS, runCli, startServerProcess } from '../support/processes.js';
+import { auditOnceChained, freePort, PROCESS_TEST_TIMEOUT_MS, runCli, startServerProcess } from '../support/processes.js';
 
 const SECRET = 'crash-downstream-secret-0001';
 
@@ -95,13 +95,7 @@ describe.each(drivers)('kill -9 while the executor holds the request (%s)', (dri
         expect(attempts.length).toBeGreaterThanOrEqual(2);
         expect(new Set(attempts.map((r) => r.idempotencyKey))).toEqual(new Set([proposed.id]));
         expect(downstream.effects.get(proposed.id)?.count).toBe(1);
-        const audit = await runCli(['audit', '--json'], env);
-        const types = audit.stdout
-          .trim()
-          .split('\n')
-          .map((line) => JSON.parse(line) as { type: string; proposalId: string | null })
-          .filter((event) => event.proposalId === proposed.id)
-          .map((event) => event.type);
+        const types = (await auditOnceChained(env)).filter((event) => event.proposalId === proposed.id).map((event) => event.type);
         expect(types).toEqual(['proposal.created', 'approval.recorded', 'proposal.approved', 'execution.started', 'execution.resumed', 'proposal.committed']);
       } finally {
         await second.stop();

@@ -63,6 +63,31 @@ export function runCli(args: string[], env: Record<string, string>): Promise<Cli
   return runCommand(process.execPath, [binPath, ...args], { cwd: processCwd, env: { ...process.env, ...env } });
 }
 
+/**
+ * `twokey audit --json`, parsed, once every row committed so far is in the chain. The running
+ * server's integrator places committed rows within 250 ms, and `twokey audit` lists placed rows only:
+ * read straight after an action, the action's own row could be missing. `audit verify` names the
+ * rows not yet placed; this asks again until there are none (bounded by the test's
+ * timeout, never by a guess of how long placing takes).
+ */
+export async function auditOnceChained(
+  env: Record<string, string>,
+): Promise<Array<{ type: string; proposalId: string | null; data: Record<string, unknown> }>> {
+  for (;;) {
+    const verified = await runCli(['audit', 'verify'], env);
+    if (verified.code !== 0) throw new Error(`twokey audit verify failed:\n${verified.stdout}${verified.stderr}`);
+    // "audit chain ok: N rows (M newer rows not yet in the chain)", the parenthesis only while M > 0.
+    if (!/newer rows? not yet in the chain/.test(verified.stdout)) break;
+    await new Promise((done) => setTimeout(done, 50));
+  }
+  const audit = await runCli(['audit', '--json'], env);
+  if (audit.code !== 0) throw new Error(`twokey audit failed:\n${audit.stderr}`);
+  return audit.stdout
+    .trim()
+    .split('\n')
+    .map((line) => JSON.parse(line) as { type: string; proposalId: string | null; data: Record<string, unknown> });
+}
+
 /** Starts `twokey serve` (the tests' own, or `bin`: an installed package's) and resolves once it answers /healthz. */
 export async function startServerProcess(
   env: Record<string, string>,
