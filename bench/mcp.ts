@@ -54,6 +54,13 @@ async function measure(clients: Client[], tool: string, count: number): Promise<
 
 const show = (p: Percentiles) => `${round(p.p50, 1)} / ${round(p.p99, 1)}`;
 
+/** The minimal pass-through's figures beside the direct call's. */
+const minimalRow = (m: Percentiles, direct: Percentiles, callsPerSecond: number) => ({
+  ms: m,
+  addedMs: { p50: m.p50 - direct.p50, p99: m.p99 - direct.p99 },
+  callsPerSecond: round(callsPerSecond),
+});
+
 /** bench/support/minimal-pass-through.ts in a process of its own, taking calls at `url`. */
 async function startMinimalPassThrough(databaseUrl: string, upstreamUrl: string): Promise<{ url: string; stop(): Promise<void> }> {
   const script = fileURLToPath(new URL('./support/minimal-pass-through.ts', import.meta.url));
@@ -108,7 +115,6 @@ async function benchOn(serverUrl: string | undefined) {
       const twokeyCpuMsPerCall = ((await cpuMs(twokey.pid)) - cpuBefore) / CALLS;
       const d = percentiles(straight.latencies);
       const t = percentiles(through.latencies);
-      const m = least ? percentiles(least.latencies) : null;
       rows.push({
         database: database.kind,
         clients: count,
@@ -119,7 +125,7 @@ async function benchOn(serverUrl: string | undefined) {
         directCallsPerSecond: round(straight.callsPerSecond),
         twokeyCallsPerSecond: round(through.callsPerSecond),
         twokeyCpuMsPerCall: round(twokeyCpuMsPerCall, 2),
-        minimal: m && least ? { ms: m, addedMs: { p50: m.p50 - d.p50, p99: m.p99 - d.p99 }, callsPerSecond: round(least.callsPerSecond) } : null,
+        minimal: least ? minimalRow(percentiles(least.latencies), d, least.callsPerSecond) : null,
       });
       await Promise.all([...direct, ...gated, ...floor].map((client) => client.close()));
     }

@@ -8,8 +8,9 @@ import { join } from 'node:path';
 export function newestInput(root, inputs) {
   let newest = 0;
   for (const input of inputs.map((path) => join(root, path))) {
-    newest = Math.max(newest, statSync(input).mtimeMs);
-    if (!statSync(input).isDirectory()) continue;
+    const stats = statSync(input);
+    newest = Math.max(newest, stats.mtimeMs);
+    if (!stats.isDirectory()) continue;
     for (const entry of readdirSync(input, { recursive: true, withFileTypes: true })) {
       newest = Math.max(newest, statSync(join(entry.parentPath, entry.name)).mtimeMs);
     }

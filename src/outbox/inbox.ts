@@ -89,9 +89,9 @@ export interface ClickInbox {
   guard<K extends ClickJobKind>(handler: JobHandler<K>): JobHandler<K>;
   /**
    * The burst gate of the `clicks` lane: false while clicks are still arriving (two or more, each
-   * less than `burstGapMs` after the one before, while earlier ones are still being written or
-   * waiting for their decision) or being written, so their writes, which their
-   * answers wait for, do not queue behind decisions (in the embedded database's one queue, and on
+   * less than `burstGapMs` after the one before while earlier ones are still being written or
+   * undecided) or being written, so their writes, which their answers wait for, do not queue
+   * behind decisions (in the embedded database's one queue, and on
    * the event loop); true again once the burst is over, or, one decision at a time, once decisions
    * have been held back `maxHoldMs`. A lone click, once written, is let through at once.
    */

@@ -88,7 +88,7 @@ describe('the clicks burst gate', () => {
     expect(inbox.admitDecisions({ running: 0 })).toBe(true);
   });
 
-  it('stops counting a click as undecided a hold later: another replica decided it, most likely', async () => {
+  it('still holds two clicks that overlap each other when an older undecided one is past its hold', async () => {
     const { inbox, store, advance } = inboxAt();
     // Stored here, claimed and decided by another replica: this process never sees it settle.
     await store('prp_gate_elsewhere');

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { drivers } from '../support/database.js';
-import { advanceBetweenJobs, manualClock } from '../support/clock.js';
+import { manualClock } from '../support/clock.js';
+import { advanceBetweenJobs } from '../support/outbox.js';
 import { configYaml, refundOperation } from '../support/operations.js';
 import type { FakeSlack } from '../slack/support/fake-slack.js';
 import { startSlackTwokey, type SlackTwokey } from '../slack/support/slack-twokey.js';

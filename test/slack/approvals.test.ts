@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import type { Executor } from '../../src/core/executor.js';
-import { manualClock, outboxAtRest } from '../support/clock.js';
+import { manualClock } from '../support/clock.js';
+import { outboxAtRest } from '../support/outbox.js';
 import { drivers } from '../support/database.js';
 import { USD_COST, configYaml, deleteWorkspaceOperation, upgradePlanOperation } from '../support/operations.js';
 import type { FakeSlack, SlackCall } from './support/fake-slack.js';

@@ -2,6 +2,9 @@ import { readFileSync } from 'node:fs';
 import { relative } from 'node:path';
 import { BaseSequencer, type TestSpecification } from 'vitest/node';
 
+/** A file with no recorded duration counts as the longest (finite, so two of them compare equal, not NaN). */
+const UNKNOWN_SECONDS = Number.MAX_SAFE_INTEGER;
+
 /**
  * Longest test files first, so the two workers finish together instead of one running the last
  * long suite alone. Vitest does this from its own cache of the last run's durations; on a clean
@@ -10,9 +13,6 @@ import { BaseSequencer, type TestSpecification } from 'vitest/node';
  * second run). There the durations recorded in test/durations.json (`npm run test:durations`)
  * stand in for the cache. A file in neither counts as long: a new suite runs early.
  */
-/** A file with no recorded duration counts as the longest (finite, so two of them compare equal, not NaN). */
-const UNKNOWN_SECONDS = Number.MAX_SAFE_INTEGER;
-
 export default class LongestFirstSequencer extends BaseSequencer {
   private readonly recorded: Record<string, number> = JSON.parse(readFileSync(new URL('../durations.json', import.meta.url), 'utf8'));
 
