@@ -84,6 +84,9 @@ async function bundleCli() {
     // CommonJS dependencies call require(), which an ES module does not have.
     banner: { js: "import { createRequire as createBundleRequire } from 'node:module'; const require = createBundleRequire(import.meta.url);" },
     logLevel: 'warning',
+    // For profiles that name src/ files and lines (bench/profile-top.ts reads the maps): off by default,
+    // as the maps would double what the package ships.
+    ...(process.env.TWOKEY_BUILD_SOURCEMAP ? { sourcemap: 'linked' } : {}),
   });
 }
 

@@ -423,7 +423,8 @@ export function createExecutionPipeline(deps: ExecutionDeps) {
    * with the error) goes into the row. A remote one is claimed here (a lease, `execution.started`)
    * and runs once the transaction has committed (`finish`), its result recorded in a transaction of
    * its own; a crash in between leaves an expired lease that `resumeStaleExecutions` takes over with
-   * the same idempotency key, the proposal id.
+   * the same idempotency key, the proposal id. A read-only remote one (`Executor.readOnly`) needs
+   * no claim: it runs here, before anything is sent, and its row and result go out as one statement.
    */
   async function executeAtPropose(
     tx: Pick<StoreTransaction, 'begin'>,
@@ -436,7 +437,7 @@ export function createExecutionPipeline(deps: ExecutionDeps) {
     const span = tracer.commit(approved.id);
     span.begin(approved);
     const executor = deps.executorFor(approved.operation);
-    if (executor.kind === 'remote') {
+    if (executor.kind === 'remote' && !executor.readOnly) {
       const step = leasedStep(approved, leaseMsFor(deps, approved.operation), actor, now);
       const executing = { ...approved, ...step.patch };
       return {
@@ -447,8 +448,9 @@ export function createExecutionPipeline(deps: ExecutionDeps) {
       };
     }
     // The transaction that records this run begins before it: an in-process side effect must not
-    // happen when the database is already out of reach (the record would then surely be lost).
-    await tx.begin();
+    // happen when the database is already out of reach (the record would then surely be lost). A
+    // read changes nothing, so its record waits for it, and goes out as one statement after it.
+    if (!executor.readOnly) await tx.begin();
     let step: ExecutionStep;
     try {
       step = committedStep(approved, await runExecutor(deps, span, request), actor, now);

@@ -17,6 +17,13 @@ export interface ExecutionRequest {
  */
 export interface Executor {
   readonly kind: 'local' | 'remote';
+  /**
+   * The call changes nothing downstream (an upstream tool the config marks read-only). Decided at
+   * propose time, it runs before anything is recorded, and the proposal, its decision, the result and
+   * their audit rows are then written as one statement: a read needs no claim, since repeating it
+   * harms nothing. A process that dies during the call leaves no record, and its caller got nothing.
+   */
+  readonly readOnly?: boolean;
   run(request: ExecutionRequest): Promise<unknown>;
 }
 

@@ -45,10 +45,12 @@ function textOf(content: unknown): string {
  * records its answer. Runs outside the commit transaction under an execution claim, like `http`; an
  * upstream error, timeout, oversized answer or answer that breaks its own output schema is a failed
  * execution (the proposal stays approved and can be retried, with the same idempotency key in `_meta`).
+ * A read-only tool's call needs no claim: it runs first, and its proposal is recorded with its answer.
  */
-export function createMcpExecutor(client: UpstreamClient, tool: string): Executor {
+export function createMcpExecutor(client: UpstreamClient, tool: string, readOnly: boolean): Executor {
   return {
     kind: 'remote',
+    readOnly,
     async run(request: ExecutionRequest) {
       // `traceparent` in `_meta` too, as MCP tracing conventions carry it: stdio upstreams have no headers.
       const trace: Record<string, string> = {};

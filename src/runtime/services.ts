@@ -67,7 +67,7 @@ function executorOf(operation: OperationDefinition, clock: Clock, agp: AgpRuntim
     case 'http':
       return createHttpExecutor({ ...operation.executor, clock });
     case 'mcp':
-      return createMcpExecutor(upstreams.get(operation.executor.connection), operation.executor.tool);
+      return createMcpExecutor(upstreams.get(operation.executor.connection), operation.executor.tool, operation.upstreamTool?.readOnly === true);
   }
 }
 
@@ -75,6 +75,7 @@ function executorOf(operation: OperationDefinition, clock: Clock, agp: AgpRuntim
 function timed(executor: Executor, operation: string, metrics: Metrics): Executor {
   return {
     kind: executor.kind,
+    ...(executor.readOnly ? { readOnly: true } : {}),
     async run(request) {
       const end = metrics.executorSeconds.startTimer({ operation });
       try {

@@ -57,14 +57,12 @@ describe.each(drivers)('statements per MCP pass-through call (%s)', (driver) => 
     const figures = { statements: statements.length, outsideTransactions: statements.filter((statement) => !statement.inTransaction).length, transactions };
     expect(result.structuredContent).toMatchObject({ outcome: 'committed', result: { content: [{ type: 'text', text: 'milk, eggs' }] } });
     expect(figures, statements.map((s) => `[${s.inTransaction ? `tx${s.unit}` : 'auto'}] ${s.text.replace(/\s+/g, ' ').slice(0, 200)}`).join('\n')).toEqual({
-      // The key is known (served from memory after the warm-up call). Two statements, each of
-      // which commits by itself, with no BEGIN: the insert (approved by the rule, its execution
-      // claimed) with its audit rows; then the upstream's result, the update (which takes the row
-      // lock itself, only while the proposal is still executing under this claim) with its audit
-      // row, added only if the update matched. The answer is the proposal as propose returned it
-      // and that update left it: no read after.
-      statements: 2,
-      outsideTransactions: 2,
+      // The key is known (served from memory after the warm-up call). One statement, which
+      // commits by itself, with no BEGIN: a read needs no claim, so it runs first, and the insert
+      // (approved by the rule, committed with the upstream's answer) goes out after it with its
+      // audit rows. The answer is the proposal as that insert wrote it: no read after.
+      statements: 1,
+      outsideTransactions: 1,
       transactions: 0,
     });
   });

@@ -22,6 +22,8 @@ export interface FakeUpstream {
   refused: number;
   /** The headers of every accepted request, in order. */
   headers: IncomingHttpHeaders[];
+  /** Lets every call of `hang` waiting so far answer. */
+  releaseHanging(): void;
   close(): Promise<void>;
 }
 
@@ -114,8 +116,11 @@ export async function startFakeUpstream(options: { token: string; hugeBytes?: nu
     get refused() {
       return state.refused;
     },
+    releaseHanging() {
+      for (const release of hanging.splice(0)) release();
+    },
     async close() {
-      for (const release of hanging) release();
+      for (const release of hanging.splice(0)) release();
       await served.close();
     },
   };
