@@ -1,8 +1,9 @@
-import { randomBytes } from 'node:crypto';
+import { randomBytesFromPool } from '../lib/random.js';
 
 /** Ids carry their type (`prp_…`, `agt_…`) so a log line says what it points at. */
 export type IdPrefix = 'prp' | 'agt' | 'grt';
 
 export function newId(prefix: IdPrefix): string {
-  return `${prefix}_${randomBytes(12).toString('base64url')}`;
+  // From the pool: a proposal's id is one of several random values each call draws (src/lib/random.ts).
+  return `${prefix}_${randomBytesFromPool(12).toString('base64url')}`;
 }
