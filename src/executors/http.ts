@@ -48,7 +48,7 @@ export function createHttpExecutor(options: HttpExecutorOptions): Executor {
       });
       if (!response.ok) {
         // The body of a refusal is not kept: nothing is read, the connection is released.
-        await response.body?.cancel().catch(() => undefined);
+        await response.discard();
         throw new Error(`executor answered HTTP ${response.status}`);
       }
       const { bytes, truncated } = await readBodyUpTo(response.body, MAX_RESULT_BYTES).catch((error: unknown) => {

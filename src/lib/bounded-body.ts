@@ -8,25 +8,22 @@ export interface BoundedBody {
 /**
  * Reads a downstream service's answer up to `maxBytes` while it streams. `response.text()` would
  * hold a 5 GB (or endless) answer in memory before anything could cut it; here, the first chunk past
- * the cap cancels the stream, which aborts the request and closes its connection, so memory stays
- * within the cap plus one chunk whatever the service sends.
+ * the cap ends the loop, which cancels a web stream and destroys a Node one, aborting the request
+ * and closing its connection, so memory stays within the cap plus one chunk whatever the service sends.
  */
-export async function readBodyUpTo(body: ReadableStream<Uint8Array> | null, maxBytes: number): Promise<BoundedBody> {
+export async function readBodyUpTo(body: AsyncIterable<Uint8Array> | null, maxBytes: number): Promise<BoundedBody> {
   if (!body) return { bytes: Buffer.alloc(0), truncated: false };
-  const reader = body.getReader();
   const chunks: Uint8Array[] = [];
   let size = 0;
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) return { bytes: Buffer.concat(chunks, size), truncated: false };
+  for await (const chunk of body) {
     const room = maxBytes - size;
-    if (value.byteLength > room) {
-      chunks.push(value.subarray(0, room));
+    if (chunk.byteLength > room) {
+      chunks.push(chunk.subarray(0, room));
       size += room;
-      await reader.cancel().catch(() => undefined);
       return { bytes: Buffer.concat(chunks, size), truncated: true };
     }
-    chunks.push(value);
-    size += value.byteLength;
+    chunks.push(chunk);
+    size += chunk.byteLength;
   }
+  return { bytes: Buffer.concat(chunks, size), truncated: false };
 }

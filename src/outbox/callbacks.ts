@@ -1,9 +1,9 @@
-import type { Dispatcher, Response } from 'undici';
+import type { Dispatcher } from 'undici';
 import { DeliveryError } from '../lib/delivery-error.js';
 import type { Store } from '../core/ports.js';
 import { agentView } from '../core/proposals.js';
 import type { CallbackStore } from './ports.js';
-import { postSigned, webhookKey } from '../executors/signed-post.js';
+import { postSigned, webhookKey, type SignedPostAnswer } from '../executors/signed-post.js';
 import type { JobHandler } from '../core/jobs.js';
 import { ATTRIBUTES, SPANS, inProposalSpan } from '../tracing/index.js';
 
@@ -19,8 +19,8 @@ export interface CallbackDeliveryDeps {
   timeoutMs?: number;
 }
 
-function retryAfterMs(response: Response, now: Date): number | undefined {
-  const header = response.headers.get('retry-after');
+function retryAfterMs(response: SignedPostAnswer, now: Date): number | undefined {
+  const header = response.header('retry-after');
   if (!header) return undefined;
   const seconds = Number(header);
   if (Number.isFinite(seconds)) return Math.max(0, seconds * 1000);
@@ -69,7 +69,7 @@ export function createCallbackDelivery(deps: CallbackDeliveryDeps) {
       span.setAttribute(ATTRIBUTES.httpStatus, answer.status);
       return answer;
     });
-    await response.body?.cancel();
+    await response.discard();
     if (response.status === 410) {
       await deps.callbacks.disable(agent, callbackUrl, proposal.id, deps.clock());
       return;

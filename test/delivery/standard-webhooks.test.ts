@@ -62,7 +62,7 @@ describe('whsec_ secrets and the standardwebhooks library', () => {
       timeoutMs: 5_000,
       clock: () => new Date(),
     });
-    await response.body?.cancel();
+    await response.discard();
     const request = receiver.received.find((r) => r.headers['webhook-id'] === id);
     if (!request) throw new Error(`nothing received for ${id}`);
     return request;
