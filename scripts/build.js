@@ -84,8 +84,8 @@ async function bundleCli() {
     // CommonJS dependencies call require(), which an ES module does not have.
     banner: { js: "import { createRequire as createBundleRequire } from 'node:module'; const require = createBundleRequire(import.meta.url);" },
     logLevel: 'warning',
-    // For profiles that name src/ files and lines (bench/profile-top.ts reads the maps): off by default,
-    // as the maps would double what the package ships.
+    // TWOKEY_BUILD_SOURCEMAP=1: maps beside the bundle, so a CPU profile's positions (BENCH_PROFILE_DIR)
+    // can be traced back to src/ files and lines. Off by default: the maps would double what ships.
     ...(process.env.TWOKEY_BUILD_SOURCEMAP ? { sourcemap: 'linked' } : {}),
   });
 }
