@@ -449,7 +449,9 @@ export function createExecutionPipeline(deps: ExecutionDeps) {
     }
     // The transaction that records this run begins before it: an in-process side effect must not
     // happen when the database is already out of reach (the record would then surely be lost). A
-    // read changes nothing, so its record waits for it, and goes out as one statement after it.
+    // read changes nothing, so its record waits for it, and goes out as one statement after it. It
+    // holds nothing while it runs: a standing rule decides a read-only tool without a statement, so
+    // no transaction is open yet (test/mcp/statement-counts.test.ts counts none).
     if (!executor.readOnly) await tx.begin();
     let step: ExecutionStep;
     try {

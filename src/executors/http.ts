@@ -47,7 +47,7 @@ export function createHttpExecutor(options: HttpExecutorOptions): Executor {
         throw new Error(`executor ${error instanceof Error ? error.message : 'failed'}`, { cause: error });
       });
       if (!response.ok) {
-        // The body of a refusal is not kept: nothing is read, the connection is released.
+        // The body of a refusal is not kept: dropped unread (a short one drained, so the connection is reused).
         await response.discard();
         throw new Error(`executor answered HTTP ${response.status}`);
       }

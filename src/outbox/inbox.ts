@@ -88,12 +88,12 @@ export interface ClickInbox {
    */
   guard<K extends ClickJobKind>(handler: JobHandler<K>): JobHandler<K>;
   /**
-   * The burst gate of the `clicks` lane: false while clicks are still arriving (two or more, each
-   * less than `burstGapMs` after the one before while earlier ones are still being written or
-   * undecided) or being written, so their writes, which their answers wait for, do not queue
-   * behind decisions (in the embedded database's one queue, and on
-   * the event loop); true again once the burst is over, or, one decision at a time, once decisions
-   * have been held back `maxHoldMs`. A lone click, once written, is let through at once.
+   * The burst gate of the `clicks` lane: false while a burst is arriving or being written (two or
+   * more clicks, each less than `burstGapMs` after the one before, while an earlier one is still
+   * being written or undecided), so their writes, which their answers wait for, do not queue behind
+   * decisions (in the embedded database's one queue, and on the event loop); true again once the
+   * burst is over, or, one decision at a time, once decisions have been held back `maxHoldMs`. A
+   * lone click, once written, is let through at once.
    */
   admitDecisions(state: { running: number }): boolean;
 }

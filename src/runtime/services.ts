@@ -73,9 +73,9 @@ function executorOf(operation: OperationDefinition, clock: Clock, agp: AgpRuntim
 
 /** Times every executor call for /metrics without the core knowing about metrics. */
 function timed(executor: Executor, operation: string, metrics: Metrics): Executor {
+  // Everything else the executor says of itself (its kind, whether it only reads) carries over.
   return {
-    kind: executor.kind,
-    ...(executor.readOnly ? { readOnly: true } : {}),
+    ...executor,
     async run(request) {
       const end = metrics.executorSeconds.startTimer({ operation });
       try {

@@ -109,6 +109,9 @@ export async function startFakeUpstream(options: { token: string; hugeBytes?: nu
   }
 
   const served = await serveMcp(options.token, build, state, headers);
+  const releaseHanging = () => {
+    for (const release of hanging.splice(0)) release();
+  };
   return {
     url: served.url,
     calls,
@@ -116,11 +119,9 @@ export async function startFakeUpstream(options: { token: string; hugeBytes?: nu
     get refused() {
       return state.refused;
     },
-    releaseHanging() {
-      for (const release of hanging.splice(0)) release();
-    },
+    releaseHanging,
     async close() {
-      for (const release of hanging.splice(0)) release();
+      releaseHanging();
       await served.close();
     },
   };
