@@ -8,6 +8,7 @@ import { readFile } from 'node:fs/promises';
 import { performance } from 'node:perf_hooks';
 import { sql } from 'drizzle-orm';
 import postgres from 'postgres';
+import { Pool } from 'undici';
 import { callAdminSocket } from '../../src/admin/socket.js';
 import { runAdminOperation } from '../../src/admin/operations.js';
 import { parseConfig } from '../../src/config/config-file.js';
@@ -167,6 +168,40 @@ export async function coreCycles(
   return { concurrency, cycles, cyclesPerSecond: round(cycles / seconds) };
 }
 
+/**
+ * The load generator's HTTP client for the AGP figures. A keep-alive undici pool, one connection per
+ * request in flight, by default: global `fetch` costs the bench process about 1 ms of CPU a request on
+ * two cores, more than twokey spends on an execute, so at 16 agents it measured the client as much as
+ * twokey. `BENCH_AGP_CLIENT=fetch` measures with `fetch` again, to compare.
+ */
+function agpClient(url: string, connections: number) {
+  if (process.env.BENCH_AGP_CLIENT === 'fetch') {
+    return {
+      name: 'fetch',
+      get: async (path: string) => void (await (await fetch(`${url}${path}`)).arrayBuffer()),
+      post: (path: string, apiKey: string, body: unknown, headers: Record<string, string>) => post(`${url}${path}`, apiKey, body, headers),
+      close: async () => {},
+    };
+  }
+  const pool = new Pool(url, { connections, pipelining: 1 });
+  return {
+    name: 'undici pool',
+    get: async (path: string) => void (await (await pool.request({ path, method: 'GET' })).body.arrayBuffer()),
+    post: async (path: string, apiKey: string, body: unknown, headers: Record<string, string>) => {
+      const response = await pool.request({
+        path,
+        method: 'POST',
+        headers: { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json', ...headers },
+        body: JSON.stringify(body),
+      });
+      const answer = (await response.body.json()) as Record<string, unknown>;
+      if (response.statusCode >= 300) throw new Error(`${path} answered ${response.statusCode}: ${JSON.stringify(answer)}`);
+      return answer;
+    },
+    close: () => pool.close(),
+  };
+}
+
 /** AGP execute on the built-in echo business under the `open` policy; added latency = p50 over the /healthz round trip. */
 export async function agpOpenExecutes(
   url: string,
@@ -175,18 +210,19 @@ export async function agpOpenExecutes(
   requests: number,
   measure: (executes: () => Promise<number>) => Promise<number> = (executes) => executes(),
 ) {
+  const client = agpClient(url, concurrency);
   const floor: number[] = [];
   await runConcurrently(requests, concurrency, async () => {
     const started = performance.now();
-    await (await fetch(`${url}/healthz`)).arrayBuffer();
+    await client.get('/healthz');
     floor.push(performance.now() - started);
   });
   const latencies: number[] = [];
   const execute = async (i: number) => {
     const agent = agents[i % agents.length] as BenchAgent;
     const started = performance.now();
-    const answer = await post(
-      `${url}/agp/execute`,
+    const answer = await client.post(
+      '/agp/execute',
       agent.apiKey,
       { businessId: 'echo', request: { serviceId: 'order', items: [{ productId: 'echo-widget-1', quantity: 1 + (i % 5) }] } },
       { 'idempotency-key': `bench-${randomBytes(8).toString('hex')}` },
@@ -194,12 +230,13 @@ export async function agpOpenExecutes(
     latencies.push(performance.now() - started);
     if (answer.status !== 'succeeded' && answer.status !== 'pending') throw new Error(`AGP execute answered ${JSON.stringify(answer)}`);
   };
-  const seconds = await measure(() => runConcurrently(requests, concurrency, execute));
+  const seconds = await measure(() => runConcurrently(requests, concurrency, execute)).finally(() => client.close());
   const measured = percentiles(latencies);
   const base = percentiles(floor);
   return {
     concurrency,
     requests,
+    client: client.name,
     executesPerSecond: round(requests / seconds),
     p50Ms: round(measured.p50, 2),
     p99Ms: round(measured.p99, 2),

@@ -1,11 +1,13 @@
 import { and, eq, isNull, lte, or, sql, type SQL } from 'drizzle-orm';
 import type { AgpTokenRecord, AgpTokenStore, OpenExecuteRecord, TokenEffects } from '../agp/ports.js';
 import type { AuditEventInput } from '../core/model.js';
-import type { IdempotencyRecord, IdempotencyStore } from '../idempotency/ports.js';
+import type { IdempotencyClaim, IdempotencyRecord, IdempotencyStore } from '../idempotency/ports.js';
+import { createGroupCommit } from '../lib/group-commit.js';
 import type { Db, Queryable } from './database.js';
 import { agpTokens, idempotencyKeys } from './schema.js';
 import { auditInsertCtes, withAuditRow } from './audit-log.js';
 import { rowsInsertCte } from './row-inserts.js';
+import { rowsOf } from './rows.js';
 import { appendAuditEvent } from './store.js';
 
 type TokenRow = typeof agpTokens.$inferSelect;
@@ -154,9 +156,94 @@ function idempotencyStatements(db: Db) {
   };
 }
 
+/** Claims sent together, and completions: at most this many in one statement. */
+const IDEMPOTENCY_BATCH = 64;
+
+interface Acquiring {
+  claim: IdempotencyClaim;
+  staleBefore: Date;
+}
+
+interface Completing {
+  agentId: string;
+  key: string;
+  createdAt: Date;
+  responseStatus: number;
+  /** The sealed answer; null (or undefined) is stored as SQL null. */
+  responseBody: unknown;
+  attached: OpenExecuteRecord | undefined;
+}
+
+/**
+ * Many claims in one statement, as the prepared one takes one: each row is inserted, or replaces an
+ * expired row or the stale claim of the same request (its own `stale_before`), or is left alone
+ * (another request holds the key). Rows go in key order, so two replicas' batches cannot deadlock.
+ */
+function acquireBatch(items: readonly Acquiring[]): SQL {
+  const rows = items.map(({ claim, staleBefore }) => ({
+    agent_id: claim.agentId,
+    key: claim.key,
+    request_hash: claim.requestHash,
+    created_at: claim.createdAt.toISOString(),
+    expires_at: claim.expiresAt.toISOString(),
+    stale_before: staleBefore.toISOString(),
+  }));
+  return sql`with claims as (
+      select * from jsonb_to_recordset(${JSON.stringify(rows)}::jsonb)
+        as r(agent_id text, key text, request_hash text, created_at timestamptz, expires_at timestamptz, stale_before timestamptz))
+    insert into idempotency_keys (agent_id, key, request_hash, status, response_status, response_body, created_at, expires_at)
+    select agent_id, key, request_hash, 'in_flight', null, null, created_at, expires_at from claims order by agent_id, key
+    on conflict (agent_id, key) do update set
+      request_hash = excluded.request_hash, status = 'in_flight', response_status = null, response_body = null,
+      created_at = excluded.created_at, expires_at = excluded.expires_at
+    where idempotency_keys.expires_at <= excluded.created_at
+      or (idempotency_keys.status = 'in_flight'
+        and idempotency_keys.request_hash = excluded.request_hash
+        and idempotency_keys.created_at <= (select c.stale_before from claims c where c.agent_id = excluded.agent_id and c.key = excluded.key))
+    returning agent_id, key`;
+}
+
+/** Many completions in one statement: each key's answer, and every `open` execute's record attached to one. */
+function completeBatch(items: readonly Completing[]): SQL {
+  const answers = items.map((item) => ({
+    agent_id: item.agentId,
+    key: item.key,
+    created_at: item.createdAt.toISOString(),
+    response_status: item.responseStatus,
+    response_body: item.responseBody ?? null,
+  }));
+  const records = items.flatMap((item) => (item.attached ? [item.attached] : []));
+  const ctes = [
+    ...(records.length > 0
+      ? [
+          rowsInsertCte(
+            agpTokens,
+            'minted_tokens',
+            records.flatMap((record) => record.minted),
+          ),
+          ...auditInsertCtes(records.map((record) => ({ event: record.event, at: record.at }))),
+        ]
+      : []),
+    sql`answers as (
+      select * from jsonb_to_recordset(${JSON.stringify(answers)}::jsonb)
+        as r(agent_id text, key text, created_at timestamptz, response_status int, response_body jsonb))`,
+    sql`completed as (
+      update idempotency_keys set status = 'done', response_status = answers.response_status, response_body = answers.response_body
+      from answers
+      where idempotency_keys.agent_id = answers.agent_id and idempotency_keys.key = answers.key
+        and idempotency_keys.created_at = answers.created_at and idempotency_keys.status = 'in_flight'
+      returning 1)`,
+  ];
+  return sql`with ${sql.join(ctes, sql`, `)} select 1`;
+}
+
+const scopeKey = (agentId: string, key: string): string => `${agentId}\u0000${key}`;
+
 /**
  * The Idempotency-Key store. An `open` execute's record rides in the statement that settles its key
- * (`attached`): the execute costs the key's claim and this one statement.
+ * (`attached`): the execute costs the key's claim and this one statement. Claims, and completions,
+ * that arrive while one is on its way to the database share the next statement (src/lib/group-commit.ts):
+ * under load, one round trip settles many requests' keys.
  */
 export function createIdempotencyStore(db: Db): IdempotencyStore<OpenExecuteRecord> {
   const statements = idempotencyStatements(db);
@@ -171,21 +258,24 @@ export function createIdempotencyStore(db: Db): IdempotencyStore<OpenExecuteReco
           eq(idempotencyKeys.status, 'in_flight'),
         ),
       );
-  return {
-    async acquire(claim, staleBefore) {
+
+  const acquire = createGroupCommit<Acquiring, boolean>({
+    maxBatch: IDEMPOTENCY_BATCH,
+    // The same key twice in one INSERT … ON CONFLICT DO UPDATE is an error, not a race PostgreSQL settles.
+    keyOf: ({ claim }) => scopeKey(claim.agentId, claim.key),
+    async runOne({ claim, staleBefore }) {
       const taken = await statements.acquire.execute({ ...claim, staleBefore: staleBefore.toISOString() });
       return taken.length === 1;
     },
-
-    async get(agentId, key) {
-      const [row] = await db
-        .select()
-        .from(idempotencyKeys)
-        .where(and(eq(idempotencyKeys.agentId, agentId), eq(idempotencyKeys.key, key)));
-      return row ? toIdempotency(row) : null;
+    async runBatch(items) {
+      const taken = new Set(rowsOf<{ agent_id: string; key: string }>(await db.execute(acquireBatch(items))).map((row) => scopeKey(row.agent_id, row.key)));
+      return items.map(({ claim }) => taken.has(scopeKey(claim.agentId, claim.key)));
     },
+  });
 
-    async complete(agentId, key, createdAt, responseStatus, responseBody, attached) {
+  const complete = createGroupCommit<Completing, void>({
+    maxBatch: IDEMPOTENCY_BATCH,
+    async runOne({ agentId, key, createdAt, responseStatus, responseBody, attached }) {
       // As the column would map it: JSON text, and null as SQL null.
       const body = responseBody === null || responseBody === undefined ? null : JSON.stringify(responseBody);
       if (!attached) {
@@ -199,6 +289,25 @@ export function createIdempotencyStore(db: Db): IdempotencyStore<OpenExecuteReco
         returning 1)
         select 1`);
     },
+    async runBatch(items) {
+      await db.execute(completeBatch(items));
+      return items.map(() => undefined);
+    },
+  });
+
+  return {
+    acquire: (claim, staleBefore) => acquire({ claim, staleBefore }),
+
+    async get(agentId, key) {
+      const [row] = await db
+        .select()
+        .from(idempotencyKeys)
+        .where(and(eq(idempotencyKeys.agentId, agentId), eq(idempotencyKeys.key, key)));
+      return row ? toIdempotency(row) : null;
+    },
+
+    complete: (agentId, key, createdAt, responseStatus, responseBody, attached) =>
+      complete({ agentId, key, createdAt, responseStatus, responseBody, attached }),
 
     async release(agentId, key, createdAt, attached) {
       if (!attached) {

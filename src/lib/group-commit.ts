@@ -1,0 +1,87 @@
+/**
+ * Group commit: single writes that arrive while one is on its way to the database go together in the
+ * next statement, as a database groups the flushes of concurrent commits. One batch is in flight at
+ * a time, so nothing waits while the database is idle (a lone write goes at once, as itself), and
+ * under load each round trip carries every write that queued meanwhile: the per-statement costs (the
+ * socket write and wake-up, parse and plan, a commit's flush) are paid once per batch, not per write.
+ *
+ * A failed batch says nothing of which write in it was at fault, so each is then sent on its own:
+ * one bad write fails alone, and a database outage fails each as it would have anyway.
+ *
+ * Hand-written because the libraries that batch (DataLoader) gather per event-loop tick, not while a
+ * round trip is in flight, and know nothing of writes that must not share a statement.
+ */
+
+export interface GroupCommitOptions<Item> {
+  /** Several writes in one statement: one result per item, in order. */
+  runBatch(items: readonly Item[]): Promise<unknown[]>;
+  /** One write as itself: a lone write, and each write of a batch that failed. */
+  runOne(item: Item): Promise<unknown>;
+  /** The most writes one statement carries. */
+  maxBatch: number;
+  /**
+   * Writes with the same key never share a statement (one row cannot be changed twice by one
+   * INSERT … ON CONFLICT): the later waits for the next batch, in its turn.
+   */
+  keyOf?(item: Item): string;
+}
+
+interface Pending<Item> {
+  item: Item;
+  resolve(result: unknown): void;
+  reject(error: unknown): void;
+}
+
+export function createGroupCommit<Item, Result>(options: GroupCommitOptions<Item>): (item: Item) => Promise<Result> {
+  const { runBatch, runOne, maxBatch, keyOf } = options;
+  const queue: Array<Pending<Item>> = [];
+  let flushing = false;
+
+  /** The next batch, in arrival order: up to maxBatch writes, none sharing a key with an earlier one. */
+  function takeBatch(): Array<Pending<Item>> {
+    if (!keyOf) return queue.splice(0, maxBatch);
+    const batch: Array<Pending<Item>> = [];
+    const keys = new Set<string>();
+    for (let index = 0; index < queue.length && batch.length < maxBatch;) {
+      const key = keyOf((queue[index] as Pending<Item>).item);
+      if (keys.has(key)) {
+        index += 1;
+        continue;
+      }
+      keys.add(key);
+      batch.push(...queue.splice(index, 1));
+    }
+    return batch;
+  }
+
+  async function send(batch: Array<Pending<Item>>): Promise<void> {
+    if (batch.length === 1) {
+      const [only] = batch as [Pending<Item>];
+      await runOne(only.item).then(only.resolve, only.reject);
+      return;
+    }
+    let results: unknown[];
+    try {
+      results = await runBatch(batch.map((pending) => pending.item));
+    } catch {
+      await Promise.all(batch.map((pending) => runOne(pending.item).then(pending.resolve, pending.reject)));
+      return;
+    }
+    batch.forEach((pending, index) => pending.resolve(results[index]));
+  }
+
+  async function flush(): Promise<void> {
+    flushing = true;
+    try {
+      while (queue.length > 0) await send(takeBatch());
+    } finally {
+      flushing = false;
+    }
+  }
+
+  return (item) =>
+    new Promise<Result>((resolve, reject) => {
+      queue.push({ item, resolve: resolve as (result: unknown) => void, reject });
+      if (!flushing) void flush();
+    });
+}
