@@ -1,7 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openRecordedDatabase, SqlRecorder } from '../../bench/support/sql-trace.js';
-import type { OpenExecuteRecord } from '../../src/agp/ports.js';
 import { sha256Hex } from '../../src/core/secrets.js';
 import { createIdempotencyStore } from '../../src/db/agp-store.js';
 import type { Database } from '../../src/db/database.js';
@@ -9,6 +8,7 @@ import { agents, agpTokens, auditEvents } from '../../src/db/schema.js';
 import type { IdempotencyClaim } from '../../src/idempotency/ports.js';
 import { eq } from 'drizzle-orm';
 import { drivers, openTestDatabase } from '../support/database.js';
+import { openExecuteRecord } from './records.js';
 
 /**
  * Concurrent requests' Idempotency-Keys are claimed, and settled, together: what arrives while one
@@ -49,24 +49,8 @@ describe.each(drivers)('Idempotency-Keys settled together (%s)', (driver) => {
 
   const claim = (key: string, requestHash = 'h', createdAt = now): IdempotencyClaim => ({ agentId, key, requestHash, createdAt, expiresAt });
   const unique = (prefix: string) => `${prefix}-${randomBytes(4).toString('hex')}`;
-  const openExecute = (transactionId: string, tokenHash = sha256Hex(transactionId)): OpenExecuteRecord => ({
-    event: { type: 'agp.executed', actor: 'agent:grouped', agentId, data: { transactionId } },
-    at: now,
-    minted: [
-      {
-        tokenHash,
-        kind: 'adapter',
-        agentId,
-        businessId: 'echo',
-        requestHash: sha256Hex('binding'),
-        proposalId: null,
-        data: { transactionId },
-        createdAt: now,
-        expiresAt,
-        consumedAt: null,
-      },
-    ],
-  });
+  const openExecute = (transactionId: string, tokenHash?: string) =>
+    openExecuteRecord({ agentId, agentName: 'grouped', transactionId, at: now, expiresAt, ...(tokenHash ? { tokenHash } : {}) });
   const auditOf = async (transactionId: string) =>
     (await database.db.select().from(auditEvents)).filter((row) => (row.data as Record<string, unknown>)['transactionId'] === transactionId).length;
 

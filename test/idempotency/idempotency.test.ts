@@ -9,6 +9,7 @@ import { drivers } from '../support/database.js';
 import { manualClock } from '../support/clock.js';
 import { startFakePizzeria, type FakePizzeria } from '../agp/fake-business.js';
 import { startAgpTwokey, type AgpTwokey } from '../agp/support.js';
+import { openExecuteRecord } from './records.js';
 
 const order = { action: 'order', items: [{ productId: 'pepperoni', quantity: 1 }], amount_cents: 1499 };
 
@@ -161,24 +162,7 @@ describe.each(drivers)('Idempotency-Key (%s)', (driver) => {
       const store = createIdempotencyStore(twokey.services.database.db);
       const now = clock();
       const expiresAt = new Date(now.getTime() + 86_400_000);
-      const record = (transactionId: string) => ({
-        event: { type: 'agp.executed', actor: 'agent:argus', agentId, data: { transactionId } },
-        at: now,
-        minted: [
-          {
-            tokenHash: sha256Hex(transactionId),
-            kind: 'adapter' as const,
-            agentId,
-            businessId: 'echo',
-            requestHash: sha256Hex('binding'),
-            proposalId: null,
-            data: { transactionId },
-            createdAt: now,
-            expiresAt,
-            consumedAt: null,
-          },
-        ],
-      });
+      const record = (transactionId: string) => openExecuteRecord({ agentId, agentName: 'argus', transactionId, at: now, expiresAt });
       const recorded = async (transactionId: string) => ({
         token: (await twokey.agp.tokens.find(sha256Hex(transactionId), 'adapter'))?.data,
         audit: (await twokey.services.store.listAudit({ limit: 10_000 })).filter((event) => event.data['transactionId'] === transactionId).length,
