@@ -5,8 +5,10 @@
  * under load each round trip carries every write that queued meanwhile: the per-statement costs (the
  * socket write and wake-up, parse and plan, a commit's flush) are paid once per batch, not per write.
  *
- * A failed batch says nothing of which write in it was at fault, so each is then sent on its own:
- * one bad write fails alone, and a database outage fails each as it would have anyway.
+ * A batch the database refused says nothing of which write in it was at fault, so each is then sent
+ * on its own: one bad write fails alone. A batch whose fate is unknown (the connection broke before
+ * the answer: it may have committed) fails every write in it, as a lone statement would have: sent
+ * again, rows it did write would be written twice.
  *
  * Hand-written because the libraries that batch (DataLoader) gather per event-loop tick, not while a
  * round trip is in flight, and know nothing of writes that must not share a statement.
@@ -15,10 +17,12 @@
 export interface GroupCommitOptions<Item> {
   /** Several writes in one statement: one result per item, in order. */
   runBatch(items: readonly Item[]): Promise<unknown[]>;
-  /** One write as itself: a lone write, and each write of a batch that failed. */
+  /** One write as itself: a lone write, and each write of a batch the database refused. */
   runOne(item: Item): Promise<unknown>;
   /** The most writes one statement carries. */
   maxBatch: number;
+  /** Whether a batch that failed with `error` surely wrote nothing, so its writes may be sent again one by one. */
+  refusedWhole(error: unknown): boolean;
   /**
    * Writes with the same key never share a statement (one row cannot be changed twice by one
    * INSERT … ON CONFLICT): the later waits for the next batch, in its turn.
@@ -33,7 +37,7 @@ interface Pending<Item> {
 }
 
 export function createGroupCommit<Item, Result>(options: GroupCommitOptions<Item>): (item: Item) => Promise<Result> {
-  const { runBatch, runOne, maxBatch, keyOf } = options;
+  const { runBatch, runOne, maxBatch, keyOf, refusedWhole } = options;
   const queue: Array<Pending<Item>> = [];
   let flushing = false;
 
@@ -63,8 +67,9 @@ export function createGroupCommit<Item, Result>(options: GroupCommitOptions<Item
     let results: unknown[];
     try {
       results = await runBatch(batch.map((pending) => pending.item));
-    } catch {
-      await Promise.all(batch.map((pending) => runOne(pending.item).then(pending.resolve, pending.reject)));
+    } catch (error) {
+      if (refusedWhole(error)) await Promise.all(batch.map((pending) => runOne(pending.item).then(pending.resolve, pending.reject)));
+      else for (const pending of batch) pending.reject(error);
       return;
     }
     batch.forEach((pending, index) => pending.resolve(results[index]));

@@ -1,5 +1,7 @@
 import { randomBytes } from 'node:crypto';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { sql } from 'drizzle-orm';
+import postgres from 'postgres';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { openRecordedDatabase, SqlRecorder } from '../../bench/support/sql-trace.js';
 import { sha256Hex } from '../../src/core/secrets.js';
 import { createIdempotencyStore } from '../../src/db/agp-store.js';
@@ -7,7 +9,7 @@ import type { Database } from '../../src/db/database.js';
 import { agents, agpTokens, auditEvents } from '../../src/db/schema.js';
 import type { IdempotencyClaim } from '../../src/idempotency/ports.js';
 import { eq } from 'drizzle-orm';
-import { drivers, openTestDatabase } from '../support/database.js';
+import { describeOnPostgres, drivers, openTestDatabase } from '../support/database.js';
 import { openExecuteRecord } from './records.js';
 
 /**
@@ -172,4 +174,65 @@ describe.each(drivers)('Idempotency-Keys settled together (%s)', (driver) => {
     ]);
     expect(claims).toEqual([true, true, 'refused', true]);
   });
+});
+
+/**
+ * A batch whose connection breaks before its answer may have committed: sent again one write at a
+ * time, what it wrote would be written twice (an execute's audit row, its minted token). So every
+ * write of it fails, as a lone statement would, and none is sent again.
+ */
+describeOnPostgres('Idempotency-Keys whose batch lost its connection', () => {
+  let scratch: Database & { url?: string };
+  let store: ReturnType<typeof createIdempotencyStore>;
+  const agentId = 'agt_group_commit_lost';
+  const now = new Date('2026-11-28T12:00:00.000Z');
+  const claim = (key: string): IdempotencyClaim => ({ agentId, key, requestHash: 'h', createdAt: now, expiresAt: new Date(now.getTime() + 86_400_000) });
+  const staleBefore = new Date(now.getTime() - 2 * 60_000);
+
+  beforeAll(async () => {
+    scratch = await openTestDatabase('postgres');
+    await scratch.db.insert(agents).values({
+      id: agentId,
+      name: 'lost',
+      keyHash: sha256Hex('lost'),
+      keyPrefix: 'tk_lost',
+      callbackSecret: 'whsec_lost',
+      owners: [],
+      createdAt: now,
+    });
+    // Holds a claim of a `slow-` key in the database long enough to cut its connection meanwhile.
+    await scratch.db.execute(sql`create function slow_claim() returns trigger language plpgsql as $$
+      begin if new.key like 'slow-%' then perform pg_sleep(5); end if; return new; end $$`);
+    await scratch.db.execute(sql`create trigger slow_claim before insert on idempotency_keys for each row execute function slow_claim()`);
+    store = createIdempotencyStore(scratch.db);
+  }, 120_000);
+  afterAll(() => scratch?.close());
+
+  it('fails every claim of the batch and sends none of them again', async () => {
+    const outcomes = Promise.all(
+      ['lead', 'slow-1', 'slow-2'].map((key) =>
+        store.acquire(claim(key), staleBefore).then(
+          (taken) => ({ taken }),
+          () => 'failed',
+        ),
+      ),
+    );
+    // The batch (the lead went first, alone) is the statement sleeping in the trigger.
+    const killer = postgres(scratch.url ?? '', { max: 1, onnotice: () => {} });
+    try {
+      await vi.waitFor(
+        async () => {
+          const [row] = await killer`select pg_terminate_backend(pid) as killed from pg_stat_activity
+            where datname = current_database() and state = 'active' and query like '%jsonb_to_recordset%' and pid <> pg_backend_pid()`;
+          expect(row?.killed).toBe(true);
+        },
+        { timeout: 4_000, interval: 20 },
+      );
+    } finally {
+      await killer.end();
+    }
+    expect(await outcomes).toEqual([{ taken: true }, 'failed', 'failed']);
+    expect(await store.get(agentId, 'slow-1')).toBeNull();
+    expect(await store.get(agentId, 'slow-2')).toBeNull();
+  }, 20_000);
 });

@@ -8,6 +8,8 @@ function heldWrites(options: { failBatchesWith?: (items: readonly string[]) => s
   const held = () => new Promise<void>((resolve) => waiting.push(resolve));
   const write = createGroupCommit<string, string>({
     maxBatch: 3,
+    // In these tests a batch failing with "connection lost" may have been written.
+    refusedWhole: (error) => !(error instanceof Error && error.message === 'connection lost'),
     keyOf: (item) => item.split('#')[0] ?? item,
     async runOne(item) {
       statements.push([item]);
@@ -88,6 +90,24 @@ describe('group commit', () => {
     await answer();
     expect(statements).toEqual([['a'], ['b', 'bad', 'c'], ['b'], ['bad'], ['c']]);
     expect(await Promise.all(results)).toEqual([{ value: 'one:a' }, { value: 'one:b' }, { error: 'refused bad' }, { value: 'one:c' }]);
+  });
+
+  it('fails every write of a batch whose fate is unknown, and sends none of them again', async () => {
+    const { write, statements, answer } = heldWrites({ failBatchesWith: () => 'connection lost' });
+    const results = ['a', 'b', 'c'].map((item) =>
+      write(item).then(
+        (value) => ({ value }),
+        (error: Error) => ({ error: error.message }),
+      ),
+    );
+    await answer();
+    await answer();
+    expect(statements).toEqual([['a'], ['b', 'c']]);
+    expect(await Promise.all(results)).toEqual([{ value: 'one:a' }, { error: 'connection lost' }, { error: 'connection lost' }]);
+    // Writes that come after it go on as usual.
+    const next = write('d');
+    await answer();
+    await expect(next).resolves.toBe('one:d');
   });
 
   it('keeps going after a lone write fails', async () => {
