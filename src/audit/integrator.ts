@@ -24,7 +24,7 @@ export interface AuditIntegratorOptions {
   isLeader: () => boolean;
   /**
    * How often the leader looks for committed rows: bounds the delay before a row is in the chain
-   * when nothing wakes it (default 250 ms).
+   * when nothing wakes it (default 250 ms; `twokey serve` sets 2 s, as every proposal change wakes it).
    */
   intervalMs?: number;
   /**

@@ -24,8 +24,8 @@ const SWEEPER_LOCK_KEY = 0x73776570; // "swep"
 const PRUNE_BATCH_SIZE = 500;
 const AUDIT_LEADER_LOCK_KEY = 0x6175646c; // "audl"
 const DAY_MS = 24 * 3_600_000;
-/** The audit integrator's fallback poll on PostgreSQL, where changes wake it; the embedded database polls every 250 ms. */
-const POSTGRES_AUDIT_POLL_MS = 2_000;
+/** The audit integrator's fallback poll: every proposal change wakes it. */
+const AUDIT_FALLBACK_POLL_MS = 2_000;
 
 export interface ElectedWorkDeps {
   env: Env;
@@ -116,15 +116,15 @@ export function startAuditIntegrator(
     logger: () => logger,
     clock: services.clock,
     isLeader: () => leader.isLeader(),
-    // On PostgreSQL every proposal change wakes the integrator (a change here at once, another
+    // Every proposal change wakes the integrator (a change here at once; on PostgreSQL another
     // replica's by NOTIFY), so the poll is only the fallback for rows of other changes (an agent
-    // created, a key revoked) and for a lost notification.
-    intervalMs: options.auditIntervalMs ?? (database.kind === 'postgres' ? POSTGRES_AUDIT_POLL_MS : undefined),
+    // created, a key revoked) and for a lost notification. The embedded database polled every
+    // 250 ms once: a transaction of WASM PostgreSQL four times a second, most of twokey's CPU at rest.
+    intervalMs: options.auditIntervalMs ?? AUDIT_FALLBACK_POLL_MS,
   });
   leader.start();
   audit.start();
-  // An interval the caller chose (tests counting statements) stays the only pace; the embedded
-  // database keeps its 250 ms poll.
-  const stopWaking = options.auditIntervalMs === undefined && database.kind === 'postgres' ? services.changes.onAny(() => audit.wake()) : () => {};
+  // An interval the caller chose (tests counting statements) stays the only pace.
+  const stopWaking = options.auditIntervalMs === undefined ? services.changes.onAny(() => audit.wake()) : () => {};
   return { audit, leader, stopWaking };
 }

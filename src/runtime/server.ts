@@ -75,7 +75,7 @@ export interface StartOptions {
   callbackTimeoutMs?: number;
   /** How often the sweeper prunes expired rows, by the clock (default 10 minutes). */
   pruneIntervalMs?: number;
-  /** How often the elected replica places committed audit rows in the chain (250 ms). */
+  /** How often the elected replica looks for audit rows to place in the chain when no change woke it (2 s). */
   auditIntervalMs?: number;
   auditLeaderRetryMs?: number;
   /**
@@ -234,8 +234,9 @@ function createOutbox(
     // On PostgreSQL every job queued now wakes its lanes (here at once, on other replicas by NOTIFY), and a
     // job put back for a retry wakes its lane when it falls due: the poll is the slow fallback, for a
     // lost notification, a reminder falling due, or a job queued from outside (`twokey jobs retry`):
-    // every 2 s. The embedded database, with no notifications, keeps the worker's own 250 ms poll.
-    pollIntervalMs: options.outboxPollMs ?? (database.kind === 'postgres' ? 2_000 : undefined),
+    // every 2 s. The same on the embedded database, where every job is queued by this process and
+    // wakes its lane at once (its 250 ms poll was most of twokey's CPU at rest there).
+    pollIntervalMs: options.outboxPollMs ?? 2_000,
     leaseMs: options.outboxLeaseMs,
     backoff: options.outboxBackoff,
     // Stored clicks wait out a burst of clicks: their answers wait for the clicks' writes (see inbox.ts).
