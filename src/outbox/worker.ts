@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
 import { DeliveryError } from '../lib/delivery-error.js';
 import { isDatabaseUnavailable } from '../lib/driver-errors.js';
+import { createGroupCommit } from '../lib/group-commit.js';
 import type { JobRow, JobStore } from './ports.js';
 import { scrubSecrets } from '../lib/secrets.js';
 import { withDeadline } from '../lib/timeouts.js';
@@ -119,43 +120,30 @@ interface LaneState {
 }
 
 /**
- * Completions go out together: while one statement is on its way, the jobs that finish meanwhile
- * wait and go in the next, each still fenced by its own claim stamp. `complete` resolves false when
- * another worker re-claimed the job after this one's lease ran out.
+ * Completions go out together (src/lib/group-commit.ts): while one statement is on its way, the
+ * jobs that finish meanwhile wait and go in the next, each still fenced by its own claim stamp.
+ * `held` false: another worker re-claimed the job after this one's lease ran out. `followed`: a job
+ * of its ordering key waits behind it.
  */
 function createCompletionBatcher(jobs: JobStore, clock: () => Date) {
   type Completion = { held: boolean; followed: boolean };
-  let waiting: Array<{ job: JobRow; settle: (completion: Completion) => void; fail: (error: unknown) => void }> = [];
-  let sending = false;
-  async function send(): Promise<void> {
-    sending = true;
-    while (waiting.length > 0) {
-      const batch = waiting;
-      waiting = [];
-      try {
-        const held = await jobs.completeAll(
-          batch.map((entry) => entry.job),
-          clock(),
-        );
-        for (const entry of batch) {
-          const completed = held.get(entry.job.id);
-          entry.settle({ held: completed !== undefined, followed: completed?.followed ?? false });
-        }
-      } catch (error) {
-        for (const entry of batch) entry.fail(error);
-      }
-    }
-    sending = false;
+  async function completeAll(batch: readonly JobRow[]): Promise<Completion[]> {
+    const held = await jobs.completeAll(batch, clock());
+    return batch.map((job) => {
+      const completed = held.get(job.id);
+      return { held: completed !== undefined, followed: completed?.followed ?? false };
+    });
   }
-  return {
-    /** `held` false: another worker re-claimed the job. `followed`: a job of its ordering key waits behind it. */
-    complete(job: JobRow): Promise<Completion> {
-      return new Promise((settle, fail) => {
-        waiting.push({ job, settle, fail });
-        if (!sending) void send();
-      });
-    },
-  };
+  const complete = createGroupCommit<JobRow, Completion>({
+    runBatch: completeAll,
+    runOne: async (job) => (await completeAll([job]))[0],
+    // As many as finish together: the lanes' sizes bound them.
+    maxBatch: 1_000,
+    // A failed completion fails every job of its batch; the caller offers each again (`record`),
+    // fenced by its claim stamp, so a batch that did commit changes nothing the second time.
+    refusedWhole: () => false,
+  });
+  return { complete };
 }
 
 /** How often an outcome the database could not take is offered again. */
