@@ -284,19 +284,13 @@ export function createIdempotencyStore(db: Db): IdempotencyStore<OpenExecuteReco
   const complete = createGroupCommit<Completing, void>({
     maxBatch: IDEMPOTENCY_BATCH,
     refusedWhole,
-    async runOne({ agentId, key, createdAt, responseStatus, responseBody, attached }) {
+    async runOne(item) {
+      // With an execute's record, the batch's statement for one: one text for both, no copy of it.
+      if (item.attached) return void (await db.execute(completeBatch([item])));
+      const { agentId, key, createdAt, responseStatus, responseBody } = item;
       // As the column would map it: JSON text, and null as SQL null.
       const body = responseBody === null || responseBody === undefined ? null : JSON.stringify(responseBody);
-      if (!attached) {
-        await statements.complete.execute({ agentId, key, createdAt: createdAt.toISOString(), responseStatus, responseBody: body });
-        return;
-      }
-      // Column names as written in SQL: an UPDATE's SET takes no table-qualified column.
-      await db.execute(sql`with ${sql.join(openExecuteCtes(attached), sql`, `)}, completed as (
-        update idempotency_keys set status = 'done', response_status = ${responseStatus}::int, response_body = ${body}::jsonb
-        where agent_id = ${agentId} and key = ${key} and created_at = ${createdAt.toISOString()}::timestamptz and status = 'in_flight'
-        returning 1)
-        select 1`);
+      await statements.complete.execute({ agentId, key, createdAt: createdAt.toISOString(), responseStatus, responseBody: body });
     },
     async runBatch(items) {
       await db.execute(completeBatch(items));

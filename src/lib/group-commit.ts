@@ -14,11 +14,11 @@
  * round trip is in flight, and know nothing of writes that must not share a statement.
  */
 
-export interface GroupCommitOptions<Item> {
+export interface GroupCommitOptions<Item, Result> {
   /** Several writes in one statement: one result per item, in order. */
-  runBatch(items: readonly Item[]): Promise<unknown[]>;
+  runBatch(items: readonly Item[]): Promise<Result[]>;
   /** One write as itself: a lone write, and each write of a batch the database refused. */
-  runOne(item: Item): Promise<unknown>;
+  runOne(item: Item): Promise<Result>;
   /** The most writes one statement carries. */
   maxBatch: number;
   /** Whether a batch that failed with `error` surely wrote nothing, so its writes may be sent again one by one. */
@@ -30,24 +30,25 @@ export interface GroupCommitOptions<Item> {
   keyOf?(item: Item): string;
 }
 
-interface Pending<Item> {
+interface Pending<Item, Result> {
   item: Item;
-  resolve(result: unknown): void;
+  resolve(result: Result): void;
   reject(error: unknown): void;
 }
 
-export function createGroupCommit<Item, Result>(options: GroupCommitOptions<Item>): (item: Item) => Promise<Result> {
+export function createGroupCommit<Item, Result>(options: GroupCommitOptions<Item, Result>): (item: Item) => Promise<Result> {
   const { runBatch, runOne, maxBatch, keyOf, refusedWhole } = options;
-  const queue: Array<Pending<Item>> = [];
+  type Queued = Pending<Item, Result>;
+  const queue: Queued[] = [];
   let flushing = false;
 
   /** The next batch, in arrival order: up to maxBatch writes, none sharing a key with an earlier one. */
-  function takeBatch(): Array<Pending<Item>> {
+  function takeBatch(): Queued[] {
     if (!keyOf) return queue.splice(0, maxBatch);
-    const batch: Array<Pending<Item>> = [];
+    const batch: Queued[] = [];
     const keys = new Set<string>();
     for (let index = 0; index < queue.length && batch.length < maxBatch;) {
-      const key = keyOf((queue[index] as Pending<Item>).item);
+      const key = keyOf((queue[index] as Queued).item);
       if (keys.has(key)) {
         index += 1;
         continue;
@@ -58,13 +59,13 @@ export function createGroupCommit<Item, Result>(options: GroupCommitOptions<Item
     return batch;
   }
 
-  async function send(batch: Array<Pending<Item>>): Promise<void> {
+  async function send(batch: Queued[]): Promise<void> {
     if (batch.length === 1) {
-      const [only] = batch as [Pending<Item>];
+      const [only] = batch as [Queued];
       await runOne(only.item).then(only.resolve, only.reject);
       return;
     }
-    let results: unknown[];
+    let results: Result[];
     try {
       results = await runBatch(batch.map((pending) => pending.item));
     } catch (error) {
@@ -72,7 +73,7 @@ export function createGroupCommit<Item, Result>(options: GroupCommitOptions<Item
       else for (const pending of batch) pending.reject(error);
       return;
     }
-    batch.forEach((pending, index) => pending.resolve(results[index]));
+    batch.forEach((pending, index) => pending.resolve(results[index] as Result));
   }
 
   async function flush(): Promise<void> {
@@ -86,7 +87,7 @@ export function createGroupCommit<Item, Result>(options: GroupCommitOptions<Item
 
   return (item) =>
     new Promise<Result>((resolve, reject) => {
-      queue.push({ item, resolve: resolve as (result: unknown) => void, reject });
+      queue.push({ item, resolve, reject });
       if (!flushing) void flush();
     });
 }

@@ -127,16 +127,16 @@ interface LaneState {
  */
 function createCompletionBatcher(jobs: JobStore, clock: () => Date) {
   type Completion = { held: boolean; followed: boolean };
-  async function completeAll(batch: readonly JobRow[]): Promise<Completion[]> {
-    const held = await jobs.completeAll(batch, clock());
-    return batch.map((job) => {
-      const completed = held.get(job.id);
-      return { held: completed !== undefined, followed: completed?.followed ?? false };
-    });
-  }
+  const completionOf = (held: Map<number, { followed: boolean }>, job: JobRow): Completion => {
+    const completed = held.get(job.id);
+    return { held: completed !== undefined, followed: completed?.followed ?? false };
+  };
   const complete = createGroupCommit<JobRow, Completion>({
-    runBatch: completeAll,
-    runOne: async (job) => (await completeAll([job]))[0],
+    runBatch: async (batch) => {
+      const held = await jobs.completeAll(batch, clock());
+      return batch.map((job) => completionOf(held, job));
+    },
+    runOne: async (job) => completionOf(await jobs.completeAll([job], clock()), job),
     // As many as finish together: the lanes' sizes bound them.
     maxBatch: 1_000,
     // A failed completion fails every job of its batch; the caller offers each again (`record`),

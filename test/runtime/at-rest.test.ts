@@ -54,5 +54,6 @@ describe('the embedded database at rest', () => {
     const chained = async () => (await twokey.services.store.listAudit({ proposalId: proposal.id, limit: 10 })).every((event) => event.seq !== null);
     // The wake looks 250 ms after the change; the fallback poll could take 2 s.
     await vi.waitFor(async () => expect(await chained()).toBe(true), { timeout: 10_000, interval: 50 });
+    wake.mockRestore();
   });
 });
