@@ -236,3 +236,57 @@ describeOnPostgres('Idempotency-Keys whose batch lost its connection', () => {
     expect(await store.get(agentId, 'slow-2')).toBeNull();
   }, 20_000);
 });
+
+/**
+ * Settling a key looks it up by its primary key, however many keys the table holds. With the
+ * key's expected status as a constant filter, the planner, whose statistics saw no key in flight,
+ * scanned the whole table instead.
+ */
+describeOnPostgres('Idempotency-Key completions among many kept keys', () => {
+  const recorder = new SqlRecorder();
+  let scratch: Database & { url?: string };
+  let recorded: Database;
+  const agentId = 'agt_group_commit_many';
+  const now = new Date('2026-11-28T12:00:00.000Z');
+  const expiresAt = new Date(now.getTime() + 86_400_000);
+
+  beforeAll(async () => {
+    scratch = await openTestDatabase('postgres');
+    recorded = await openRecordedDatabase(scratch.url, recorder);
+    await scratch.db
+      .insert(agents)
+      .values({ id: agentId, name: 'many', keyHash: sha256Hex('many'), keyPrefix: 'tk_many', callbackSecret: 'whsec_many', owners: [], createdAt: now });
+    await scratch.db.execute(sql`insert into idempotency_keys
+      select ${agentId}, 'kept-' || n, 'h', 'done', 200, null, now(), now() + interval '1 day' from generate_series(1, 20000) as n`);
+    await scratch.db.execute(sql`analyze idempotency_keys`);
+  }, 120_000);
+  afterAll(async () => {
+    await recorded?.close();
+    await scratch?.close();
+  });
+
+  it('finds each key by its primary key, alone with a record and in a batch', async () => {
+    const store = createIdempotencyStore(recorded.db);
+    const staleBefore = new Date(now.getTime() - 2 * 60_000);
+    const keys = ['one', 'two', 'three'];
+    for (const key of keys) await store.acquire({ agentId, key, requestHash: 'h', createdAt: now, expiresAt }, staleBefore);
+    const record = (transactionId: string) => openExecuteRecord({ agentId, agentName: 'many', transactionId, at: now, expiresAt });
+    const { statements } = await recorder.during(async () => {
+      await store.complete(agentId, 'one', now, 200, { sealed: 'one' }, record('txn_many_one'));
+      await Promise.all(keys.slice(1).map((key) => store.complete(agentId, key, now, 200, { sealed: key }, record(`txn_many_${key}`))));
+    });
+    const settling = statements.filter((statement) => /completed as \(\s*update idempotency_keys/.test(statement.text));
+    expect(settling.length).toBeGreaterThanOrEqual(2);
+    const explain = postgres(scratch.url ?? '', { max: 1, onnotice: () => {} });
+    try {
+      for (const statement of settling) {
+        const plan = JSON.stringify(await explain.unsafe(`explain (format json) ${statement.text}`, statement.params as never[]));
+        expect(plan).toContain('idempotency_keys_agent_id_key_pk');
+        expect(plan).not.toMatch(/"Node Type":\s*"Seq Scan",[^}]*"Relation Name":\s*"idempotency_keys"/);
+      }
+    } finally {
+      await explain.end();
+    }
+    for (const key of keys) expect(await store.get(agentId, key)).toMatchObject({ status: 'done', responseBody: { sealed: key } });
+  });
+});
