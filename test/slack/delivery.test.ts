@@ -150,6 +150,22 @@ describe.each(drivers)('Slack delivery through the outbox (%s)', (driver) => {
       expect((error as DeliveryError).message).toContain(code);
     });
 
+    it('posts and edits through undici, not the global fetch, and reads Slack answers the same', async () => {
+      const before = fake.calls.length;
+      const ref = await slack.publisher.post('C0KEYS', view());
+      expect(ref.messageId).toMatch(/^\d+\.\d+$/);
+      await slack.publisher.update(ref, view({ status: 'committed' }));
+      const stop = fake.respond((call) => (call.method === 'chat.update' ? { status: 503, body: 'unavailable' } : undefined));
+      const error = await slack.publisher.update(ref, view()).catch((e: unknown) => e);
+      stop();
+      expect((error as DeliveryError).message).toBe('Slack chat.update: HTTP 503');
+      const sent = fake.calls.slice(before);
+      expect(sent.map((call) => call.method)).toEqual(['chat.postMessage', 'chat.update', 'chat.update']);
+      // Node's global fetch adds the Fetch standard's request headers; undici's request adds none.
+      for (const call of sent) expect(call.headers['sec-fetch-mode']).toBeUndefined();
+      expect(sent[0]?.authorization).toBe(`Bearer ${BOT_TOKEN}`);
+    });
+
     it('treats an unreachable Slack as transient, and never names the token', async () => {
       const port = await freePort();
       const offline = createSlackIntegration({

@@ -8,6 +8,8 @@ export interface SlackCall {
   method: string;
   args: Record<string, any>;
   authorization: string | undefined;
+  /** Every request header, lower-case, as Node's http server reads them. */
+  headers: IncomingMessage['headers'];
   /** Date.now() on arrival */
   at: number;
 }
@@ -120,7 +122,7 @@ export class FakeSlack {
     for (const [key, value] of new URLSearchParams(Buffer.concat(chunks).toString('utf8'))) {
       args[key] = JSON_FIELDS.has(key) ? JSON.parse(value) : value;
     }
-    const call: SlackCall = { method, args, authorization: request.headers.authorization, at: Date.now() };
+    const call: SlackCall = { method, args, authorization: request.headers.authorization, headers: request.headers, at: Date.now() };
     this.calls.push(call);
     let answer: FakeAnswer | undefined;
     for (const responder of this.responders) {
