@@ -95,6 +95,20 @@ export function backoffDelay(attempt: number, baseMs: number, maxMs: number, ran
 }
 
 const DEFAULT_LEASE_MS = 60_000;
+/** How many retry wake-ups a lane keeps; past them the poll finds the jobs. */
+const MAX_RETRY_WAKE_UPS = 1_000;
+
+/** Where `value` goes in the ascending `values` to keep them sorted (after equal ones). */
+function sortedIndex(values: readonly number[], value: number): number {
+  let low = 0;
+  let high = values.length;
+  while (low < high) {
+    const middle = (low + high) >>> 1;
+    if ((values[middle] ?? 0) <= value) low = middle + 1;
+    else high = middle;
+  }
+  return low;
+}
 const DEFAULT_DEADLINE_MS = 30_000;
 
 interface LaneState {
@@ -115,8 +129,12 @@ interface LaneState {
   wakeRequested: boolean;
   /** The last claim filled every free slot: more jobs may be due than it could take. */
   moreMayBeDue: boolean;
-  /** When the earliest job this lane put back for a retry falls due (Date.now() time), if before the next poll. */
-  retryDueAt: number | null;
+  /**
+   * When the jobs this lane put back for a retry fall due (Date.now() times), earliest first. Every
+   * one is kept, not only the earliest: a claim made before a later one falls due must still leave
+   * it a wake-up, or that job waits for the next poll.
+   */
+  retryDueAts: number[];
 }
 
 /**
@@ -298,7 +316,7 @@ function newLaneState(lane: OutboxLane, namedKinds: readonly string[], leaseMs: 
     timerDueAt: 0,
     wakeRequested: false,
     moreMayBeDue: true,
-    retryDueAt: null,
+    retryDueAts: [],
   };
 }
 
@@ -394,7 +412,8 @@ export function createOutboxWorker(options: OutboxWorkerOptions) {
     if (!running) return;
     if (state.timer) clearTimeout(state.timer);
     // A job put back for a retry falls due before the next poll: the timer is for it.
-    if (state.retryDueAt !== null) delayMs = Math.min(delayMs, Math.max(0, state.retryDueAt - Date.now()));
+    const retryDueAt = state.retryDueAts[0];
+    if (retryDueAt !== undefined) delayMs = Math.min(delayMs, Math.max(0, retryDueAt - Date.now()));
     state.timerDueAt = Date.now() + delayMs;
     state.timer = setTimeout(() => {
       state.timer = null;
@@ -405,8 +424,11 @@ export function createOutboxWorker(options: OutboxWorkerOptions) {
   /** A job of this lane falls due in `delayMs`: the lane looks then, or at its next poll if sooner. */
   function wakeIn(state: LaneState, delayMs: number) {
     const dueAt = Date.now() + delayMs;
-    if (state.retryDueAt !== null && state.retryDueAt <= dueAt) return;
-    state.retryDueAt = dueAt;
+    const dues = state.retryDueAts;
+    // Beyond the bound, the poll finds the latest ones (thousands of jobs failing at once).
+    if (dues.length >= MAX_RETRY_WAKE_UPS && dueAt >= (dues.at(-1) ?? 0)) return;
+    dues.splice(sortedIndex(dues, dueAt), 0, dueAt);
+    if (dues.length > MAX_RETRY_WAKE_UPS) dues.pop();
     // A claim under way schedules the next look when it ends; a timer due sooner stays.
     if (!state.claiming && (!state.timer || state.timerDueAt > dueAt)) schedule(state, pollIntervalMs);
   }
@@ -422,7 +444,8 @@ export function createOutboxWorker(options: OutboxWorkerOptions) {
     }
     state.wakeRequested = false;
     // Jobs put back for a retry that are due by now are among what this claim finds.
-    if (state.retryDueAt !== null && state.retryDueAt <= Date.now()) state.retryDueAt = null;
+    const now = Date.now();
+    while ((state.retryDueAts[0] ?? Number.POSITIVE_INFINITY) <= now) state.retryDueAts.shift();
     state.claiming = claimFor(state)
       .then((claimed) => {
         state.moreMayBeDue = claimed.length === free;

@@ -1,6 +1,7 @@
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import type { Database } from '../../src/db/database.js';
+import { DeliveryError } from '../../src/lib/delivery-error.js';
 import { createJobStore } from '../../src/db/jobs-store.js';
 import type { JobStore } from '../../src/outbox/ports.js';
 import { createOutboxWorker, type OutboxLane } from '../../src/outbox/worker.js';
@@ -81,5 +82,38 @@ describe.each(drivers)('outbox wake-ups without the poll (%s)', (driver) => {
     workers.push(worker);
     worker.start();
     await vi.waitFor(() => expect(attempts).toEqual([1, 2]), { timeout: 10_000, interval: 10 });
+  });
+
+  it('jobs put back for retries that fall due at different times each run when theirs comes', async () => {
+    const proposalId = `prp_wake_${driver}_two_retries`;
+    const job = (platform: string) => ({ kind: 'chat.sync', payload: { proposalId, platform }, maxAttempts: 5 });
+    const [soonId = 0, laterId = 0] = await store.insertMany([job('slack'), job('discord')], new Date());
+    // The later retry is asked for while the sooner one's wake-up is pending; the sooner one's
+    // claim must not take the later one's wake-up with it.
+    const retryAfterMs = new Map([
+      [soonId, 50],
+      [laterId, 300],
+    ]);
+    const runs: Array<[number, number]> = [];
+    const worker = createOutboxWorker({
+      jobs: store,
+      logger,
+      lanes: [lane],
+      pollIntervalMs: NEVER_MS,
+      backoff: { baseMs: 1, maxMs: 1 },
+      handlers: {
+        'chat.sync': (_payload, { attempt, jobId }) => {
+          if (!retryAfterMs.has(jobId)) return Promise.resolve();
+          runs.push([jobId, attempt]);
+          return attempt === 1 ? Promise.reject(new DeliveryError('busy', { retryAfterMs: retryAfterMs.get(jobId) })) : Promise.resolve();
+        },
+      },
+    });
+    workers.push(worker);
+    worker.start();
+    await vi.waitFor(() => expect(runs.filter(([, attempt]) => attempt === 2).map(([id]) => id)).toEqual([soonId, laterId]), {
+      timeout: 10_000,
+      interval: 10,
+    });
   });
 });
