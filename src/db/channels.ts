@@ -31,6 +31,11 @@ export const PRESENCE_CHANNEL = 'twokey_replicas';
  */
 export const WAKE_UP_CHANNELS: ReadonlySet<string> = new Set([PROPOSAL_CHANNEL, JOBS_CHANNEL]);
 
+/** The JOBS_CHANNEL payload saying that `replica` queued jobs of these kinds. */
+export function jobsNotice(replica: string, kinds: readonly string[]): string {
+  return `${replica}|${kinds.join(',')}`;
+}
+
 export function parseJobsNotice(payload: string): { replica: string; kinds: string[] } {
   const bar = payload.indexOf('|');
   return {

@@ -9,7 +9,7 @@ import type { Notifier } from './notifier.js';
 import { agents, approvals, proposals, requestIdentities } from './schema.js';
 import { inTransaction, lockedThenRead, onConnectionOf, type WriteBuffer } from './transactions.js';
 
-export { AGENT_CHANNEL, JOBS_CHANNEL, PROPOSAL_CHANNEL, parseJobsNotice } from './channels.js';
+export { AGENT_CHANNEL, JOBS_CHANNEL, jobsNotice, PROPOSAL_CHANNEL, parseJobsNotice } from './channels.js';
 
 export interface StoreOptions {
   /** Names this replica in job notices. */

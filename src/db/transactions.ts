@@ -4,7 +4,7 @@ import type postgres from 'postgres';
 import type { AuditEventInput, ProposalRecord } from '../core/model.js';
 import { NoLongerExecutingError, type OutboxJobSpec, type StoreTransaction } from '../core/ports.js';
 import { auditInsertCtes } from './audit-log.js';
-import { JOBS_CHANNEL, PROPOSAL_CHANNEL } from './channels.js';
+import { JOBS_CHANNEL, jobsNotice, PROPOSAL_CHANNEL } from './channels.js';
 import type { Db, Queryable } from './database.js';
 import { rowsInsertCte } from './row-inserts.js';
 import { proposals } from './schema.js';
@@ -109,7 +109,7 @@ function writeBuffer(db: Db, replica: string): WriteBuffer {
       audit.length = 0;
       queued.length = 0;
       const notifications: Notification[] = [...notify].map((id) => [PROPOSAL_CHANNEL, id] as const);
-      if (dueKinds.length > 0) notifications.push([JOBS_CHANNEL, `${replica}|${dueKinds.join(',')}`]);
+      if (dueKinds.length > 0) notifications.push([JOBS_CHANNEL, jobsNotice(replica, dueKinds)]);
       notify.clear();
       const ctes = sql.join(parts, sql`, `);
       if (finished)

@@ -19,7 +19,7 @@ import type { Database } from '../db/database.js';
 import { createAgpRuntime, parseBusinesses, type AgpRuntime } from '../agp/index.js';
 import { createAgpTokenStore } from '../db/agp-store.js';
 import { createJobStore } from '../db/jobs-store.js';
-import { createStore } from '../db/store.js';
+import { createStore, JOBS_CHANNEL, jobsNotice } from '../db/store.js';
 import { createRequestIdentityStore } from '../db/request-identity-store.js';
 import { createAuditLog } from '../db/audit-log.js';
 import { createConsoleSessionStore } from '../db/console-session-store.js';
@@ -102,15 +102,25 @@ export function createServices(options: ServicesOptions) {
       for (const listener of jobsQueued) listener(kinds);
     },
   });
-  const jobs = createJobStore(options.database.db);
-  // Clicks are stored outside any state change, so their wake-up comes from here, not the store.
-  const inbox = createClickInbox({
-    jobs,
-    clock,
-    wake: (kinds) => {
-      for (const listener of jobsQueued) listener(kinds);
+  const queuedHere = (kinds: readonly string[]) => {
+    for (const listener of jobsQueued) listener(kinds);
+  };
+  const storedJobs = createJobStore(options.database.db);
+  const jobs: typeof storedJobs = {
+    ...storedJobs,
+    // A dead job queued again (`twokey jobs retry`) runs now, here and on the other replicas, as a
+    // job queued by a state change does; not at the next poll, seconds later.
+    async retry(id, now) {
+      const job = await storedJobs.retry(id, now);
+      if (job) {
+        queuedHere([job.kind]);
+        void options.database.notifier?.send([[JOBS_CHANNEL, jobsNotice(replica, [job.kind])]]);
+      }
+      return job;
     },
-  });
+  };
+  // Clicks are stored outside any state change, so their wake-up comes from here, not the store.
+  const inbox = createClickInbox({ jobs, clock, wake: queuedHere });
   const callbackPolicy: AddressPolicy = createAddressPolicy(options.callbackAllow);
   const operations = new Map(options.config.operations.map((operation) => [operation.name, operation]));
   const people = createPeople(options.config.people);
