@@ -233,7 +233,7 @@ function createOutbox(
     clock: services.clock,
     // On PostgreSQL every job queued now wakes its lanes (here at once, on other replicas by NOTIFY), and a
     // job put back for a retry wakes its lane when it falls due: the poll is the slow fallback, for a
-    // lost notification, a reminder falling due, or a job queued from outside (`twokey jobs retry`):
+    // lost notification, a reminder falling due, or a job queued by hand in the database:
     // every 2 s. The same on the embedded database, where the jobs this process queues wake their
     // lanes at once and the poll finds the rest (its 250 ms poll was most of twokey's CPU at rest there).
     pollIntervalMs: options.outboxPollMs ?? 2_000,
