@@ -24,7 +24,18 @@ export interface EffectsSetting {
   operation: OperationSpec | undefined;
   /** The chat platforms wired into this process, by name. */
   chatPlatforms: Iterable<ChatPlatformName>;
+  /** When the change is made (the time its jobs are queued at). */
+  at: Date;
 }
+
+/**
+ * How long the chat edit of a proposal that starts executing waits. Most executions end sooner: the
+ * edit still waiting then covers their outcome too (a waiting `chat.sync` coalesces later changes),
+ * so the message goes from the proposal straight to its result in one edit instead of two, a chat
+ * edit, its claim and its reads fewer per approved proposal, and one edit fewer against Slack's and
+ * Discord's per-channel rate limits. A longer execution shows "executing" after this long.
+ */
+export const EXECUTING_EDIT_DELAY_MS = 250;
 
 /** The destination a callback job is rate-limited by, the callback URL's host (one slow receiver cannot hold the lane). */
 export function callbackDestination(callbackUrl: string): string {
@@ -69,8 +80,9 @@ export function jobsForChange(proposal: ProposalRecord, change: ProposalChange, 
   if (change.type === 'proposed' && proposal.status === 'pending' && setting.operation) jobs.push(...followUpJobs(proposal, setting.operation));
   const platforms = messagePlatforms(proposal, setting);
   const messageKey = (platform: ChatPlatformName) => `chat:${platform}:${proposal.id}`;
+  const runAt = proposal.status === 'executing' ? { runAt: new Date(setting.at.getTime() + EXECUTING_EDIT_DELAY_MS) } : {};
   for (const platform of platforms) {
-    jobs.push({ kind: 'chat.sync', payload: { proposalId: proposal.id, platform }, orderingKey: messageKey(platform), coalesce: true });
+    jobs.push({ kind: 'chat.sync', payload: { proposalId: proposal.id, platform }, orderingKey: messageKey(platform), coalesce: true, ...runAt });
   }
   if (proposal.callbackUrl && isFinalStatus(proposal.status)) {
     jobs.push({

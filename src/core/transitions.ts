@@ -45,9 +45,9 @@ export function createTransitions(deps: TransitionDeps) {
    * all of it committed, or rolled back, with the change itself.
    */
   async function settle(tx: StoreTransaction, proposal: ProposalRecord, change: ProposalChange = { type: 'changed' }): Promise<ProposalRecord> {
-    const setting = { operation: deps.operation(proposal.operation), chatPlatforms: deps.chatPlatforms ?? [] };
-    const jobs = jobsForChange(proposal, change, setting);
-    if (jobs.length > 0) await tx.enqueue(jobs, deps.clock());
+    const at = deps.clock();
+    const jobs = jobsForChange(proposal, change, { operation: deps.operation(proposal.operation), chatPlatforms: deps.chatPlatforms ?? [], at });
+    if (jobs.length > 0) await tx.enqueue(jobs, at);
     await tx.notifyChange(proposal.id);
     return proposal;
   }

@@ -270,8 +270,11 @@ export function createStore(db: Db, options: StoreOptions = {}): Store {
         .where(and(eq(requestIdentities.proposalId, proposalId), isNull(requestIdentities.seenAt)));
     },
     async transaction(work) {
-      const { value, dueKinds, notifications } = await inTransaction(db, replica, (tx, writes) => transactionStore(tx, hot, writes), work);
+      const { value, dueKinds, dueSoon, notifications } = await inTransaction(db, replica, (tx, writes) => transactionStore(tx, hot, writes), work);
       if (dueKinds.length > 0) options.onJobsQueued?.(dueKinds);
+      // A job queued to run shortly (an execution's chat edit, see src/core/effects.ts) wakes its
+      // lanes here when it falls due, rather than at the outbox's next poll.
+      for (const { kind, inMs } of dueSoon) setTimeout(() => options.onJobsQueued?.([kind]), inMs).unref();
       // Only after commit, never for a rolled-back change; not awaited (the notifier's close waits for it).
       if (options.notifier && notifications.length > 0) void options.notifier.send(notifications);
       return value;

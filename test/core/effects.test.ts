@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { parseConfig } from '../../src/config/config-file.js';
-import { jobsForChange } from '../../src/core/effects.js';
+import { EXECUTING_EDIT_DELAY_MS, jobsForChange } from '../../src/core/effects.js';
 import { proposalRecord } from '../support/records.js';
 import { configYaml, deleteWorkspaceOperation } from '../support/operations.js';
 
@@ -25,8 +25,8 @@ const both = operationOf(
     expiresIn: '5m',
   }),
 );
-const bothWired = { operation: both, chatPlatforms: new Set(['slack', 'discord'] as const) };
 const at = new Date('2026-11-23T10:00:00.000Z');
+const bothWired = { operation: both, chatPlatforms: new Set(['slack', 'discord'] as const), at };
 const later = (ms: number) => new Date(at.getTime() + ms);
 
 describe('the jobs a state change queues', () => {
@@ -48,11 +48,11 @@ describe('the jobs a state change queues', () => {
   });
 
   it('only on the platforms both wired in and configured for the operation', () => {
-    const slackOnly = { operation: both, chatPlatforms: new Set(['slack'] as const) };
+    const slackOnly = { operation: both, chatPlatforms: new Set(['slack'] as const), at };
     expect(jobsForChange(proposalRecord(), { type: 'changed' }, slackOnly).map((job) => job.payload)).toEqual([{ proposalId: 'prp_1', platform: 'slack' }]);
     const noDiscordChannel = { ...bothWired, operation: { ...both, approval: { ...both.approval, discord: undefined } } };
     expect(jobsForChange(proposalRecord(), { type: 'changed' }, noDiscordChannel).map((job) => job.orderingKey)).toEqual(['chat:slack:prp_1']);
-    expect(jobsForChange(proposalRecord(), { type: 'changed' }, { operation: undefined, chatPlatforms: new Set(['slack'] as const) })).toEqual([]);
+    expect(jobsForChange(proposalRecord(), { type: 'changed' }, { operation: undefined, chatPlatforms: new Set(['slack'] as const), at })).toEqual([]);
   });
 
   it("on expiry (and every final state) the message is edited and the agent's callback queued, keyed by agent and host", () => {
@@ -67,6 +67,17 @@ describe('the jobs a state change queues', () => {
     // Not final: no callback.
     const approved = proposalRecord({ status: 'approved', callbackUrl: 'https://hooks.example/twokey' });
     expect(jobsForChange(approved, { type: 'changed' }, bothWired).map((job) => job.kind)).toEqual(['chat.sync', 'chat.sync']);
+  });
+
+  it('an execution starting edits the message a moment later, so one that ends sooner is shown in one edit', () => {
+    const executing = proposalRecord({ status: 'executing' });
+    expect(jobsForChange(executing, { type: 'changed' }, bothWired).map((job) => [job.kind, job.runAt])).toEqual([
+      ['chat.sync', later(EXECUTING_EDIT_DELAY_MS)],
+      ['chat.sync', later(EXECUTING_EDIT_DELAY_MS)],
+    ]);
+    // Its outcome is edited at once (coalesced into the waiting edit when that has not run yet).
+    const committed = proposalRecord({ status: 'committed' });
+    expect(jobsForChange(committed, { type: 'changed' }, bothWired).map((job) => job.runAt)).toEqual([undefined, undefined]);
   });
 
   it('a follow-up edits the message, then pings next to it on the same key; an escalation also names its own channel', () => {
