@@ -108,9 +108,14 @@ describeOnPostgres('which replicas listen, so a replica alone keeps its wake-ups
   it('a replica not heard from for three announcements no longer counts, and one that speaks again counts again', async () => {
     let clock = 1_000_000;
     const watcher = await startReplica('r_watcher', () => clock);
+    // The watcher's hello is out before the speaker listens: otherwise the speaker may answer it
+    // at any moment, after the clock below has moved, and count as heard again.
+    await vi.waitFor(() => expect(heardOn(PRESENCE_CHANNEL)).toContain('hello|r_watcher'));
     const speaker = await startReplica('r_speaker');
     try {
       await vi.waitFor(() => expect(watcher.presence.others()).toEqual(['r_speaker']));
+      // The watcher's answer to the speaker's hello has gone out too: nothing more comes from either.
+      await vi.waitFor(() => expect(heardOn(PRESENCE_CHANNEL)).toContain('here|r_watcher'));
       clock += 29_000;
       expect(watcher.presence.others()).toEqual(['r_speaker']);
       clock += 2_000;
