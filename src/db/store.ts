@@ -14,8 +14,11 @@ export { AGENT_CHANNEL, JOBS_CHANNEL, jobsNotice, PROPOSAL_CHANNEL, parseJobsNot
 export interface StoreOptions {
   /** Names this replica in job notices. */
   replica?: string;
-  /** After a transaction that queued jobs due now commits: the kinds it queued. */
-  onJobsQueued?(kinds: readonly string[]): void;
+  /**
+   * After a transaction that queued jobs commits: the kinds it queued, due now, or due in `inMs`
+   * (one call per job due later; the outbox sets a wake-up for those due before its next poll).
+   */
+  onJobsQueued?(kinds: readonly string[], inMs?: number): void;
   /** Wakes the other replicas after commit (PostgreSQL); without it, only this process hears of changes. */
   notifier?: Notifier | undefined;
 }
@@ -270,11 +273,9 @@ export function createStore(db: Db, options: StoreOptions = {}): Store {
         .where(and(eq(requestIdentities.proposalId, proposalId), isNull(requestIdentities.seenAt)));
     },
     async transaction(work) {
-      const { value, dueKinds, dueSoon, notifications } = await inTransaction(db, replica, (tx, writes) => transactionStore(tx, hot, writes), work);
+      const { value, dueKinds, dueLater, notifications } = await inTransaction(db, replica, (tx, writes) => transactionStore(tx, hot, writes), work);
       if (dueKinds.length > 0) options.onJobsQueued?.(dueKinds);
-      // A job queued to run shortly (an execution's chat edit, see src/core/effects.ts) wakes its
-      // lanes here when it falls due, rather than at the outbox's next poll.
-      for (const { kind, inMs } of dueSoon) setTimeout(() => options.onJobsQueued?.([kind]), inMs).unref();
+      for (const { kind, inMs } of dueLater) options.onJobsQueued?.([kind], inMs);
       // Only after commit, never for a rolled-back change; not awaited (the notifier's close waits for it).
       if (options.notifier && notifications.length > 0) void options.notifier.send(notifications);
       return value;

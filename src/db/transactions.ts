@@ -28,18 +28,15 @@ interface BufferedWrites {
   /** The proposal whose result the statement records, if any: it then reads back whether its update matched (`matched`). */
   finishing: string | null;
   dueKinds: string[];
-  /** Jobs queued to run shortly (within DUE_SOON_MS): their kinds and how long until they are due. */
-  dueSoon: DueSoon[];
+  /** Jobs queued to run later (a delayed chat edit, a reminder): their kinds and how long until they are due. */
+  dueLater: DueLater[];
   notifications: Notification[];
 }
 
-export interface DueSoon {
+export interface DueLater {
   kind: string;
   inMs: number;
 }
-
-/** A job due later than this is left to the outbox's poll (every 2 s) rather than a timer of its own. */
-const DUE_SOON_MS = 10_000;
 
 const dialect = new PgDialect();
 
@@ -116,9 +113,9 @@ function writeBuffer(db: Db, replica: string): WriteBuffer {
       finishing = null;
       inserted.length = 0;
       const dueKinds = [...new Set(queued.filter(({ spec, at }) => !spec.runAt || spec.runAt <= at).map(({ spec }) => spec.kind))];
-      const dueSoon = queued.flatMap(({ spec, at }) => {
+      const dueLater = queued.flatMap(({ spec, at }) => {
         const inMs = spec.runAt ? spec.runAt.getTime() - at.getTime() : 0;
-        return inMs > 0 && inMs <= DUE_SOON_MS ? [{ kind: spec.kind, inMs }] : [];
+        return inMs > 0 ? [{ kind: spec.kind, inMs }] : [];
       });
       audit.length = 0;
       queued.length = 0;
@@ -127,8 +124,8 @@ function writeBuffer(db: Db, replica: string): WriteBuffer {
       notify.clear();
       const ctes = sql.join(parts, sql`, `);
       if (finished)
-        return { statement: sql`with ${ctes} select count(*)::int as matched from finished_execution`, finishing: finished, dueKinds, dueSoon, notifications };
-      return { statement: parts.length > 0 ? sql`with ${ctes} select 1` : null, finishing: null, dueKinds, dueSoon, notifications };
+        return { statement: sql`with ${ctes} select count(*)::int as matched from finished_execution`, finishing: finished, dueKinds, dueLater, notifications };
+      return { statement: parts.length > 0 ? sql`with ${ctes} select 1` : null, finishing: null, dueKinds, dueLater, notifications };
     },
   };
 }
@@ -191,7 +188,7 @@ interface OpenTransaction {
   /** Commits (no error) or rolls back; `committed` then settles. */
   end(error?: unknown): void;
   /** Once committed: the job kinds it queued to run now (or shortly) and the wake-ups to send. */
-  committed: Promise<Pick<BufferedWrites, 'dueKinds' | 'dueSoon' | 'notifications'>>;
+  committed: Promise<Pick<BufferedWrites, 'dueKinds' | 'dueLater' | 'notifications'>>;
 }
 
 /**
@@ -218,7 +215,7 @@ function openTransaction(db: Db, storeOn: TransactionStoreFactory, writes: Write
           beforeCommit = sendBeforeCommit(tx, buffered.statement);
           if (!beforeCommit) await tx.execute(buffered.statement);
         }
-        return { dueKinds: buffered.dueKinds, dueSoon: buffered.dueSoon, notifications: buffered.notifications };
+        return { dueKinds: buffered.dueKinds, dueLater: buffered.dueLater, notifications: buffered.notifications };
       })
       .finally(async () => {
         // Its own error says what failed, rather than the COMMIT that PostgreSQL answered with a rollback.
@@ -242,7 +239,7 @@ export async function inTransaction<T>(
   replica: string,
   storeOn: TransactionStoreFactory,
   work: (tx: StoreTransaction) => Promise<T>,
-): Promise<{ value: T; dueKinds: string[]; dueSoon: DueSoon[]; notifications: Notification[] }> {
+): Promise<{ value: T; dueKinds: string[]; dueLater: DueLater[]; notifications: Notification[] }> {
   const writes = writeBuffer(db, replica);
   // Set by the work's first statement; a holder, as the work sets it in a closure.
   const begun: { transaction: Promise<OpenTransaction> | null } = { transaction: null };
@@ -263,13 +260,13 @@ export async function inTransaction<T>(
     transaction.end();
     return { value, ...(await transaction.committed) };
   }
-  const { statement, finishing, dueKinds, dueSoon, notifications } = writes.take();
+  const { statement, finishing, dueKinds, dueLater, notifications } = writes.take();
   if (statement) {
     const result = await db.execute(statement);
     // Its inserts were conditioned on the update: nothing was written.
     if (finishing && matched(result) === 0) throw new NoLongerExecutingError(finishing);
   }
-  return { value, dueKinds, dueSoon, notifications };
+  return { value, dueKinds, dueLater, notifications };
 }
 
 /** The `matched` count a buffered statement that records a result reads back (postgres.js answers rows, PGlite `{ rows }`). */

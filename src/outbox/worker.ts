@@ -95,8 +95,9 @@ export function backoffDelay(attempt: number, baseMs: number, maxMs: number, ran
 }
 
 const DEFAULT_LEASE_MS = 60_000;
-/** How many retry wake-ups a lane keeps; past them the poll finds the jobs. */
-const MAX_RETRY_WAKE_UPS = 1_000;
+const DEFAULT_DEADLINE_MS = 30_000;
+/** How many timed wake-ups a lane keeps; past them the poll finds the jobs. */
+const MAX_TIMED_WAKE_UPS = 1_000;
 
 /** Where `value` goes in the ascending `values` to keep them sorted (after equal ones). */
 function sortedIndex(values: readonly number[], value: number): number {
@@ -109,7 +110,6 @@ function sortedIndex(values: readonly number[], value: number): number {
   }
   return low;
 }
-const DEFAULT_DEADLINE_MS = 30_000;
 
 interface LaneState {
   lane: OutboxLane;
@@ -130,11 +130,12 @@ interface LaneState {
   /** The last claim filled every free slot: more jobs may be due than it could take. */
   moreMayBeDue: boolean;
   /**
-   * When the jobs this lane put back for a retry fall due (Date.now() times), earliest first. Every
-   * one is kept, not only the earliest: a claim made before a later one falls due must still leave
-   * it a wake-up, or that job waits for the next poll.
+   * When jobs this lane knows of fall due (Date.now() times), earliest first: those it put back for a
+   * retry, and those this process queued to run shortly. Every one is kept, not only the earliest: a
+   * claim made before a later one falls due must still leave it a wake-up, or that job waits for the
+   * next poll.
    */
-  retryDueAts: number[];
+  wakeUpsAt: number[];
 }
 
 /**
@@ -316,7 +317,7 @@ function newLaneState(lane: OutboxLane, namedKinds: readonly string[], leaseMs: 
     timerDueAt: 0,
     wakeRequested: false,
     moreMayBeDue: true,
-    retryDueAts: [],
+    wakeUpsAt: [],
   };
 }
 
@@ -411,9 +412,9 @@ export function createOutboxWorker(options: OutboxWorkerOptions) {
   function schedule(state: LaneState, delayMs: number) {
     if (!running) return;
     if (state.timer) clearTimeout(state.timer);
-    // A job put back for a retry falls due before the next poll: the timer is for it.
-    const retryDueAt = state.retryDueAts[0];
-    if (retryDueAt !== undefined) delayMs = Math.min(delayMs, Math.max(0, retryDueAt - Date.now()));
+    // A job this lane knows of falls due before the next poll: the timer is for it.
+    const nextDueAt = state.wakeUpsAt[0];
+    if (nextDueAt !== undefined) delayMs = Math.min(delayMs, Math.max(0, nextDueAt - Date.now()));
     state.timerDueAt = Date.now() + delayMs;
     state.timer = setTimeout(() => {
       state.timer = null;
@@ -424,11 +425,11 @@ export function createOutboxWorker(options: OutboxWorkerOptions) {
   /** A job of this lane falls due in `delayMs`: the lane looks then, or at its next poll if sooner. */
   function wakeIn(state: LaneState, delayMs: number) {
     const dueAt = Date.now() + delayMs;
-    const dues = state.retryDueAts;
+    const dues = state.wakeUpsAt;
     // Beyond the bound, the poll finds the latest ones (thousands of jobs failing at once).
-    if (dues.length >= MAX_RETRY_WAKE_UPS && dueAt >= (dues.at(-1) ?? 0)) return;
+    if (dues.length >= MAX_TIMED_WAKE_UPS && dueAt >= (dues.at(-1) ?? 0)) return;
     dues.splice(sortedIndex(dues, dueAt), 0, dueAt);
-    if (dues.length > MAX_RETRY_WAKE_UPS) dues.pop();
+    if (dues.length > MAX_TIMED_WAKE_UPS) dues.pop();
     // A claim under way schedules the next look when it ends; a timer due sooner stays.
     if (!state.claiming && (!state.timer || state.timerDueAt > dueAt)) schedule(state, pollIntervalMs);
   }
@@ -443,9 +444,8 @@ export function createOutboxWorker(options: OutboxWorkerOptions) {
       return;
     }
     state.wakeRequested = false;
-    // Jobs put back for a retry that are due by now are among what this claim finds.
-    const now = Date.now();
-    while ((state.retryDueAts[0] ?? Number.POSITIVE_INFINITY) <= now) state.retryDueAts.shift();
+    // Jobs this lane knows of that are due by now are among what this claim finds.
+    while ((state.wakeUpsAt[0] ?? Number.POSITIVE_INFINITY) <= Date.now()) state.wakeUpsAt.shift();
     state.claiming = claimFor(state)
       .then((claimed) => {
         state.moreMayBeDue = claimed.length === free;
@@ -479,10 +479,14 @@ export function createOutboxWorker(options: OutboxWorkerOptions) {
       running = true;
       for (const state of states) schedule(state, 0);
     },
-    /** Something was just queued (of these kinds, when known): look now instead of at the next poll. */
-    wake(kinds?: readonly string[]) {
+    /** Something was queued (of these kinds, when known): look now, or when a job due in `inMs` falls due, not at the next poll. */
+    wake(kinds?: readonly string[], inMs = 0) {
       for (const state of states) {
         if (kinds && !kinds.some((kind) => runsKind(state, kind))) continue;
+        if (inMs > 0) {
+          if (running && inMs < pollIntervalMs) wakeIn(state, inMs);
+          continue;
+        }
         state.wakeRequested = true;
         if (running && !state.claiming) schedule(state, 0);
       }

@@ -94,12 +94,12 @@ function timed(executor: Executor, operation: string, metrics: Metrics): Executo
 export function createServices(options: ServicesOptions) {
   const clock = options.clock ?? (() => new Date());
   const replica = `r_${randomBytes(6).toString('hex')}`;
-  const jobsQueued = new Set<(kinds: readonly string[]) => void>();
+  const jobsQueued = new Set<(kinds: readonly string[], inMs?: number) => void>();
   const store = createStore(options.database.db, {
     replica,
     notifier: options.database.notifier,
-    onJobsQueued: (kinds) => {
-      for (const listener of jobsQueued) listener(kinds);
+    onJobsQueued: (kinds, inMs) => {
+      for (const listener of jobsQueued) listener(kinds, inMs);
     },
   });
   const queuedHere = (kinds: readonly string[]) => {
@@ -198,8 +198,8 @@ export function createServices(options: ServicesOptions) {
     database: options.database,
     /** Names this process in the notices it sends other replicas. */
     replica,
-    /** Jobs due now were committed by this process (the kinds); returns the unsubscribe function. */
-    onJobsQueued(listener: (kinds: readonly string[]) => void): () => void {
+    /** Jobs were committed by this process (the kinds; due in `inMs`, or now); returns the unsubscribe function. */
+    onJobsQueued(listener: (kinds: readonly string[], inMs?: number) => void): () => void {
       jobsQueued.add(listener);
       return () => jobsQueued.delete(listener);
     },

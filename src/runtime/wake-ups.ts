@@ -12,9 +12,9 @@ export async function wakeOnChanges(
 ) {
   // Changes are saved already; only other replicas' wake-ups are late (until their next poll).
   database.notifier?.onFailure((error) => logger.warn({ err: error }, 'could not notify the other replicas of a change'));
-  // A change made here has just queued jobs: run them now rather than at the next poll, and only
-  // in the lanes that have something new.
-  const unsubscribeOutbox = services.onJobsQueued((kinds) => outbox.wake(kinds));
+  // A change made here has just queued jobs: run them now (or when they fall due) rather than at
+  // the next poll, and only in the lanes that have something new.
+  const unsubscribeOutbox = services.onJobsQueued((kinds, inMs) => outbox.wake(kinds, inMs));
   // On PostgreSQL a change made by any replica wakes this replica's long-polls, and jobs queued by
   // another replica wake this one's outbox too (its own it has woken already).
   const onProposalChanged = (proposalId: string) => services.changes.notify(proposalId);

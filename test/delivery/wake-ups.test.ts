@@ -4,7 +4,7 @@ import type { Database } from '../../src/db/database.js';
 import { DeliveryError } from '../../src/lib/delivery-error.js';
 import { createJobStore } from '../../src/db/jobs-store.js';
 import type { JobStore } from '../../src/outbox/ports.js';
-import { createOutboxWorker, type OutboxLane } from '../../src/outbox/worker.js';
+import { createOutboxWorker, type JobHandler, type OutboxLane } from '../../src/outbox/worker.js';
 import { drivers, openTestDatabase } from '../support/database.js';
 
 /**
@@ -28,6 +28,21 @@ describe.each(drivers)('outbox wake-ups without the poll (%s)', (driver) => {
     await Promise.all(workers.map((worker) => worker.stop()));
     await database.close();
   });
+
+  /** A worker of the one lane that never polls in time, running `handle` for its chat.sync jobs. */
+  function startWorker(handle: JobHandler<'chat.sync'>, backoff?: { baseMs: number; maxMs: number }) {
+    const worker = createOutboxWorker({
+      jobs: store,
+      logger,
+      lanes: [lane],
+      pollIntervalMs: NEVER_MS,
+      ...(backoff ? { backoff } : {}),
+      handlers: { 'chat.sync': handle },
+    });
+    workers.push(worker);
+    worker.start();
+    return worker;
+  }
 
   it('a job queued behind another of its ordering key runs as soon as that one is done', async () => {
     const proposalId = `prp_wake_${driver}_key`;
@@ -65,22 +80,14 @@ describe.each(drivers)('outbox wake-ups without the poll (%s)', (driver) => {
     const proposalId = `prp_wake_${driver}_retry`;
     const [id = 0] = await store.insertMany([{ kind: 'chat.sync', payload: { proposalId, platform: 'slack' }, maxAttempts: 5 }], new Date());
     const attempts: number[] = [];
-    const worker = createOutboxWorker({
-      jobs: store,
-      logger,
-      lanes: [lane],
-      pollIntervalMs: NEVER_MS,
-      backoff: { baseMs: 50, maxMs: 50 },
-      handlers: {
-        'chat.sync': (_payload, { attempt, jobId }) => {
-          if (jobId !== id) return Promise.resolve();
-          attempts.push(attempt);
-          return attempt === 1 ? Promise.reject(new Error('Slack is away for a moment')) : Promise.resolve();
-        },
+    startWorker(
+      (_payload, { attempt, jobId }) => {
+        if (jobId !== id) return Promise.resolve();
+        attempts.push(attempt);
+        return attempt === 1 ? Promise.reject(new Error('Slack is away for a moment')) : Promise.resolve();
       },
-    });
-    workers.push(worker);
-    worker.start();
+      { baseMs: 50, maxMs: 50 },
+    );
     await vi.waitFor(() => expect(attempts).toEqual([1, 2]), { timeout: 10_000, interval: 10 });
   });
 
@@ -95,25 +102,31 @@ describe.each(drivers)('outbox wake-ups without the poll (%s)', (driver) => {
       [laterId, 300],
     ]);
     const runs: Array<[number, number]> = [];
-    const worker = createOutboxWorker({
-      jobs: store,
-      logger,
-      lanes: [lane],
-      pollIntervalMs: NEVER_MS,
-      backoff: { baseMs: 1, maxMs: 1 },
-      handlers: {
-        'chat.sync': (_payload, { attempt, jobId }) => {
-          if (!retryAfterMs.has(jobId)) return Promise.resolve();
-          runs.push([jobId, attempt]);
-          return attempt === 1 ? Promise.reject(new DeliveryError('busy', { retryAfterMs: retryAfterMs.get(jobId) })) : Promise.resolve();
-        },
+    startWorker(
+      (_payload, { attempt, jobId }) => {
+        if (!retryAfterMs.has(jobId)) return Promise.resolve();
+        runs.push([jobId, attempt]);
+        return attempt === 1 ? Promise.reject(new DeliveryError('busy', { retryAfterMs: retryAfterMs.get(jobId) })) : Promise.resolve();
       },
-    });
-    workers.push(worker);
-    worker.start();
+      { baseMs: 1, maxMs: 1 },
+    );
     await vi.waitFor(() => expect(runs.filter(([, attempt]) => attempt === 2).map(([id]) => id)).toEqual([soonId, laterId]), {
       timeout: 10_000,
       interval: 10,
     });
+  });
+
+  it('a job queued to run shortly runs when it falls due, woken by the process that queued it', async () => {
+    const proposalId = `prp_wake_${driver}_later`;
+    const dueAt = Date.now() + 150;
+    const [id = 0] = await store.insertMany([{ kind: 'chat.sync', payload: { proposalId, platform: 'slack' }, maxAttempts: 5 }], new Date(dueAt));
+    const ranAt: number[] = [];
+    const worker = startWorker((_payload, { jobId }) => {
+      if (jobId === id) ranAt.push(Date.now());
+      return Promise.resolve();
+    });
+    worker.wake(['chat.sync'], 150);
+    await vi.waitFor(() => expect(ranAt).toHaveLength(1), { timeout: 10_000, interval: 10 });
+    expect(ranAt[0]).toBeGreaterThanOrEqual(dueAt - 20);
   });
 });
