@@ -80,9 +80,9 @@ export function jobsForChange(proposal: ProposalRecord, change: ProposalChange, 
   if (change.type === 'proposed' && proposal.status === 'pending' && setting.operation) jobs.push(...followUpJobs(proposal, setting.operation));
   const platforms = messagePlatforms(proposal, setting);
   const messageKey = (platform: ChatPlatformName) => `chat:${platform}:${proposal.id}`;
-  const runAt = proposal.status === 'executing' ? { runAt: new Date(setting.at.getTime() + EXECUTING_EDIT_DELAY_MS) } : {};
+  const editDelay = proposal.status === 'executing' ? { runAt: new Date(setting.at.getTime() + EXECUTING_EDIT_DELAY_MS) } : {};
   for (const platform of platforms) {
-    jobs.push({ kind: 'chat.sync', payload: { proposalId: proposal.id, platform }, orderingKey: messageKey(platform), coalesce: true, ...runAt });
+    jobs.push({ kind: 'chat.sync', payload: { proposalId: proposal.id, platform }, orderingKey: messageKey(platform), coalesce: true, ...editDelay });
   }
   if (proposal.callbackUrl && isFinalStatus(proposal.status)) {
     jobs.push({

@@ -1,8 +1,8 @@
 import { createHmac } from 'node:crypto';
 import type { Dispatcher } from 'undici';
-import type * as Undici from 'undici';
 import { signPayload } from '../core/secrets.js';
 import { injectTrace } from '../tracing/index.js';
+import { loadUndici } from '../lib/lazy-undici.js';
 
 export interface SignedPostOptions {
   url: string;
@@ -33,13 +33,6 @@ export function webhookKey(secret: string): Buffer {
 export function standardWebhookSignature(key: Buffer, id: string, unixSeconds: number, body: string): string {
   return `v1,${createHmac('sha256', key).update(`${id}.${unixSeconds}.${body}`).digest('base64')}`;
 }
-
-/**
- * undici (a hundred modules) loads with the first request sent, not before the server answers; once.
- * Each `import()` resolves the module again (with a loader hook, through its thread).
- */
-let undici: Promise<typeof Undici> | null = null;
-const loadUndici = () => (undici ??= import('undici'));
 
 /** What a signed POST was answered: the status, the headers, and the body while it streams. */
 export interface SignedPostAnswer {

@@ -1,4 +1,5 @@
 import type * as Undici from 'undici';
+import { loadUndici } from './lazy-undici.js';
 
 /**
  * A `fetch` for SDK clients that take one as an option (Slack's Web API client), sent with undici's
@@ -47,10 +48,6 @@ export async function undiciFetch(input: string | URL | Request, init: RequestIn
 const REDIRECT_STATUSES = new Set([301, 302, 303, 307, 308]);
 /** The statuses a Response may not be built with a body for. */
 const NULL_BODY_STATUSES = new Set([101, 103, 204, 205, 304]);
-
-/** undici (a hundred modules) loads with the first call, not before the server answers; once. */
-let undici: Promise<typeof Undici> | null = null;
-const loadUndici = () => (undici ??= import('undici'));
 
 function headerRecord(headers: RequestInit['headers']): Record<string, string> {
   if (!headers) return {};
