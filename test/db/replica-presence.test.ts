@@ -137,6 +137,8 @@ describeOnPostgres('which replicas listen, so a replica alone keeps its wake-ups
     try {
       await vi.waitFor(() => expect(b.presence.others()).toEqual(['r_a']));
       const answers = () => heardOn(PRESENCE_CHANNEL).filter((payload) => payload === 'here|r_a').length;
+      // a's answer to b's first hello is out before counting: otherwise it may land after `before`.
+      await vi.waitFor(() => expect(answers()).toBeGreaterThanOrEqual(1));
       const before = answers();
       await b.notifier.send([[PRESENCE_CHANNEL, 'hello|r_b']]);
       await vi.waitFor(() => expect(answers()).toBe(before + 1));
