@@ -1,14 +1,17 @@
 import postgres from 'postgres';
-import { afterAll, beforeAll, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { pooledClient } from '../../src/db/postgres-client.js';
 import { isDatabaseUnavailable } from '../../src/lib/driver-errors.js';
 import { describeOnPostgres, openTestDatabase } from '../support/database.js';
+import { startTcpProxy } from '../support/tcp-proxy.js';
 
 /**
  * The database driver (postgres.js, patched: patches/README.md) when a session dies under it. Each
  * test kills only a backend it opened itself, on its own test database. Before the patch, the
  * first two ended the test process with an uncaught TypeError thrown from postgres.js's deferred
- * write (`nextWrite`), and a released dead connection hung the pool's next query.
+ * write (`nextWrite`), and a released dead connection hung the pool's next query. A session that
+ * died while it opened (postgres.js fetches the array types first) left an unhandled rejection
+ * that ended the process (seen in CI while test/faults stopped a database).
  */
 describeOnPostgres('the driver when a session dies', (driver) => {
   let url: string;
@@ -87,5 +90,71 @@ describeOnPostgres('the driver when a session dies', (driver) => {
     const pid = await backendPid(reserved);
     reserved.discard();
     expect(await backendPid(client)).not.toBe(pid);
+  });
+
+  describe('a session that dies while it opens (postgres.js is fetching the array types)', () => {
+    const unhandled: unknown[] = [];
+    const record = (reason: unknown) => unhandled.push(reason);
+    const fetchesArrayTypes = 'typcategory';
+    let proxy: Awaited<ReturnType<typeof startTcpProxy>>;
+    let behindProxy: string;
+
+    beforeEach(async () => {
+      unhandled.length = 0;
+      process.on('unhandledRejection', record);
+      const target = new URL(url);
+      proxy = await startTcpProxy(Number(target.port || 5432), target.hostname);
+      target.port = String(proxy.port);
+      behindProxy = target.toString();
+    });
+    afterEach(async () => {
+      process.off('unhandledRejection', record);
+      await proxy.close();
+    });
+    // A rejection nobody handled is reported once the microtasks after it have run.
+    const settle = () => new Promise((resolve) => setTimeout(resolve, 50));
+    const arrayRow = async (sql: postgres.Sql) => (await sql`select array['a', 'b']::text[] as xs, 42 as answer`)[0];
+
+    it('when the database cannot be reached again, the first query fails as unavailable and nothing is left unhandled; once it is back, the pool serves (arrays parsed)', async () => {
+      const sql = postgres(behindProxy, { max: 1, onnotice: () => {} });
+      pools.push(sql);
+      void proxy.stopWhenClientSends(fetchesArrayTypes, 'cut');
+      const failure = await arrayRow(sql).then(
+        () => null,
+        (error: unknown) => error,
+      );
+      expect(isDatabaseUnavailable(failure), String(failure)).toBe(true);
+      await settle();
+      expect(unhandled).toEqual([]);
+      await proxy.restore();
+      expect(await arrayRow(sql)).toEqual({ xs: ['a', 'b'], answer: 42 });
+      await settle();
+      expect(unhandled).toEqual([]);
+    });
+
+    it('when it reconnects at once, the first query is answered by the new session, and nothing is left unhandled', async () => {
+      const sql = postgres(behindProxy, { max: 1, onnotice: () => {} });
+      pools.push(sql);
+      void proxy.stopWhenClientSends(fetchesArrayTypes, 'close');
+      expect(await arrayRow(sql)).toEqual({ xs: ['a', 'b'], answer: 42 });
+      await settle();
+      expect(unhandled).toEqual([]);
+    });
+
+    it("when its backend is terminated (the server says why, then closes), the first query is answered by the new session, not failed with the old session's error", async () => {
+      const name = `twokey-driver-test-${process.pid}-${Date.now()}`;
+      const sql = postgres(behindProxy, { max: 1, onnotice: () => {}, connection: { application_name: name } });
+      pools.push(sql);
+      const stopped = proxy.stopWhenClientSends(fetchesArrayTypes, 'keep');
+      const answer = arrayRow(sql).then(
+        (row) => row,
+        (error: unknown) => error,
+      );
+      await stopped;
+      await killer`select pg_terminate_backend(pid) from pg_stat_activity where application_name = ${name}`;
+      expect(await answer).toEqual({ xs: ['a', 'b'], answer: 42 });
+      await settle();
+      expect(unhandled).toEqual([]);
+    });
   });
 });

@@ -12,9 +12,23 @@ export async function startTcpProxy(targetPort: number, targetHost = '127.0.0.1'
   let held: Array<() => void> | null = null;
   /** What clients sent, in order: a test reads which messages of the wire protocol went out. */
   const fromClients: Buffer[] = [];
+  /**
+   * The next client bytes holding this text are not passed on; `then` says what happens to their
+   * connection: `close` drops it, `cut` drops every connection and refuses new ones, `keep` leaves it
+   * open (the database never sees those bytes; the test acts on the session itself).
+   */
+  let tripwire: { marker: string; then: 'close' | 'cut' | 'keep'; tripped: () => void } | null = null;
 
   function forward(from: Socket, to: Socket, record = false) {
     from.on('data', (chunk: Buffer) => {
+      if (record && tripwire && chunk.includes(tripwire.marker)) {
+        const { then, tripped } = tripwire;
+        tripwire = null;
+        if (then === 'cut') void cut();
+        if (then === 'close') for (const socket of [from, to]) socket.destroy();
+        tripped();
+        return;
+      }
       if (record) fromClients.push(chunk);
       if (held) held.push(() => to.write(chunk));
       else to.write(chunk);
@@ -39,6 +53,13 @@ export async function startTcpProxy(targetPort: number, targetHost = '127.0.0.1'
     if (address && typeof address !== 'string') port = address.port;
   }
 
+  async function cut() {
+    const closing = server;
+    server = null;
+    for (const socket of sockets) socket.destroy();
+    await new Promise<void>((done) => (closing ? closing.close(() => done()) : done()));
+  }
+
   await listen();
   return {
     get port() {
@@ -49,11 +70,13 @@ export async function startTcpProxy(targetPort: number, targetHost = '127.0.0.1'
       return Buffer.concat(fromClients);
     },
     /** Drops every connection and refuses new ones. */
-    async cut() {
-      const closing = server;
-      server = null;
-      for (const socket of sockets) socket.destroy();
-      await new Promise<void>((done) => (closing ? closing.close(() => done()) : done()));
+    cut,
+    /**
+     * Stops the next client bytes that hold `marker` (a statement's text, say) before the database
+     * sees them, and does `then` to their connection (see `tripwire`). Resolves once that happened.
+     */
+    stopWhenClientSends(marker: string, then: 'close' | 'cut' | 'keep'): Promise<void> {
+      return new Promise((tripped) => (tripwire = { marker, then, tripped }));
     },
     restore: listen,
     /** Stops passing bytes on, in both directions, without closing anything: the database does not answer. */
@@ -66,9 +89,7 @@ export async function startTcpProxy(targetPort: number, targetHost = '127.0.0.1'
       held = null;
       for (const send of waiting) send();
     },
-    close() {
-      return this.cut();
-    },
+    close: cut,
   };
 }
 
