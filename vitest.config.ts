@@ -24,8 +24,9 @@ export default defineConfig({
     maxWorkers: 2,
     // A worker keeps the modules it loaded from one test file to the next instead of loading
     // twokey, fastify, drizzle and the rest again for each of ~190 files: loading was a quarter of
-    // the suite's CPU on a two-core machine. Tests hold no state in shared modules (each opens its
-    // own database, app and servers), and setup files guard what they patch.
+    // the suite's CPU on a two-core machine. What src/ keeps at module level is caches of what it
+    // loads or computes (undici, CEL environments, PGlite's WASM), as one serving process shares
+    // them; each test opens its own database, app and servers, and setup files guard what they patch.
     isolate: false,
     sequence: { sequencer: LongestFirstSequencer },
   },

@@ -18,8 +18,9 @@ describeOnPostgres('the driver when a session dies', (driver) => {
   let close: () => Promise<void>;
   let killer: postgres.Sql;
   const pools: postgres.Sql[] = [];
-  const pool = (max: number) => {
-    const sql = postgres(url, { max, onnotice: () => {} });
+  /** A pool of `max` connections to the test database (or `to`, a proxy in front of it), with these session settings; ended after all tests. */
+  const pool = (max: number, to = url, connection: Record<string, string> = {}) => {
+    const sql = postgres(to, { max, onnotice: () => {}, connection });
     pools.push(sql);
     return sql;
   };
@@ -116,8 +117,7 @@ describeOnPostgres('the driver when a session dies', (driver) => {
     const arrayRow = async (sql: postgres.Sql) => (await sql`select array['a', 'b']::text[] as xs, 42 as answer`)[0];
 
     it('when the database cannot be reached again, the first query fails as unavailable and nothing is left unhandled; once it is back, the pool serves (arrays parsed)', async () => {
-      const sql = postgres(behindProxy, { max: 1, onnotice: () => {} });
-      pools.push(sql);
+      const sql = pool(1, behindProxy);
       void proxy.stopWhenClientSends(fetchesArrayTypes, 'cut');
       const failure = await arrayRow(sql).then(
         () => null,
@@ -133,8 +133,7 @@ describeOnPostgres('the driver when a session dies', (driver) => {
     });
 
     it('when it reconnects at once, the first query is answered by the new session, and nothing is left unhandled', async () => {
-      const sql = postgres(behindProxy, { max: 1, onnotice: () => {} });
-      pools.push(sql);
+      const sql = pool(1, behindProxy);
       void proxy.stopWhenClientSends(fetchesArrayTypes, 'close');
       expect(await arrayRow(sql)).toEqual({ xs: ['a', 'b'], answer: 42 });
       await settle();
@@ -143,8 +142,7 @@ describeOnPostgres('the driver when a session dies', (driver) => {
 
     it("when its backend is terminated (the server says why, then closes), the first query is answered by the new session, not failed with the old session's error", async () => {
       const name = `twokey-driver-test-${process.pid}-${Date.now()}`;
-      const sql = postgres(behindProxy, { max: 1, onnotice: () => {}, connection: { application_name: name } });
-      pools.push(sql);
+      const sql = pool(1, behindProxy, { application_name: name });
       const stopped = proxy.stopWhenClientSends(fetchesArrayTypes, 'keep');
       const answer = arrayRow(sql).then(
         (row) => row,

@@ -31,7 +31,15 @@ describe('undiciFetch, the fetch handed to SDK clients', () => {
     await once(server, 'listening');
     base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   });
-  afterAll(() => new Promise<void>((done) => server.close(() => done())));
+  afterAll(
+    () =>
+      new Promise<void>((done) => {
+        server.close(() => done());
+        // The aborted request's connection may still be open, and the shared keep-alive pool's:
+        // close() alone waits for them (a CI run's hook timed out there).
+        server.closeAllConnections();
+      }),
+  );
 
   it('sends the method, headers and body, and answers with the status, every header and the body', async () => {
     answer = (response) => {

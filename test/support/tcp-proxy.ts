@@ -19,9 +19,9 @@ export async function startTcpProxy(targetPort: number, targetHost = '127.0.0.1'
    */
   let tripwire: { marker: string; then: 'close' | 'cut' | 'keep'; tripped: () => void } | null = null;
 
-  function forward(from: Socket, to: Socket, record = false) {
+  function forward(from: Socket, to: Socket, fromClient = false) {
     from.on('data', (chunk: Buffer) => {
-      if (record && tripwire && chunk.includes(tripwire.marker)) {
+      if (fromClient && tripwire && chunk.includes(tripwire.marker)) {
         const { then, tripped } = tripwire;
         tripwire = null;
         if (then === 'cut') void cut();
@@ -29,7 +29,7 @@ export async function startTcpProxy(targetPort: number, targetHost = '127.0.0.1'
         tripped();
         return;
       }
-      if (record) fromClients.push(chunk);
+      if (fromClient) fromClients.push(chunk);
       if (held) held.push(() => to.write(chunk));
       else to.write(chunk);
     });
