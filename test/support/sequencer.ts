@@ -6,7 +6,7 @@ import { BaseSequencer, type TestSpecification } from 'vitest/node';
 const UNKNOWN_SECONDS = Number.MAX_SAFE_INTEGER;
 
 /**
- * Longest test files first, so the two workers finish together instead of one running the last
+ * Longest test files first, so the workers finish together instead of one running the last
  * long suite alone. Vitest does this from its own cache of the last run's durations; on a clean
  * checkout (CI) that cache is empty and it would order by file size, which put long suites side by
  * side and made a CI run about 40 % longer here (965 s, against 682 s for the same checkout's
