@@ -139,6 +139,14 @@ module.exports = {
       to: { path: '^src/cli/' },
     },
     {
+      name: 'driver-through-one-module',
+      comment:
+        "postgres.js's code is imported by src/lib/postgres-driver.ts alone, which the build replaces with the patched driver bundled in: an import elsewhere would load the installing project's unpatched copy. Types may come from 'postgres' anywhere.",
+      severity: 'error',
+      from: { path: '^src/', pathNot: '^src/lib/postgres-driver\\.ts$' },
+      to: { path: '(?:^|/)node_modules/postgres/', dependencyTypesNot: ['type-only'] },
+    },
+    {
       name: 'src-stands-alone',
       comment: 'The server never imports tests, benchmarks or scripts.',
       severity: 'error',

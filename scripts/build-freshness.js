@@ -31,8 +31,11 @@ const SHARED_INPUTS = ['tsconfig.json', 'scripts/build.js', 'scripts/build-fresh
 
 /** What each build reads, relative to the repository's root. */
 export const CLIENT_INPUTS = [...SHARED_INPUTS, 'packages/client/src', 'packages/client/tsconfig.build.json', 'packages/client/package.json'];
-/** The client's sources count: the server's declarations and re-exports follow them. */
-export const SERVER_INPUTS = [...SHARED_INPUTS, 'src', 'tsconfig.build.json', 'package.json', 'packages/client/src'];
+/**
+ * The client's sources count: the server's declarations and re-exports follow them. patches/ too:
+ * the build bundles the patched database driver into dist/ (bundleDriver in build.js).
+ */
+export const SERVER_INPUTS = [...SHARED_INPUTS, 'src', 'tsconfig.build.json', 'package.json', 'packages/client/src', 'patches'];
 
 /** True when `dir`'s dist/ was built after every one of `inputs` last changed. */
 export function isFresh(root, dir, inputs) {

@@ -10,9 +10,9 @@
 // runs `prepare` on more than `npm install`: `npx twokey` inside a clone links the clone into npx's
 // cache and prepares it, which would empty the dist/ a running `npm start` is serving from.
 import { execFileSync } from 'node:child_process';
-import { cpSync, rmSync, writeFileSync } from 'node:fs';
+import { cpSync, readFileSync, readdirSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { CLIENT_INPUTS, SERVER_INPUTS, isFresh } from './build-freshness.js';
 
@@ -31,6 +31,7 @@ const server = {
   inputs: SERVER_INPUTS,
   async afterCompile() {
     cpSync(join(root, 'src/console/assets'), join(root, 'dist/console/assets'), { recursive: true });
+    await bundleDriver();
     await bundleCli();
     await writeMetaSchemaCheck();
   },
@@ -61,6 +62,71 @@ const unbundled = [
   'undici',
 ];
 
+/** Where the driver module is in dist/. */
+const DRIVER_MODULE = 'dist/lib/postgres-driver.js';
+
+/**
+ * The files of postgres.js's ES module build that patches/ changes: what the driver module must be
+ * built from, each carrying the patch's `twokey patch` marks.
+ */
+function patchedDriverFiles() {
+  const patches = readdirSync(join(root, 'patches')).filter((name) => /^postgres\+.*\.patch$/.test(name));
+  const files = patches.flatMap((name) =>
+    [...readFileSync(join(root, 'patches', name), 'utf8').matchAll(/^diff --git a\/(node_modules\/postgres\/src\/\S+)/gm)].map((match) => match[1]),
+  );
+  if (files.length === 0) throw new Error("patches/ holds no change to postgres.js's src/: the driver module would ship unpatched");
+  return files;
+}
+
+/**
+ * dist/lib/postgres-driver.js replaced by postgres.js itself, bundled in (see src/lib/postgres-driver.ts):
+ * built from this project's node_modules, which `npm install` patched, so an installed twokey runs the
+ * patched driver and never the registry's copy the installing project holds. A node_modules that
+ * was not patched (`npm install --ignore-scripts`) fails the build rather than ship the faults the
+ * patch fixes.
+ */
+async function bundleDriver() {
+  const { build: bundle } = await import('esbuild');
+  const outfile = join(root, DRIVER_MODULE);
+  const { outputFiles, metafile } = await bundle({
+    stdin: { contents: "export { default } from 'postgres';", resolveDir: root, loader: 'js' },
+    absWorkingDir: root,
+    outfile,
+    write: false,
+    metafile: true,
+    bundle: true,
+    format: 'esm',
+    platform: 'node',
+    target: 'node20',
+    logLevel: 'warning',
+  });
+  // By real path: node_modules may be a link (the package tests build a copy of the tree that links ours).
+  const builtFrom = new Set(Object.keys(metafile.inputs).map((input) => resolve(root, input)));
+  for (const file of patchedDriverFiles()) {
+    if (!builtFrom.has(realpathSync(join(root, file))) || !readFileSync(join(root, file), 'utf8').includes('twokey patch')) {
+      throw new Error(
+        `${file} is not patched, or not what the driver was built from: run \`npm install\` (its postinstall applies patches/), then build again`,
+      );
+    }
+  }
+  writeFileSync(outfile, outputFiles[0].contents);
+  // tsc's map describes the one-line module this file replaced.
+  rmSync(`${outfile}.map`, { force: true });
+}
+
+/**
+ * The CLI bundle imports the driver module from dist/lib/ instead of copying it into a chunk: a stack
+ * from the driver's own code then names that file, which is how src/lib/driver-errors.ts knows it.
+ * drizzle's postgres-js driver imports postgres.js too (it runs it only for a URL, never for the
+ * client twokey hands it): that import gets the same module, not a second copy to load.
+ */
+const driverStaysOutside = {
+  name: 'driver-stays-outside',
+  setup(build) {
+    build.onResolve({ filter: /(?:[\\/]postgres-driver\.js|^postgres)$/ }, () => ({ path: '../lib/postgres-driver.js', external: true }));
+  },
+};
+
 /**
  * The `twokey` command as a few files (dist/bundle/, what bin/twokey.js runs): dist/cli/main.js and
  * everything it imports, split where it imports lazily. Node 20 loads about a thousand modules one by
@@ -81,6 +147,7 @@ async function bundleCli() {
     platform: 'node',
     target: 'node20',
     external: unbundled,
+    plugins: [driverStaysOutside],
     // CommonJS dependencies call require(), which an ES module does not have.
     banner: { js: "import { createRequire as createBundleRequire } from 'node:module'; const require = createBundleRequire(import.meta.url);" },
     logLevel: 'warning',

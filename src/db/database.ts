@@ -10,7 +10,7 @@ import { drizzle as drizzlePglite } from 'drizzle-orm/pglite';
 import { migrate as migratePglite } from 'drizzle-orm/pglite/migrator';
 import { drizzle as drizzlePostgres } from 'drizzle-orm/postgres-js';
 import { migrate as migratePostgres } from 'drizzle-orm/postgres-js/migrator';
-import postgres from 'postgres';
+import postgres from '../lib/postgres-driver.js';
 import lockfile from 'proper-lockfile';
 import { DATA_DIR_LOCK_STALE_MS, DataDirLockedError, dataDirLockFile } from './data-dir-lock.js';
 import { createEmbeddedStorage, explainOpenFailure, type StorageLog } from './embedded-storage.js';

@@ -1,4 +1,4 @@
-import postgres from 'postgres';
+import postgres from '../lib/postgres-driver.js';
 import { withDeadline } from '../lib/timeouts.js';
 import { CONNECT_TIMEOUT_SECONDS, reconnectDelaySeconds } from './database.js';
 

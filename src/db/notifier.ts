@@ -1,4 +1,4 @@
-import postgres from 'postgres';
+import postgres from '../lib/postgres-driver.js';
 
 /**
  * Wakes the other replicas (their long-polls, their outbox) once a change has committed.

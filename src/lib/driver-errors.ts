@@ -1,5 +1,5 @@
 import { DrizzleQueryError } from 'drizzle-orm';
-import postgres from 'postgres';
+import postgres from './postgres-driver.js';
 
 /** A connection to the database could not be had; `cause` says why. */
 export class DatabaseConnectionError extends Error {
@@ -55,8 +55,12 @@ export function isDatabaseUnavailable(error: unknown): boolean {
   return false;
 }
 
-/** A stack whose top frame is postgres.js's own code: its socket handlers and timers. */
-const THROWN_BY_DRIVER = /^[^\n]*\n\s+at [^\n]*[\\/]node_modules[\\/]postgres[\\/]/;
+/**
+ * A stack whose top frame is postgres.js's own code: its socket handlers and timers. From the
+ * sources that is node_modules/postgres; built, the driver is bundled into dist/lib/postgres-driver.js
+ * (see postgres-driver.ts), which the CLI bundle imports as it is.
+ */
+const THROWN_BY_DRIVER = /^[^\n]*\n\s+at [^\n]*[\\/](?:node_modules[\\/]postgres[\\/]|dist[\\/]lib[\\/]postgres-driver\.js:)/;
 
 /**
  * Whether `error` is the PostgreSQL driver's: thrown by postgres.js's own code, one of its errors,

@@ -65,6 +65,16 @@ describe('which errors are the database driver’s', () => {
     expect(isDriverError(new DrizzleQueryError('select 1', [], new Error('boom')))).toBe(true);
   });
 
+  it('the same crash thrown by the built package, whose driver is bundled into dist/lib/postgres-driver.js', () => {
+    const built = nextWriteCrash();
+    built.stack = built.stack!.replace('node_modules/postgres/src/connection.js:255:22', 'node_modules/twokey/dist/lib/postgres-driver.js:1032:22');
+    expect(isDriverError(built)).toBe(true);
+    // Only that file: a module of twokey's own whose name merely starts alike is twokey's.
+    const lookalike = nextWriteCrash();
+    lookalike.stack = lookalike.stack!.replace('node_modules/postgres/src/connection.js', 'dist/lib/postgres-driver-errors.js');
+    expect(isDriverError(lookalike)).toBe(false);
+  });
+
   it('not twokey’s own bugs, even when postgres.js called the code that threw', () => {
     const ours = new TypeError("Cannot read properties of undefined (reading 'id')");
     ours.stack = `TypeError: ${ours.message}

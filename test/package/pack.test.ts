@@ -10,7 +10,7 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
-import { mkdir, mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, readdir, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
@@ -157,6 +157,25 @@ describe('the npm package', { timeout: 300_000 }, () => {
     );
     expect(paths.some((path) => path.startsWith('drizzle/') && path.endsWith('.sql'))).toBe(true);
     console.log(`twokey tarball: ${packed.filename}, ${packed.size} bytes packed, ${packed.unpackedSize} unpacked, ${packed.entryCount} files`);
+  });
+
+  it('runs the patched database driver, bundled in, never the unpatched postgres.js the installing project holds', async () => {
+    const installed = join(app, 'node_modules/twokey');
+    // The project's own copy is the registry's: patches/ is ours, applied to our node_modules only.
+    expect(await readFile(join(app, 'node_modules/postgres/src/connection.js'), 'utf8')).not.toContain('twokey patch');
+    // The driver the package ships is the one the build made from the patched copy (the build refuses an unpatched one).
+    const shipped = await readFile(join(installed, 'dist/lib/postgres-driver.js'), 'utf8');
+    expect(shipped).toBe(await readFile(join(tree, 'dist/lib/postgres-driver.js'), 'utf8'));
+    expect(shipped).toContain('twokey patch');
+    // And no module of the package imports postgres.js from node_modules (drizzle-orm's postgres-js
+    // driver, itself in node_modules, does, but runs only the client twokey hands it).
+    const byValue = /\bfrom\s*["']postgres["']|import\(\s*["']postgres["']\s*\)|require\(\s*["']postgres["']\s*\)/;
+    const loaders: string[] = [];
+    for (const entry of await readdir(join(installed, 'dist'), { recursive: true, withFileTypes: true })) {
+      if (entry.isFile() && /\.(?:c|m)?js$/.test(entry.name) && byValue.test(await readFile(join(entry.parentPath, entry.name), 'utf8')))
+        loaders.push(entry.name);
+    }
+    expect(loaders).toEqual([]);
   });
 
   it('runs `npx twokey --help` from the installed package', async () => {
