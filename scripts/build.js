@@ -2,7 +2,8 @@
 // `npm run build`: the client workspace (packages/client/src → packages/client/dist), then the server
 // (src/ → dist/), each as JavaScript, .d.ts and source maps; the server's build reads the client's
 // declarations, so the client goes first. The server also gets the console's static assets, which tsc
-// does not copy, and the `twokey` command bundled (dist/bundle/, see bundleCli). Each dist/ is emptied
+// does not copy, the patched database driver bundled into dist/lib/postgres-driver.js (bundleDriver),
+// and the `twokey` command bundled (dist/bundle/, see bundleCli). Each dist/ is emptied
 // first so a deleted source leaves no stale module.
 // `--client` builds the client alone (what the client package's own `prepare` and `npm pack` run).
 //
@@ -12,7 +13,7 @@
 import { execFileSync } from 'node:child_process';
 import { cpSync, readFileSync, readdirSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
-import { join, resolve } from 'node:path';
+import { join, posix, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { CLIENT_INPUTS, SERVER_INPUTS, isFresh } from './build-freshness.js';
 
@@ -62,8 +63,9 @@ const unbundled = [
   'undici',
 ];
 
-/** Where the driver module is in dist/. */
+/** Where the driver module is in dist/, and how the CLI bundle's chunks (in dist/bundle/) import it. */
 const DRIVER_MODULE = 'dist/lib/postgres-driver.js';
+const DRIVER_FROM_BUNDLE = posix.relative('dist/bundle', DRIVER_MODULE);
 
 /**
  * The files of postgres.js's ES module build that patches/ changes: what the driver module must be
@@ -123,7 +125,7 @@ async function bundleDriver() {
 const driverStaysOutside = {
   name: 'driver-stays-outside',
   setup(build) {
-    build.onResolve({ filter: /(?:[\\/]postgres-driver\.js|^postgres)$/ }, () => ({ path: '../lib/postgres-driver.js', external: true }));
+    build.onResolve({ filter: /(?:[\\/]postgres-driver\.js|^postgres)$/ }, () => ({ path: DRIVER_FROM_BUNDLE, external: true }));
   },
 };
 
