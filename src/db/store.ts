@@ -7,7 +7,7 @@ import type { Db, Queryable } from './database.js';
 import { grantTransactionStore } from './grants-store.js';
 import type { Notifier } from './notifier.js';
 import { agents, approvals, proposals, requestIdentities } from './schema.js';
-import { inTransaction, lockedThenRead, onConnectionOf, type WriteBuffer } from './transactions.js';
+import { addedRowsCommit, inTransaction, lockedThenRead, onConnectionOf, type WriteBuffer } from './transactions.js';
 
 export { AGENT_CHANNEL, JOBS_CHANNEL, jobsNotice, PROPOSAL_CHANNEL, parseJobsNotice } from './channels.js';
 
@@ -256,6 +256,8 @@ export function createStore(db: Db, options: StoreOptions = {}): Store {
   const replica = options.replica ?? '';
   const prepared = preparedReads(db);
   const hot = hotStatements(db);
+  // Transactions made only of added rows, from concurrent requests, share statements under load.
+  const commitAddedRows = addedRowsCommit(db);
   return {
     ...readsFrom(db),
     async getAgent(id) {
@@ -273,7 +275,7 @@ export function createStore(db: Db, options: StoreOptions = {}): Store {
         .where(and(eq(requestIdentities.proposalId, proposalId), isNull(requestIdentities.seenAt)));
     },
     async transaction(work) {
-      const { value, dueKinds, dueLater, notifications } = await inTransaction(db, replica, (tx, writes) => transactionStore(tx, hot, writes), work);
+      const { value, dueKinds, dueLater, notifications } = await inTransaction(db, replica, (tx, writes) => transactionStore(tx, hot, writes), work, commitAddedRows);
       if (dueKinds.length > 0) options.onJobsQueued?.(dueKinds);
       for (const { kind, inMs } of dueLater) options.onJobsQueued?.([kind], inMs);
       // Only after commit, never for a rolled-back change; not awaited (the notifier's close waits for it).

@@ -6,6 +6,8 @@ import { NoLongerExecutingError, type OutboxJobSpec, type StoreTransaction } fro
 import { auditInsertCtes } from './audit-log.js';
 import { JOBS_CHANNEL, jobsNotice, PROPOSAL_CHANNEL } from './channels.js';
 import type { Db, Queryable } from './database.js';
+import { isDatabaseUnavailable } from '../lib/driver-errors.js';
+import { createGroupCommit } from '../lib/group-commit.js';
 import { rowsInsertCte } from './row-inserts.js';
 import { proposals } from './schema.js';
 import { rowsOf } from './rows.js';
@@ -20,11 +22,23 @@ const DEFAULT_MAX_ATTEMPTS = 25;
 export type Notification = readonly [channel: string, payload: string];
 
 /**
+ * Rows a transaction only adds: a new proposal, audit rows, outbox jobs. Kept as rows, not yet one
+ * statement, so that the rows of transactions made of nothing else can share one (`addedRowsCommit`).
+ */
+export interface AddedRows {
+  inserted: ProposalRecord[];
+  audit: Array<{ event: AuditEventInput; at: Date }>;
+  queued: Array<{ spec: OutboxJobSpec; at: Date }>;
+}
+
+/**
  * What a transaction buffered: one statement that adds its rows, the job kinds it queued to run
  * now, and the notifications to send once it has committed.
  */
 interface BufferedWrites {
   statement: SQL | null;
+  /** The rows `statement` adds, when it does nothing else (no result to record): what a group commit joins. */
+  addedOnly: AddedRows | null;
   /** The proposal whose result the statement records, if any: it then reads back whether its update matched (`matched`). */
   finishing: string | null;
   dueKinds: string[];
@@ -101,15 +115,8 @@ function writeBuffer(db: Db, replica: string): WriteBuffer {
       finishing = { id, update: db.update(proposals).set(patch).where(claimed).returning({ id: proposals.id }).getSQL() };
     },
     take() {
-      // With a result to record, every row is added only if its update matched.
-      const onlyIf = finishing ? sql`exists (select 1 from finished_execution)` : undefined;
-      const parts = [
-        ...(finishing ? [sql`finished_execution as (${finishing.update})`] : []),
-        ...(inserted.length > 0 ? [rowsInsertCte(proposals, 'new_proposals', inserted, onlyIf)] : []),
-        ...auditInsertCtes(audit, onlyIf),
-        ...queued.map(({ spec, at }, index) => jobInsertCte(spec, at, index, onlyIf)),
-      ];
-      const finished = finishing?.id ?? null;
+      const rows: AddedRows = { inserted: [...inserted], audit: [...audit], queued: [...queued] };
+      const finished = finishing;
       finishing = null;
       inserted.length = 0;
       const dueKinds = [...new Set(queued.filter(({ spec, at }) => !spec.runAt || spec.runAt <= at).map(({ spec }) => spec.kind))];
@@ -122,12 +129,85 @@ function writeBuffer(db: Db, replica: string): WriteBuffer {
       const notifications: Notification[] = [...notify].map((id) => [PROPOSAL_CHANNEL, id] as const);
       if (dueKinds.length > 0) notifications.push([JOBS_CHANNEL, jobsNotice(replica, dueKinds)]);
       notify.clear();
-      const ctes = sql.join(parts, sql`, `);
-      if (finished)
-        return { statement: sql`with ${ctes} select count(*)::int as matched from finished_execution`, finishing: finished, dueKinds, dueLater, notifications };
-      return { statement: parts.length > 0 ? sql`with ${ctes} select 1` : null, finishing: null, dueKinds, dueLater, notifications };
+      if (finished) return { statement: finishingStatement(finished.update, rows), addedOnly: null, finishing: finished.id, dueKinds, dueLater, notifications };
+      const statement = addedRowsStatement(rows);
+      return { statement, addedOnly: statement ? rows : null, finishing: null, dueKinds, dueLater, notifications };
     },
   };
+}
+
+/** The rows' data-modifying CTEs, each added only if `onlyIf` holds. */
+function addedRowsCtes(rows: AddedRows, onlyIf?: SQL): SQL[] {
+  return [
+    ...(rows.inserted.length > 0 ? [rowsInsertCte(proposals, 'new_proposals', rows.inserted, onlyIf)] : []),
+    ...auditInsertCtes(rows.audit, onlyIf),
+    ...rows.queued.map(({ spec, at }, index) => jobInsertCte(spec, at, index, onlyIf)),
+  ];
+}
+
+/** One statement that adds the rows; null for none. */
+function addedRowsStatement(rows: AddedRows): SQL | null {
+  const parts = addedRowsCtes(rows);
+  return parts.length > 0 ? sql`with ${sql.join(parts, sql`, `)} select 1` : null;
+}
+
+/** A result recorded by a conditional update, with every row added only if it matched; reads back whether it did. */
+function finishingStatement(update: SQL, rows: AddedRows): SQL {
+  const parts = [sql`finished_execution as (${update})`, ...addedRowsCtes(rows, sql`exists (select 1 from finished_execution)`)];
+  return sql`with ${sql.join(parts, sql`, `)} select count(*)::int as matched from finished_execution`;
+}
+
+/**
+ * The rows of several transactions as one's. Jobs that coalesce are queued once per kind and
+ * ordering key, as one transaction queues them (`enqueue`): the first covers the others, as a job
+ * still queued covers a later one's when each goes in its own statement (`jobInsertCte`). Two such
+ * inserts in one statement could not see each other and would both be added.
+ */
+function joinAddedRows(batch: readonly AddedRows[]): AddedRows {
+  const joined: AddedRows = { inserted: [], audit: [], queued: [] };
+  const coalescing = new Set<string>();
+  for (const rows of batch) {
+    joined.inserted.push(...rows.inserted);
+    joined.audit.push(...rows.audit);
+    for (const job of rows.queued) {
+      const key = job.spec.coalesce && job.spec.orderingKey ? `${job.spec.kind}\u0000${job.spec.orderingKey}` : null;
+      if (key !== null && coalescing.has(key)) continue;
+      if (key !== null) coalescing.add(key);
+      joined.queued.push(job);
+    }
+  }
+  return joined;
+}
+
+/** Rows committed by one statement of their own. */
+async function commitAlone(db: Db, rows: AddedRows): Promise<void> {
+  const statement = addedRowsStatement(rows);
+  if (statement) await db.execute(statement);
+}
+
+/** The most transactions' rows one statement carries. */
+const ADDED_ROWS_BATCH = 32;
+
+/**
+ * Group commit of transactions made only of added rows (a read-only upstream call's record, a
+ * remote call's claim, a proposal a rule decided): those that end while one such statement is on
+ * its way to the database go together in the next (`src/lib/group-commit.ts`). A lone transaction's
+ * statement goes at once, the same statement as without it; under load one round trip (one socket
+ * write, one parse and plan, one commit flush) commits many. A batch the database refused is sent
+ * again one transaction at a time, so only the faulty one fails; one whose connection broke before
+ * the answer fails every transaction in it, as a lone statement would have.
+ */
+export function addedRowsCommit(db: Db): (rows: AddedRows) => Promise<void> {
+  const run = (rows: AddedRows) => commitAlone(db, rows);
+  return createGroupCommit<AddedRows, void>({
+    maxBatch: ADDED_ROWS_BATCH,
+    refusedWhole: (error) => !isDatabaseUnavailable(error),
+    runOne: run,
+    async runBatch(batch) {
+      await run(joinAddedRows(batch));
+      return batch.map(() => undefined);
+    },
+  });
 }
 
 /**
@@ -239,6 +319,8 @@ export async function inTransaction<T>(
   replica: string,
   storeOn: TransactionStoreFactory,
   work: (tx: StoreTransaction) => Promise<T>,
+  /** Commits the rows of a transaction that only added rows (`addedRowsCommit`); alone, by default. */
+  commitAddedRows: (rows: AddedRows) => Promise<void> = (rows) => commitAlone(db, rows),
 ): Promise<{ value: T; dueKinds: string[]; dueLater: DueLater[]; notifications: Notification[] }> {
   const writes = writeBuffer(db, replica);
   // Set by the work's first statement; a holder, as the work sets it in a closure.
@@ -260,8 +342,9 @@ export async function inTransaction<T>(
     transaction.end();
     return { value, ...(await transaction.committed) };
   }
-  const { statement, finishing, dueKinds, dueLater, notifications } = writes.take();
-  if (statement) {
+  const { statement, addedOnly, finishing, dueKinds, dueLater, notifications } = writes.take();
+  if (addedOnly) await commitAddedRows(addedOnly);
+  else if (statement) {
     const result = await db.execute(statement);
     // Its inserts were conditioned on the update: nothing was written.
     if (finishing && matched(result) === 0) throw new NoLongerExecutingError(finishing);

@@ -1,5 +1,5 @@
 import { eq, sql } from 'drizzle-orm';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { openDatabase, type Database } from '../../src/db/database.js';
 import { agents, auditEvents, jobs } from '../../src/db/schema.js';
 import { NoLongerExecutingError, type StoreTransaction } from '../../src/core/ports.js';
@@ -123,6 +123,91 @@ describe.each(drivers)('store transactions (%s)', (driver) => {
     // Once recorded, a second result matches nothing.
     await expect(finish(1)).rejects.toBeInstanceOf(NoLongerExecutingError);
     expect((await rows(id)).audit).toHaveLength(1);
+  });
+
+  describe('transactions made only of added rows (group commit)', () => {
+    type Work = (tx: StoreTransaction) => Promise<unknown>;
+    const audited =
+      (id: string, data: Record<string, unknown> = {}): Work =>
+      async (tx) => {
+        await tx.appendAudit({ type: 'agent.created', actor: 'test', agentId: id, data }, at);
+        await tx.enqueue([{ kind: 'proposal.escalate', payload: { proposalId: id } }], at);
+      };
+
+    /**
+     * `first`'s transaction, its statement held at the driver until the `others` have all ended their
+     * work and queued behind it; then everything settles. Returns the statements sent and each outcome.
+     */
+    async function behindOneInFlight(first: Work, others: Work[]) {
+      const store = createStore(database.db);
+      const send = database.db.execute.bind(database.db);
+      let release!: () => void;
+      const released = new Promise<void>((resolve) => (release = resolve));
+      let inFlight!: () => void;
+      const sent = new Promise<void>((resolve) => (inFlight = resolve));
+      const held = async (query: Parameters<typeof send>[0]) => {
+        inFlight();
+        await released;
+        return send(query);
+      };
+      // The store awaits what execute answers: a promise of its result serves as drizzle's query.
+      const execute = vi.spyOn(database.db, 'execute').mockImplementationOnce(held as never);
+      try {
+        const settled = [store.transaction(first)];
+        await sent;
+        settled.push(...others.map((work) => store.transaction(work)));
+        // Their work is a few turns of promises: done before the timers' phase.
+        await new Promise((resolve) => setTimeout(resolve, 0));
+        release();
+        const outcomes = await Promise.allSettled(settled);
+        return { statements: execute.mock.calls.length, outcomes: outcomes.map((outcome) => outcome.status), reasons: outcomes.map((o) => (o.status === 'rejected' ? String(o.reason) : '')) };
+      } finally {
+        execute.mockRestore();
+      }
+    }
+
+    it('those that end while one is on its way go together in the next statement, each with all its rows', async () => {
+      const ids = Array.from({ length: 20 }, (_, n) => `agt_grouped_${n}`);
+      const { statements, outcomes } = await behindOneInFlight(audited(ids[0]!), ids.slice(1).map((id) => audited(id)));
+      expect(outcomes.every((status) => status === 'fulfilled')).toBe(true);
+      // The first went alone, at once; the 19 that queued meanwhile shared the next statement.
+      expect(statements).toBe(2);
+      for (const id of ids) {
+        const landed = await rows(id);
+        expect(landed.audit.map((row) => row.type)).toEqual(['agent.created']);
+        expect(landed.jobs).toHaveLength(1);
+      }
+    });
+
+    it('a batch the database refuses is sent again one transaction at a time: only the faulty one fails', async () => {
+      const good = ['agt_batch_ok_0', 'agt_batch_ok_1', 'agt_batch_ok_2', 'agt_batch_ok_3'];
+      // jsonb holds no NUL: the faulty one's audit row fails the statement it is in.
+      const faulty = audited('agt_batch_bad', { bad: '\u0000' });
+      const { statements, outcomes, reasons } = await behindOneInFlight(audited('agt_batch_first'), [
+        ...good.slice(0, 2).map((id) => audited(id)),
+        faulty,
+        ...good.slice(2).map((id) => audited(id)),
+      ]);
+      expect(outcomes).toEqual(['fulfilled', 'fulfilled', 'fulfilled', 'rejected', 'fulfilled', 'fulfilled']);
+      expect(reasons[3]).toMatch(/unicode|\\u0000/i);
+      // The first alone, the batch of five, then each of the five alone.
+      expect(statements).toBe(7);
+      for (const id of ['agt_batch_first', ...good]) expect((await rows(id)).audit).toHaveLength(1);
+      const bad = await rows('agt_batch_bad');
+      expect([bad.audit, bad.jobs]).toEqual([[], []]);
+    });
+
+    it('a coalescing job that two transactions of one batch queue is queued once', async () => {
+      const sync = { kind: 'chat.sync', payload: { proposalId: 'agt_batch_sync', platform: 'slack' }, orderingKey: 'sync:agt_batch_sync', coalesce: true } as const;
+      const queueSync =
+        (coalesce: boolean): Work =>
+        (tx) =>
+          tx.enqueue([{ ...sync, coalesce }], at);
+      // Two coalescing inserts in one statement could not see each other.
+      const { statements } = await behindOneInFlight(audited('agt_batch_lead'), [queueSync(true), queueSync(true), queueSync(false)]);
+      expect(statements).toBe(2);
+      expect((await rows('agt_batch_sync')).jobs).toHaveLength(2);
+    });
   });
 
   it('the row lock and the read after it see what the previous lock holder committed', async () => {
