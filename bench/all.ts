@@ -12,7 +12,9 @@
  *   - a person-approved proposal over HTTP (propose → approve → commit) against the same minimal cycle;
  *     AGP `open` execute against `/healthz` (the latency it adds one at a time, executes/s at 16
  *     agents); twokey's CPU per full chat cycle; click answers with 100 at once (bench/run.ts, its
- *     shorter sections).
+ *     shorter sections);
+ *   - on PostgreSQL, that CPU per chat cycle against e9c8266's, each side its own checkout, in
+ *     alternating rounds (bench/baseline-cycles.ts; the first run installs and builds that commit).
  * Every figure that has a target carries it, with whether this run met it.
  *
  * Each part runs as its own process, one after another, so none measures another's leftovers. Sized
@@ -68,6 +70,15 @@ try {
       console.error(String(error));
       return -1;
     });
+  }
+  if (process.env.DATABASE_URL) {
+    // Before the run below, which writes the "run" section the summary reads.
+    seconds.chatCycleBaseline = await step('chat-cycle CPU against the main the target was set on', tsx('bench/baseline-cycles.ts')).catch(
+      (error: unknown) => {
+        console.error(String(error));
+        return -1;
+      },
+    );
   }
   seconds.run = await step('cycles, core vs minimal, AGP, clicks', tsx('bench/run.ts'), {
     BENCH_SECTIONS: 'cycles,clicks,minimal,core,agp',
@@ -248,6 +259,21 @@ try {
         ...judged(figures.driver, 'p99 < 100 ms', burst.p99 < 100),
       });
     }
+  }
+  const paired = recorded['chat-cycle-baseline'] as
+    | { skipped?: string; baseline?: string; rounds?: number; cycles?: number; baselineMs?: number; currentMs?: number; ratio?: number }
+    | undefined;
+  if (paired?.ratio !== undefined) {
+    rows.push({
+      figure: `full chat cycle, 1 agent, postgres: CPU ms per cycle against ${paired.baseline} (alternating rounds, medians)`,
+      value: String(paired.currentMs),
+      baseline: `${paired.baseline}: ${paired.baselineMs} ms (${paired.rounds} rounds of ${paired.cycles} cycles each)`,
+      ratio: paired.ratio,
+      target: `<= 0.25 of ${paired.baseline}`,
+      met: paired.ratio <= 0.25,
+    });
+  } else if (paired?.skipped) {
+    rows.push({ figure: 'full chat cycle against the main the target was set on', value: `skipped: ${paired.skipped}`, baseline: '', ratio: null, target: null, met: null });
   }
   const loadAfter = loadavg();
   console.log('\nSummary (ratio = value / baseline, measured in this run)');
