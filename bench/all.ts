@@ -73,12 +73,10 @@ try {
   }
   if (process.env.DATABASE_URL) {
     // Before the run below, which writes the "run" section the summary reads.
-    seconds.chatCycleBaseline = await step('chat-cycle CPU against the main the target was set on', tsx('bench/baseline-cycles.ts')).catch(
-      (error: unknown) => {
-        console.error(String(error));
-        return -1;
-      },
-    );
+    seconds.chatCycleBaseline = await step('chat-cycle CPU against the main the target was set on', tsx('bench/baseline-cycles.ts')).catch((error: unknown) => {
+      console.error(String(error));
+      return -1;
+    });
   }
   seconds.run = await step('cycles, core vs minimal, AGP, clicks', tsx('bench/run.ts'), {
     BENCH_SECTIONS: 'cycles,clicks,minimal,core,agp',
@@ -261,8 +259,7 @@ try {
     }
   }
   const paired = recorded['chat-cycle-baseline'] as
-    | { skipped?: string; baseline?: string; rounds?: number; cycles?: number; baselineMs?: number; currentMs?: number; ratio?: number }
-    | undefined;
+    { skipped?: string; baseline?: string; rounds?: number; cycles?: number; baselineMs?: number; currentMs?: number; ratio?: number } | undefined;
   if (paired?.ratio !== undefined) {
     rows.push({
       figure: `full chat cycle, 1 agent, postgres: CPU ms per cycle against ${paired.baseline} (alternating rounds, medians)`,
@@ -273,7 +270,14 @@ try {
       met: paired.ratio <= 0.25,
     });
   } else if (paired?.skipped) {
-    rows.push({ figure: 'full chat cycle against the main the target was set on', value: `skipped: ${paired.skipped}`, baseline: '', ratio: null, target: null, met: null });
+    rows.push({
+      figure: 'full chat cycle against the main the target was set on',
+      value: `skipped: ${paired.skipped}`,
+      baseline: '',
+      ratio: null,
+      target: null,
+      met: null,
+    });
   }
   const loadAfter = loadavg();
   console.log('\nSummary (ratio = value / baseline, measured in this run)');

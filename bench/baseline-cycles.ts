@@ -50,7 +50,13 @@ async function inherit(command: string, args: string[], cwd: string, env: Record
 async function baselineCheckout(commit: string): Promise<string> {
   const dir = join(tmpdir(), 'twokey-bench-baseline', commit);
   const ready = join(dir, '.twokey-bench-ready');
-  if (await access(ready).then(() => true, () => false)) return dir;
+  if (
+    await access(ready).then(
+      () => true,
+      () => false,
+    )
+  )
+    return dir;
   await rm(dir, { recursive: true, force: true });
   await mkdir(dir, { recursive: true });
   console.log(`unpacking ${commit.slice(0, 7)} into ${dir}, then npm ci (its prepare script builds it)`);
@@ -107,5 +113,14 @@ if (!commit) {
   const ratio = round(currentMs / baselineMs, 2);
   console.log(`\nCPU per full chat cycle at one agent (PostgreSQL, medians of ${rounds} alternating rounds of ${cycles} cycles):`);
   console.log(`  ${wanted}: ${baselineMs} ms; this checkout: ${currentMs} ms; ratio ${ratio} (target ≤ 0.25)`);
-  await recordResults('chat-cycle-baseline', { baseline: wanted, baselineCommit: commit, rounds, cycles: Number(cycles), figures, baselineMs, currentMs, ratio });
+  await recordResults('chat-cycle-baseline', {
+    baseline: wanted,
+    baselineCommit: commit,
+    rounds,
+    cycles: Number(cycles),
+    figures,
+    baselineMs,
+    currentMs,
+    ratio,
+  });
 }

@@ -275,7 +275,13 @@ export function createStore(db: Db, options: StoreOptions = {}): Store {
         .where(and(eq(requestIdentities.proposalId, proposalId), isNull(requestIdentities.seenAt)));
     },
     async transaction(work) {
-      const { value, dueKinds, dueLater, notifications } = await inTransaction(db, replica, (tx, writes) => transactionStore(tx, hot, writes), work, commitAddedRows);
+      const { value, dueKinds, dueLater, notifications } = await inTransaction(
+        db,
+        replica,
+        (tx, writes) => transactionStore(tx, hot, writes),
+        work,
+        commitAddedRows,
+      );
       if (dueKinds.length > 0) options.onJobsQueued?.(dueKinds);
       for (const { kind, inMs } of dueLater) options.onJobsQueued?.([kind], inMs);
       // Only after commit, never for a rolled-back change; not awaited (the notifier's close waits for it).

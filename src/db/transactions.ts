@@ -157,26 +157,9 @@ function finishingStatement(update: SQL, rows: AddedRows): SQL {
   return sql`with ${sql.join(parts, sql`, `)} select count(*)::int as matched from finished_execution`;
 }
 
-/**
- * The rows of several transactions as one's. Jobs that coalesce are queued once per kind and
- * ordering key, as one transaction queues them (`enqueue`): the first covers the others, as a job
- * still queued covers a later one's when each goes in its own statement (`jobInsertCte`). Two such
- * inserts in one statement could not see each other and would both be added.
- */
+/** The rows of several transactions as one's, in the order they came. */
 function joinAddedRows(batch: readonly AddedRows[]): AddedRows {
-  const joined: AddedRows = { inserted: [], audit: [], queued: [] };
-  const coalescing = new Set<string>();
-  for (const rows of batch) {
-    joined.inserted.push(...rows.inserted);
-    joined.audit.push(...rows.audit);
-    for (const job of rows.queued) {
-      const key = job.spec.coalesce && job.spec.orderingKey ? `${job.spec.kind}\u0000${job.spec.orderingKey}` : null;
-      if (key !== null && coalescing.has(key)) continue;
-      if (key !== null) coalescing.add(key);
-      joined.queued.push(job);
-    }
-  }
-  return joined;
+  return { inserted: batch.flatMap((rows) => rows.inserted), audit: batch.flatMap((rows) => rows.audit), queued: [] };
 }
 
 /** Rows committed by one statement of their own. */
@@ -196,10 +179,17 @@ const ADDED_ROWS_BATCH = 32;
  * write, one parse and plan, one commit flush) commits many. A batch the database refused is sent
  * again one transaction at a time, so only the faulty one fails; one whose connection broke before
  * the answer fails every transaction in it, as a lone statement would have.
+ *
+ * Only proposals and audit rows are joined: their CTEs carry all their rows in one parameter, so a
+ * batch's statement has one of four texts, each prepared once per connection. A transaction that
+ * queues jobs goes in a statement of its own, as before: each job is a CTE of its own (those that
+ * coalesce check the queue first, and jobs sharing an ordering key must go in in order), so joined
+ * batches would make a new statement text, and a new prepared statement on every connection, for
+ * each mix of jobs.
  */
 export function addedRowsCommit(db: Db): (rows: AddedRows) => Promise<void> {
   const run = (rows: AddedRows) => commitAlone(db, rows);
-  return createGroupCommit<AddedRows, void>({
+  const grouped = createGroupCommit<AddedRows, void>({
     maxBatch: ADDED_ROWS_BATCH,
     refusedWhole: (error) => !isDatabaseUnavailable(error),
     runOne: run,
@@ -208,6 +198,7 @@ export function addedRowsCommit(db: Db): (rows: AddedRows) => Promise<void> {
       return batch.map(() => undefined);
     },
   });
+  return (rows) => (rows.queued.length > 0 ? run(rows) : grouped(rows));
 }
 
 /**

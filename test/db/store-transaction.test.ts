@@ -131,7 +131,7 @@ describe.each(drivers)('store transactions (%s)', (driver) => {
       (id: string, data: Record<string, unknown> = {}): Work =>
       async (tx) => {
         await tx.appendAudit({ type: 'agent.created', actor: 'test', agentId: id, data }, at);
-        await tx.enqueue([{ kind: 'proposal.escalate', payload: { proposalId: id } }], at);
+        await tx.appendAudit({ type: 'agent.revoked', actor: 'test', agentId: id }, at);
       };
 
     /**
@@ -160,7 +160,11 @@ describe.each(drivers)('store transactions (%s)', (driver) => {
         await new Promise((resolve) => setTimeout(resolve, 0));
         release();
         const outcomes = await Promise.allSettled(settled);
-        return { statements: execute.mock.calls.length, outcomes: outcomes.map((outcome) => outcome.status), reasons: outcomes.map((o) => (o.status === 'rejected' ? String(o.reason) : '')) };
+        return {
+          statements: execute.mock.calls.length,
+          outcomes: outcomes.map((outcome) => outcome.status),
+          reasons: outcomes.map((o) => (o.status === 'rejected' ? String(o.reason) : '')),
+        };
       } finally {
         execute.mockRestore();
       }
@@ -168,15 +172,14 @@ describe.each(drivers)('store transactions (%s)', (driver) => {
 
     it('those that end while one is on its way go together in the next statement, each with all its rows', async () => {
       const ids = Array.from({ length: 20 }, (_, n) => `agt_grouped_${n}`);
-      const { statements, outcomes } = await behindOneInFlight(audited(ids[0]!), ids.slice(1).map((id) => audited(id)));
+      const { statements, outcomes } = await behindOneInFlight(
+        audited(ids[0]!),
+        ids.slice(1).map((id) => audited(id)),
+      );
       expect(outcomes.every((status) => status === 'fulfilled')).toBe(true);
       // The first went alone, at once; the 19 that queued meanwhile shared the next statement.
       expect(statements).toBe(2);
-      for (const id of ids) {
-        const landed = await rows(id);
-        expect(landed.audit.map((row) => row.type)).toEqual(['agent.created']);
-        expect(landed.jobs).toHaveLength(1);
-      }
+      for (const id of ids) expect((await rows(id)).audit.map((row) => row.type)).toEqual(['agent.created', 'agent.revoked']);
     });
 
     it('a batch the database refuses is sent again one transaction at a time: only the faulty one fails', async () => {
@@ -192,21 +195,21 @@ describe.each(drivers)('store transactions (%s)', (driver) => {
       expect(reasons[3]).toMatch(/unicode|\\u0000/i);
       // The first alone, the batch of five, then each of the five alone.
       expect(statements).toBe(7);
-      for (const id of ['agt_batch_first', ...good]) expect((await rows(id)).audit).toHaveLength(1);
-      const bad = await rows('agt_batch_bad');
-      expect([bad.audit, bad.jobs]).toEqual([[], []]);
+      for (const id of ['agt_batch_first', ...good]) expect((await rows(id)).audit).toHaveLength(2);
+      expect((await rows('agt_batch_bad')).audit).toEqual([]);
     });
 
-    it('a coalescing job that two transactions of one batch queue is queued once', async () => {
-      const sync = { kind: 'chat.sync', payload: { proposalId: 'agt_batch_sync', platform: 'slack' }, orderingKey: 'sync:agt_batch_sync', coalesce: true } as const;
-      const queueSync =
-        (coalesce: boolean): Work =>
-        (tx) =>
-          tx.enqueue([{ ...sync, coalesce }], at);
-      // Two coalescing inserts in one statement could not see each other.
-      const { statements } = await behindOneInFlight(audited('agt_batch_lead'), [queueSync(true), queueSync(true), queueSync(false)]);
-      expect(statements).toBe(2);
-      expect((await rows('agt_batch_sync')).jobs).toHaveLength(2);
+    it('a transaction that queues jobs goes in a statement of its own, so that batches keep to a few statement texts', async () => {
+      const queued: Work = async (tx) => {
+        await tx.appendAudit({ type: 'agent.created', actor: 'test', agentId: 'agt_batch_jobs' }, at);
+        await tx.enqueue([{ kind: 'proposal.escalate', payload: { proposalId: 'agt_batch_jobs' } }], at);
+      };
+      const { statements, outcomes } = await behindOneInFlight(audited('agt_batch_lead'), [audited('agt_batch_a'), queued, audited('agt_batch_b')]);
+      expect(outcomes.every((status) => status === 'fulfilled')).toBe(true);
+      // The lead; the one with a job, at once; the other two together once the lead is answered.
+      expect(statements).toBe(3);
+      expect((await rows('agt_batch_jobs')).jobs).toHaveLength(1);
+      for (const id of ['agt_batch_lead', 'agt_batch_a', 'agt_batch_b']) expect((await rows(id)).audit).toHaveLength(2);
     });
   });
 
