@@ -157,8 +157,10 @@ function finishingStatement(update: SQL, rows: AddedRows): SQL {
   return sql`with ${sql.join(parts, sql`, `)} select count(*)::int as matched from finished_execution`;
 }
 
-/** The rows of several transactions as one's, in the order they came. */
+/** The rows of several transactions as one's, in the order they came; never their jobs (see addedRowsCommit). */
 function joinAddedRows(batch: readonly AddedRows[]): AddedRows {
+  // Thrown before anything is sent, so the group commit sends each transaction alone: none is lost.
+  if (batch.some((rows) => rows.queued.length > 0)) throw new Error('a batch of added rows never carries jobs');
   return { inserted: batch.flatMap((rows) => rows.inserted), audit: batch.flatMap((rows) => rows.audit), queued: [] };
 }
 
