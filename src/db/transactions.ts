@@ -32,15 +32,14 @@ export interface AddedRows {
 }
 
 /**
- * What a transaction buffered: one statement that adds its rows, the job kinds it queued to run
- * now, and the notifications to send once it has committed.
+ * What a transaction buffered: the rows it adds (and the result it records), which go out as one
+ * statement (`bufferedStatement`), the job kinds it queued to run now, and the notifications to send
+ * once it has committed.
  */
 interface BufferedWrites {
-  statement: SQL | null;
-  /** The rows `statement` adds, when it does nothing else (no result to record): what a group commit joins. */
-  addedOnly: AddedRows | null;
-  /** The proposal whose result the statement records, if any: it then reads back whether its update matched (`matched`). */
-  finishing: string | null;
+  rows: AddedRows;
+  /** The result the statement records, if any: it then reads back whether its update matched (`matched`). */
+  finishing: { id: string; update: SQL } | null;
   dueKinds: string[];
   /** Jobs queued to run later (a delayed chat edit, a reminder): their kinds and how long until they are due. */
   dueLater: DueLater[];
@@ -73,7 +72,7 @@ function sendBeforeCommit(tx: Queryable, statement: SQL): Promise<unknown> | nul
 
 /** The writes of a transaction that only add rows, kept until it ends (`take`). */
 export type WriteBuffer = Pick<StoreTransaction, 'insertProposal' | 'appendAudit' | 'enqueue' | 'notifyChange' | 'finishExecutingProposal'> & {
-  /** Takes what was buffered: one statement, the kinds of the jobs queued to run now (reminders wait), the wake-ups. */
+  /** Takes what was buffered: the rows and result of its one statement, the kinds of the jobs queued to run now (reminders wait), the wake-ups. */
   take(): BufferedWrites;
 };
 
@@ -129,9 +128,7 @@ function writeBuffer(db: Db, replica: string): WriteBuffer {
       const notifications: Notification[] = [...notify].map((id) => [PROPOSAL_CHANNEL, id] as const);
       if (dueKinds.length > 0) notifications.push([JOBS_CHANNEL, jobsNotice(replica, dueKinds)]);
       notify.clear();
-      if (finished) return { statement: finishingStatement(finished.update, rows), addedOnly: null, finishing: finished.id, dueKinds, dueLater, notifications };
-      const statement = addedRowsStatement(rows);
-      return { statement, addedOnly: statement ? rows : null, finishing: null, dueKinds, dueLater, notifications };
+      return { rows, finishing: finished, dueKinds, dueLater, notifications };
     },
   };
 }
@@ -143,6 +140,11 @@ function addedRowsCtes(rows: AddedRows, onlyIf?: SQL): SQL[] {
     ...auditInsertCtes(rows.audit, onlyIf),
     ...rows.queued.map(({ spec, at }, index) => jobInsertCte(spec, at, index, onlyIf)),
   ];
+}
+
+/** The one statement that sends what a transaction buffered; null for nothing. */
+function bufferedStatement({ rows, finishing }: Pick<BufferedWrites, 'rows' | 'finishing'>): SQL | null {
+  return finishing ? finishingStatement(finishing.update, rows) : addedRowsStatement(rows);
 }
 
 /** One statement that adds the rows; null for none. */
@@ -281,12 +283,13 @@ function openTransaction(db: Db, storeOn: TransactionStoreFactory, writes: Write
           opened({ store: storeOn(tx, writes), end: (error) => (error === undefined ? done() : failed(error)), committed });
         });
         const buffered = writes.take();
-        if (buffered.finishing && buffered.statement) {
+        const statement = bufferedStatement(buffered);
+        if (buffered.finishing && statement) {
           // Whether its update matched decides whether this transaction commits: read before COMMIT.
-          if (matched(await tx.execute(buffered.statement)) === 0) throw new NoLongerExecutingError(buffered.finishing);
-        } else if (buffered.statement) {
-          beforeCommit = sendBeforeCommit(tx, buffered.statement);
-          if (!beforeCommit) await tx.execute(buffered.statement);
+          if (matched(await tx.execute(statement)) === 0) throw new NoLongerExecutingError(buffered.finishing.id);
+        } else if (statement) {
+          beforeCommit = sendBeforeCommit(tx, statement);
+          if (!beforeCommit) await tx.execute(statement);
         }
         return { dueKinds: buffered.dueKinds, dueLater: buffered.dueLater, notifications: buffered.notifications };
       })
@@ -335,12 +338,14 @@ export async function inTransaction<T>(
     transaction.end();
     return { value, ...(await transaction.committed) };
   }
-  const { statement, addedOnly, finishing, dueKinds, dueLater, notifications } = writes.take();
-  if (addedOnly) await commitAddedRows(addedOnly);
-  else if (statement) {
-    const result = await db.execute(statement);
+  const { rows, finishing, dueKinds, dueLater, notifications } = writes.take();
+  if (finishing) {
+    const result = await db.execute(finishingStatement(finishing.update, rows));
     // Its inserts were conditioned on the update: nothing was written.
-    if (finishing && matched(result) === 0) throw new NoLongerExecutingError(finishing);
+    if (matched(result) === 0) throw new NoLongerExecutingError(finishing.id);
+  } else if (rows.inserted.length + rows.audit.length + rows.queued.length > 0) {
+    // Rendered once, by whichever statement carries them (alone or joined with others').
+    await commitAddedRows(rows);
   }
   return { value, dueKinds, dueLater, notifications };
 }
