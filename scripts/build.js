@@ -81,17 +81,17 @@ function patchedDriverFiles() {
 }
 
 /**
- * dist/lib/postgres-driver.js replaced by postgres.js itself, bundled in (see src/lib/postgres-driver.ts):
- * built from this project's node_modules, which `npm install` patched, so an installed twokey runs the
- * patched driver and never the registry's copy the installing project holds. A node_modules that
- * was not patched (`npm install --ignore-scripts`) fails the build rather than ship the faults the
- * patch fixes.
+ * dist/lib/postgres-driver.js, as tsc compiled it from src/lib/postgres-driver.ts, replaced by itself
+ * with postgres.js bundled in: built from this project's node_modules, which `npm install` patched,
+ * so an installed twokey runs the patched driver and never the registry's copy the installing
+ * project holds. A node_modules that was not patched (`npm install --ignore-scripts`) fails the
+ * build rather than ship the faults the patch fixes.
  */
 async function bundleDriver() {
   const { build: bundle } = await import('esbuild');
   const outfile = join(root, DRIVER_MODULE);
   const { outputFiles, metafile } = await bundle({
-    stdin: { contents: "export { default } from 'postgres';", resolveDir: root, loader: 'js' },
+    entryPoints: [outfile],
     absWorkingDir: root,
     outfile,
     write: false,

@@ -147,10 +147,11 @@ function bufferedStatement({ rows, finishing }: Pick<BufferedWrites, 'rows' | 'f
   return finishing ? finishingStatement(finishing.update, rows) : addedRowsStatement(rows);
 }
 
+const hasRows = (rows: AddedRows): boolean => rows.inserted.length + rows.audit.length + rows.queued.length > 0;
+
 /** One statement that adds the rows; null for none. */
 function addedRowsStatement(rows: AddedRows): SQL | null {
-  const parts = addedRowsCtes(rows);
-  return parts.length > 0 ? sql`with ${sql.join(parts, sql`, `)} select 1` : null;
+  return hasRows(rows) ? sql`with ${sql.join(addedRowsCtes(rows), sql`, `)} select 1` : null;
 }
 
 /** A result recorded by a conditional update, with every row added only if it matched; reads back whether it did. */
@@ -315,8 +316,8 @@ export async function inTransaction<T>(
   replica: string,
   storeOn: TransactionStoreFactory,
   work: (tx: StoreTransaction) => Promise<T>,
-  /** Commits the rows of a transaction that only added rows (`addedRowsCommit`); alone, by default. */
-  commitAddedRows: (rows: AddedRows) => Promise<void> = (rows) => commitAlone(db, rows),
+  /** Commits the rows of a transaction that only added rows (the store's `addedRowsCommit`). */
+  commitAddedRows: (rows: AddedRows) => Promise<void>,
 ): Promise<{ value: T; dueKinds: string[]; dueLater: DueLater[]; notifications: Notification[] }> {
   const writes = writeBuffer(db, replica);
   // Set by the work's first statement; a holder, as the work sets it in a closure.
@@ -343,7 +344,7 @@ export async function inTransaction<T>(
     const result = await db.execute(finishingStatement(finishing.update, rows));
     // Its inserts were conditioned on the update: nothing was written.
     if (matched(result) === 0) throw new NoLongerExecutingError(finishing.id);
-  } else if (rows.inserted.length + rows.audit.length + rows.queued.length > 0) {
+  } else if (hasRows(rows)) {
     // Rendered once, by whichever statement carries them (alone or joined with others').
     await commitAddedRows(rows);
   }
