@@ -22,7 +22,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { fileURLToPath } from 'node:url';
-import { recordResults, round } from './support/stats.js';
+import { median, recordResults, round } from './support/stats.js';
 
 const run = promisify(execFile);
 const root = fileURLToPath(new URL('..', import.meta.url));
@@ -81,12 +81,6 @@ async function cpuPerCycle(dir: string): Promise<number> {
   if (figure === undefined) throw new Error(`no chat-cycle figure in ${dir}/bench/results/latest.json`);
   return figure;
 }
-
-const median = (values: number[]) => {
-  const sorted = [...values].sort((a, b) => a - b);
-  const middle = Math.floor(sorted.length / 2);
-  return sorted.length % 2 ? sorted[middle]! : (sorted[middle - 1]! + sorted[middle]!) / 2;
-};
 
 const commit = wanted === 'none' ? null : await resolveCommit(wanted);
 if (!commit) {

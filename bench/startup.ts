@@ -19,7 +19,7 @@ import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import { freePort } from '../test/support/processes.js';
-import { round, sleep } from './support/stats.js';
+import { median, round, sleep } from './support/stats.js';
 
 const allLaunchers = {
   'tsx (sources)': fileURLToPath(new URL('../scripts/twokey-from-source.js', import.meta.url)),
@@ -99,7 +99,6 @@ try {
     times['node -e 0']!.push(await bareNode());
     for (const [name, launcher] of Object.entries(launchers)) times[name]!.push(await startAndStop(launcher!, dataDir));
   }
-  const median = (samples: number[]) => [...samples].sort((a, b) => a - b)[Math.floor(samples.length / 2)]!;
   const describe = (samples: number[]) => {
     const sorted = [...samples].sort((a, b) => a - b);
     return `median ${median(samples).toFixed(0)} ms (min ${sorted[0]!.toFixed(0)}, max ${sorted.at(-1)!.toFixed(0)})`;

@@ -16,6 +16,13 @@ export function percentiles(samples: readonly number[]): Percentiles {
   return { p50: pick(0.5), p99: pick(0.99), max: sorted.at(-1) ?? 0 };
 }
 
+/** The middle of the samples; with an even count, the mean of the two middle ones. */
+export function median(samples: readonly number[]): number {
+  const sorted = [...samples].sort((a, b) => a - b);
+  const middle = Math.floor(sorted.length / 2);
+  return sorted.length % 2 ? (sorted[middle] ?? 0) : ((sorted[middle - 1] ?? 0) + (sorted[middle] ?? 0)) / 2;
+}
+
 /**
  * Runs `count` pieces of work with at most `concurrency` in flight, like that many clients each
  * sending its next request as soon as its last one finished. Returns the wall-clock seconds.

@@ -2,7 +2,6 @@ import { and, eq, isNull, lte, or, sql, type SQL } from 'drizzle-orm';
 import type { AgpTokenRecord, AgpTokenStore, OpenExecuteRecord, TokenEffects } from '../agp/ports.js';
 import type { AuditEventInput } from '../core/model.js';
 import type { IdempotencyClaim, IdempotencyRecord, IdempotencyStore } from '../idempotency/ports.js';
-import { isDatabaseUnavailable } from '../lib/driver-errors.js';
 import { createGroupCommit } from '../lib/group-commit.js';
 import type { Db, Queryable } from './database.js';
 import { agpTokens, idempotencyKeys } from './schema.js';
@@ -242,12 +241,6 @@ function completeBatch(items: readonly Completing[]): SQL {
   return sql`with ${sql.join(ctes, sql`, `)} select 1`;
 }
 
-/**
- * A statement the database answered with an error wrote nothing (it ran alone, autocommitted); one
- * that lost its connection may have committed before the answer was lost.
- */
-const refusedWhole = (error: unknown): boolean => !isDatabaseUnavailable(error);
-
 const scopeKey = (agentId: string, key: string): string => `${agentId}\u0000${key}`;
 
 /**
@@ -272,7 +265,6 @@ export function createIdempotencyStore(db: Db): IdempotencyStore<OpenExecuteReco
 
   const acquire = createGroupCommit<Acquiring, boolean>({
     maxBatch: IDEMPOTENCY_BATCH,
-    refusedWhole,
     // The same key twice in one INSERT … ON CONFLICT DO UPDATE is an error, not a race PostgreSQL settles.
     keyOf: ({ claim }) => scopeKey(claim.agentId, claim.key),
     async runOne({ claim, staleBefore }) {
@@ -287,7 +279,6 @@ export function createIdempotencyStore(db: Db): IdempotencyStore<OpenExecuteReco
 
   const complete = createGroupCommit<Completing, void>({
     maxBatch: IDEMPOTENCY_BATCH,
-    refusedWhole,
     async runOne(item) {
       // With an execute's record, the batch's statement for one: one text for both, no copy of it.
       if (item.attached) return void (await db.execute(completeBatch([item])));

@@ -6,7 +6,6 @@ import { NoLongerExecutingError, type OutboxJobSpec, type StoreTransaction } fro
 import { auditInsertCtes } from './audit-log.js';
 import { JOBS_CHANNEL, jobsNotice, PROPOSAL_CHANNEL } from './channels.js';
 import type { Db, Queryable } from './database.js';
-import { isDatabaseUnavailable } from '../lib/driver-errors.js';
 import { createGroupCommit } from '../lib/group-commit.js';
 import { rowsInsertCte } from './row-inserts.js';
 import { proposals } from './schema.js';
@@ -196,7 +195,6 @@ export function addedRowsCommit(db: Db): (rows: AddedRows) => Promise<void> {
   const run = (rows: AddedRows) => commitAlone(db, rows);
   const grouped = createGroupCommit<AddedRows, void>({
     maxBatch: ADDED_ROWS_BATCH,
-    refusedWhole: (error) => !isDatabaseUnavailable(error),
     runOne: run,
     async runBatch(batch) {
       await run(joinAddedRows(batch));

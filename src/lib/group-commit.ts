@@ -1,3 +1,5 @@
+import { isDatabaseUnavailable } from './driver-errors.js';
+
 /**
  * Group commit: single writes that arrive while one is on its way to the database go together in the
  * next statement, as a database groups the flushes of concurrent commits. One batch is in flight at
@@ -21,8 +23,13 @@ export interface GroupCommitOptions<Item, Result> {
   runOne(item: Item): Promise<Result>;
   /** The most writes one statement carries. */
   maxBatch: number;
-  /** Whether a batch that failed with `error` surely wrote nothing, so its writes may be sent again one by one. */
-  refusedWhole(error: unknown): boolean;
+  /**
+   * Whether a batch that failed with `error` surely wrote nothing, so its writes may be sent again one
+   * by one. By default, any error but the database's being out of reach (`isDatabaseUnavailable`): a
+   * statement the database answered with an error wrote nothing, while one whose connection broke
+   * before the answer may have committed.
+   */
+  refusedWhole?(error: unknown): boolean;
   /**
    * Writes with the same key never share a statement (one row cannot be changed twice by one
    * INSERT … ON CONFLICT): the later waits for the next batch, in its turn.
@@ -37,7 +44,7 @@ interface Pending<Item, Result> {
 }
 
 export function createGroupCommit<Item, Result>(options: GroupCommitOptions<Item, Result>): (item: Item) => Promise<Result> {
-  const { runBatch, runOne, maxBatch, keyOf, refusedWhole } = options;
+  const { runBatch, runOne, maxBatch, keyOf, refusedWhole = (error: unknown) => !isDatabaseUnavailable(error) } = options;
   type Queued = Pending<Item, Result>;
   const queue: Queued[] = [];
   let flushing = false;

@@ -1,5 +1,6 @@
 import { eq, sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import postgres from 'postgres';
 import { openDatabase, type Database } from '../../src/db/database.js';
 import { agents, auditEvents, jobs } from '../../src/db/schema.js';
 import { NoLongerExecutingError, type StoreTransaction } from '../../src/core/ports.js';
@@ -251,6 +252,58 @@ async function waitForLockWaiter(database: Database): Promise<void> {
   }
   throw new Error('no transaction ever waited for the row lock');
 }
+
+/**
+ * A batch of added rows whose connection breaks before its answer may have committed: sent again one
+ * transaction at a time, its rows (a proposal, its audit rows) would be written twice. So every
+ * transaction of it fails, as a lone statement would, and none is sent again.
+ */
+describeOnPostgres('transactions of added rows whose batch lost its connection', () => {
+  let scratch: Database & { url?: string };
+  const at = new Date('2026-11-29T10:00:00.000Z');
+  const audited = (agentId: string) => (tx: StoreTransaction) => tx.appendAudit({ type: 'agent.created', actor: 'test', agentId }, at);
+  const auditOf = async (agentId: string) => scratch.db.select().from(auditEvents).where(eq(auditEvents.agentId, agentId));
+
+  beforeAll(async () => {
+    scratch = await openTestDatabase('postgres');
+    // Holds the audit row of a `slow-` agent in the database long enough to cut its connection meanwhile.
+    await scratch.db.execute(sql`create function slow_audit() returns trigger language plpgsql as $$
+      begin if new.agent_id like 'slow-%' then perform pg_sleep(5); end if; return new; end $$`);
+    await scratch.db.execute(sql`create trigger slow_audit before insert on audit_events for each row execute function slow_audit()`);
+  }, 120_000);
+  afterAll(() => scratch?.close());
+
+  it('fails every transaction of the batch and sends none of them again', async () => {
+    const store = createStore(scratch.db);
+    const outcomes = Promise.all(
+      ['lead', 'slow-1', 'slow-2'].map((agentId) =>
+        store.transaction(audited(agentId)).then(
+          () => 'committed',
+          () => 'failed',
+        ),
+      ),
+    );
+    // The batch (the lead went first, alone) is the statement sleeping in the trigger.
+    const killer = postgres(scratch.url ?? '', { max: 1, onnotice: () => {} });
+    try {
+      await vi.waitFor(
+        async () => {
+          const [row] = await killer`select pg_terminate_backend(pid) as killed from pg_stat_activity
+            where datname = current_database() and state = 'active' and query like '%jsonb_to_recordset%' and pid <> pg_backend_pid()`;
+          expect(row?.killed).toBe(true);
+        },
+        { timeout: 4_000, interval: 20 },
+      );
+    } finally {
+      await killer.end();
+    }
+    expect(await outcomes).toEqual(['committed', 'failed', 'failed']);
+    // Sent again one by one, each would have slept out the trigger and committed.
+    expect(await auditOf('slow-1')).toEqual([]);
+    expect(await auditOf('slow-2')).toEqual([]);
+    expect(await auditOf('lead')).toHaveLength(1);
+  }, 20_000);
+});
 
 describeOnPostgres('named statements', (driver) => {
   let database: Database;
