@@ -1,11 +1,10 @@
 import { eq, sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import postgres from 'postgres';
 import { openDatabase, type Database } from '../../src/db/database.js';
 import { agents, auditEvents, jobs } from '../../src/db/schema.js';
 import { NoLongerExecutingError, type StoreTransaction } from '../../src/core/ports.js';
 import { createStore } from '../../src/db/store.js';
-import { describeOnPostgres, drivers, openTestDatabase } from '../support/database.js';
+import { cutSleepingStatement, describeOnPostgres, drivers, openTestDatabase } from '../support/database.js';
 import { proposalRecord } from '../support/records.js';
 
 /**
@@ -285,19 +284,7 @@ describeOnPostgres('transactions of added rows whose batch lost its connection',
     );
     // The batch (the lead went first, alone) is the statement sleeping in the trigger; the lead's,
     // of the same text, may still be running and must not be the one cut.
-    const killer = postgres(scratch.url ?? '', { max: 1, onnotice: () => {} });
-    try {
-      await vi.waitFor(
-        async () => {
-          const [row] = await killer`select pg_terminate_backend(pid) as killed from pg_stat_activity
-            where datname = current_database() and state = 'active' and wait_event = 'PgSleep' and pid <> pg_backend_pid()`;
-          expect(row?.killed).toBe(true);
-        },
-        { timeout: 4_000, interval: 20 },
-      );
-    } finally {
-      await killer.end();
-    }
+    await cutSleepingStatement(scratch.url ?? '');
     expect(await outcomes).toEqual(['committed', 'failed', 'failed']);
     // Sent again one by one, each would have slept out the trigger and committed.
     expect(await auditOf('slow-1')).toEqual([]);

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { sql } from 'drizzle-orm';
 import postgres from 'postgres';
-import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openRecordedDatabase, SqlRecorder } from '../../bench/support/sql-trace.js';
 import { sha256Hex } from '../../src/core/secrets.js';
 import { createIdempotencyStore } from '../../src/db/agp-store.js';
@@ -9,7 +9,7 @@ import type { Database } from '../../src/db/database.js';
 import { agents, agpTokens, auditEvents } from '../../src/db/schema.js';
 import type { IdempotencyClaim } from '../../src/idempotency/ports.js';
 import { eq } from 'drizzle-orm';
-import { describeOnPostgres, drivers, openTestDatabase } from '../support/database.js';
+import { cutSleepingStatement, describeOnPostgres, drivers, openTestDatabase } from '../support/database.js';
 import { openExecuteRecord } from './records.js';
 
 /**
@@ -218,19 +218,7 @@ describeOnPostgres('Idempotency-Keys whose batch lost its connection', () => {
       ),
     );
     // The batch (the lead went first, alone) is the statement sleeping in the trigger.
-    const killer = postgres(scratch.url ?? '', { max: 1, onnotice: () => {} });
-    try {
-      await vi.waitFor(
-        async () => {
-          const [row] = await killer`select pg_terminate_backend(pid) as killed from pg_stat_activity
-            where datname = current_database() and state = 'active' and query like '%jsonb_to_recordset%' and pid <> pg_backend_pid()`;
-          expect(row?.killed).toBe(true);
-        },
-        { timeout: 4_000, interval: 20 },
-      );
-    } finally {
-      await killer.end();
-    }
+    await cutSleepingStatement(scratch.url ?? '');
     expect(await outcomes).toEqual([{ taken: true }, 'failed', 'failed']);
     expect(await store.get(agentId, 'slow-1')).toBeNull();
     expect(await store.get(agentId, 'slow-2')).toBeNull();

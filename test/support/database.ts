@@ -3,7 +3,7 @@ import { readFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import postgres from 'postgres';
-import { describe } from 'vitest';
+import { describe, expect, vi } from 'vitest';
 import { openDatabase, type Database } from '../../src/db/database.js';
 
 export type Driver = 'pglite' | 'postgres';
@@ -85,4 +85,25 @@ export async function openTestDatabase(driver: Driver, options: { poolSize?: num
       }
     },
   };
+}
+
+/**
+ * Cuts the connection of the statement now sleeping in `pg_sleep` on the database at `url` (a test's
+ * trigger holding it there), once one is: a batch whose fate its sender cannot know. Only the
+ * sleeper, never another statement of the same text still running beside it.
+ */
+export async function cutSleepingStatement(url: string): Promise<void> {
+  const killer = postgres(url, { max: 1, onnotice: () => {} });
+  try {
+    await vi.waitFor(
+      async () => {
+        const [row] = await killer`select pg_terminate_backend(pid) as killed from pg_stat_activity
+          where datname = current_database() and state = 'active' and wait_event = 'PgSleep' and pid <> pg_backend_pid()`;
+        expect(row?.killed).toBe(true);
+      },
+      { timeout: 4_000, interval: 20 },
+    );
+  } finally {
+    await killer.end();
+  }
 }
