@@ -65,13 +65,15 @@ export async function openTestDatabase(driver: Driver, options: { poolSize?: num
   }
   const name = `twokey_test_${randomBytes(6).toString('hex')}`;
   const admin = postgres(testDatabaseUrl(), { max: 1, onnotice: () => {} });
-  try {
-    await admin.unsafe(`create database ${name} template ${TEMPLATE_DATABASE}`);
-  } finally {
-    await admin.end();
-  }
   const url = databaseUrlFor(name);
-  const database = await openDatabase({ databaseUrl: url, dataDir: '', poolSize: options.poolSize ?? 20 });
+  const database = await reportIfSlow(`creating and opening ${name}`, async () => {
+    try {
+      await admin.unsafe(`create database ${name} template ${TEMPLATE_DATABASE}`);
+    } finally {
+      await admin.end();
+    }
+    return openDatabase({ databaseUrl: url, dataDir: '', poolSize: options.poolSize ?? 20 });
+  });
   return {
     ...database,
     url,
@@ -85,6 +87,40 @@ export async function openTestDatabase(driver: Driver, options: { poolSize?: num
       }
     },
   };
+}
+
+/** Far beyond the ~50 ms creating a database from the template takes, yet well inside a hook's 60 s. */
+const SLOW_SETUP_MS = 15_000;
+
+/**
+ * Runs `step`, and should it still run after SLOW_SETUP_MS, prints what the whole server is doing
+ * then: which backends are active or waiting, on what, and which locks are not granted. Twice a full
+ * run hung in creating a test database for a minute, with no trace of what held it; this is that trace.
+ */
+async function reportIfSlow<T>(what: string, step: () => Promise<T>): Promise<T> {
+  const timer = setTimeout(() => void printServerActivity(`${what} has taken over ${SLOW_SETUP_MS / 1000} s`), SLOW_SETUP_MS);
+  try {
+    return await step();
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+async function printServerActivity(headline: string): Promise<void> {
+  const observer = postgres(testDatabaseUrl(), { max: 1, onnotice: () => {}, connect_timeout: 5, idle_timeout: 1 });
+  try {
+    const activity = await observer`select pid, datname, backend_type, state, wait_event_type, wait_event,
+        round(extract(epoch from clock_timestamp() - query_start)::numeric, 1) as seconds, left(query, 200) as query
+      from pg_stat_activity where pid <> pg_backend_pid()
+        and (case when backend_type = 'client backend' then state <> 'idle' else wait_event is distinct from null and wait_event not like '%Main' end)`;
+    const waiting = await observer`select pid, locktype, mode, database, relation, objid from pg_locks where not granted`;
+    const lines = (rows: readonly object[]) => rows.map((row) => JSON.stringify(row)).join('\n') || '(none)';
+    console.error(`${headline}; server activity:\n${lines(activity)}\nlocks not granted:\n${lines(waiting)}`);
+  } catch (error) {
+    console.error(`${headline}; the server's activity could not be read: ${(error as Error).message}`);
+  } finally {
+    await observer.end({ timeout: 1 });
+  }
 }
 
 /**
