@@ -32,13 +32,18 @@ export interface AddedRows {
 
 /**
  * What a transaction buffered: the rows it adds (and the result it records), which go out as one
- * statement (`bufferedStatement`), the job kinds it queued to run now, and the notifications to send
- * once it has committed.
+ * statement (`bufferedStatement`), and the proposals whose change other replicas hear of once it
+ * has committed.
  */
 interface BufferedWrites {
   rows: AddedRows;
   /** The result the statement records, if any: it then reads back whether its update matched (`matched`). */
   finishing: { id: string; update: SQL } | null;
+  changed: string[];
+}
+
+/** What a committed transaction wakes: the job kinds it queued to run now, those due later, and other replicas. */
+export interface WakeUps {
   dueKinds: string[];
   /** Jobs queued to run later (a delayed chat edit, a reminder): their kinds and how long until they are due. */
   dueLater: DueLater[];
@@ -71,11 +76,29 @@ function sendBeforeCommit(tx: Queryable, statement: SQL): Promise<unknown> | nul
 
 /** The writes of a transaction that only add rows, kept until it ends (`take`). */
 export type WriteBuffer = Pick<StoreTransaction, 'insertProposal' | 'appendAudit' | 'enqueue' | 'notifyChange' | 'finishExecutingProposal'> & {
-  /** Takes what was buffered: the rows and result of its one statement, the kinds of the jobs queued to run now (reminders wait), the wake-ups. */
+  /** Takes what was buffered: the rows and result of its one statement, and the proposals it changed. */
   take(): BufferedWrites;
 };
 
-function writeBuffer(db: Db, replica: string): WriteBuffer {
+/**
+ * The wake-ups of the jobs a committed transaction queued. `inserted`, when the statement read it
+ * back, says which of them went in: a coalescing job that found one of its kind already queued
+ * added nothing, and waking a lane for it would cost a claim that finds nothing due (the queued one
+ * has its own wake-up, here or on the replica that queued it).
+ */
+function wakeUpsOf(replica: string, { rows, changed }: Pick<BufferedWrites, 'rows' | 'changed'>, inserted?: readonly boolean[]): WakeUps {
+  const queued = inserted ? rows.queued.filter((_, index) => inserted[index] !== false) : rows.queued;
+  const dueKinds = [...new Set(queued.filter(({ spec, at }) => !spec.runAt || spec.runAt <= at).map(({ spec }) => spec.kind))];
+  const dueLater = queued.flatMap(({ spec, at }) => {
+    const inMs = spec.runAt ? spec.runAt.getTime() - at.getTime() : 0;
+    return inMs > 0 ? [{ kind: spec.kind, inMs }] : [];
+  });
+  const notifications: Notification[] = changed.map((id) => [PROPOSAL_CHANNEL, id] as const);
+  if (dueKinds.length > 0) notifications.push([JOBS_CHANNEL, jobsNotice(replica, dueKinds)]);
+  return { dueKinds, dueLater, notifications };
+}
+
+function writeBuffer(db: Db): WriteBuffer {
   const inserted: ProposalRecord[] = [];
   let finishing: { id: string; update: SQL } | null = null;
   const audit: Array<{ event: AuditEventInput; at: Date }> = [];
@@ -117,17 +140,11 @@ function writeBuffer(db: Db, replica: string): WriteBuffer {
       const finished = finishing;
       finishing = null;
       inserted.length = 0;
-      const dueKinds = [...new Set(queued.filter(({ spec, at }) => !spec.runAt || spec.runAt <= at).map(({ spec }) => spec.kind))];
-      const dueLater = queued.flatMap(({ spec, at }) => {
-        const inMs = spec.runAt ? spec.runAt.getTime() - at.getTime() : 0;
-        return inMs > 0 ? [{ kind: spec.kind, inMs }] : [];
-      });
       audit.length = 0;
       queued.length = 0;
-      const notifications: Notification[] = [...notify].map((id) => [PROPOSAL_CHANNEL, id] as const);
-      if (dueKinds.length > 0) notifications.push([JOBS_CHANNEL, jobsNotice(replica, dueKinds)]);
+      const changed = [...notify];
       notify.clear();
-      return { rows, finishing: finished, dueKinds, dueLater, notifications };
+      return { rows, finishing: finished, changed };
     },
   };
 }
@@ -153,10 +170,15 @@ function addedRowsStatement(rows: AddedRows): SQL | null {
   return hasRows(rows) ? sql`with ${sql.join(addedRowsCtes(rows), sql`, `)} select 1` : null;
 }
 
-/** A result recorded by a conditional update, with every row added only if it matched; reads back whether it did. */
+/**
+ * A result recorded by a conditional update, with every row added only if it matched; reads back
+ * whether it did (`matched`), and which of its jobs went in (`inserted`, see `wakeUpsOf`).
+ */
 function finishingStatement(update: SQL, rows: AddedRows): SQL {
   const parts = [sql`finished_execution as (${update})`, ...addedRowsCtes(rows, sql`exists (select 1 from finished_execution)`)];
-  return sql`with ${sql.join(parts, sql`, `)} select count(*)::int as matched from finished_execution`;
+  const jobCounts = rows.queued.map((_, index) => sql.raw(`(select count(*) from job_${index})`));
+  const inserted = jobCounts.length > 0 ? sql`array[${sql.join(jobCounts, sql`, `)}]::int[]` : sql`'{}'::int[]`;
+  return sql`with ${sql.join(parts, sql`, `)} select (select count(*)::int from finished_execution) as matched, ${inserted} as inserted`;
 }
 
 /** The rows of several transactions as one's, in the order they came; never their jobs (see addedRowsCommit). */
@@ -262,7 +284,7 @@ interface OpenTransaction {
   /** Commits (no error) or rolls back; `committed` then settles. */
   end(error?: unknown): void;
   /** Once committed: the job kinds it queued to run now (or shortly) and the wake-ups to send. */
-  committed: Promise<Pick<BufferedWrites, 'dueKinds' | 'dueLater' | 'notifications'>>;
+  committed: Promise<WakeUps>;
 }
 
 /**
@@ -271,7 +293,7 @@ interface OpenTransaction {
  * if it fails, the transaction is already aborted, PostgreSQL answers the COMMIT with a rollback,
  * and its own error is thrown, after the fact, as if it had come first).
  */
-function openTransaction(db: Db, storeOn: TransactionStoreFactory, writes: WriteBuffer): Promise<OpenTransaction> {
+function openTransaction(db: Db, replica: string, storeOn: TransactionStoreFactory, writes: WriteBuffer): Promise<OpenTransaction> {
   return new Promise((opened, failedToOpen) => {
     let beforeCommit: Promise<unknown> | null = null;
     let begun = false;
@@ -285,12 +307,15 @@ function openTransaction(db: Db, storeOn: TransactionStoreFactory, writes: Write
         const statement = bufferedStatement(buffered);
         if (buffered.finishing && statement) {
           // Whether its update matched decides whether this transaction commits: read before COMMIT.
-          if (matched(await tx.execute(statement)) === 0) throw new NoLongerExecutingError(buffered.finishing.id);
-        } else if (statement) {
+          const finished = finishingResult(await tx.execute(statement));
+          if (!finished.matched) throw new NoLongerExecutingError(buffered.finishing.id);
+          return wakeUpsOf(replica, buffered, finished.inserted);
+        }
+        if (statement) {
           beforeCommit = sendBeforeCommit(tx, statement);
           if (!beforeCommit) await tx.execute(statement);
         }
-        return { dueKinds: buffered.dueKinds, dueLater: buffered.dueLater, notifications: buffered.notifications };
+        return wakeUpsOf(replica, buffered);
       })
       .finally(async () => {
         // Its own error says what failed, rather than the COMMIT that PostgreSQL answered with a rollback.
@@ -316,11 +341,11 @@ export async function inTransaction<T>(
   work: (tx: StoreTransaction) => Promise<T>,
   /** Commits the rows of a transaction that only added rows (the store's `addedRowsCommit`). */
   commitAddedRows: (rows: AddedRows) => Promise<void>,
-): Promise<{ value: T; dueKinds: string[]; dueLater: DueLater[]; notifications: Notification[] }> {
-  const writes = writeBuffer(db, replica);
+): Promise<{ value: T } & WakeUps> {
+  const writes = writeBuffer(db);
   // Set by the work's first statement; a holder, as the work sets it in a closure.
   const begun: { transaction: Promise<OpenTransaction> | null } = { transaction: null };
-  const open = () => (begun.transaction ??= openTransaction(db, storeOn, writes));
+  const open = () => (begun.transaction ??= openTransaction(db, replica, storeOn, writes));
   let value: T;
   try {
     value = await work(deferredStore(writes, async () => (await open()).store));
@@ -337,21 +362,27 @@ export async function inTransaction<T>(
     transaction.end();
     return { value, ...(await transaction.committed) };
   }
-  const { rows, finishing, dueKinds, dueLater, notifications } = writes.take();
+  const buffered = writes.take();
+  const { rows, finishing } = buffered;
   if (finishing) {
-    const result = await db.execute(finishingStatement(finishing.update, rows));
+    const finished = finishingResult(await db.execute(finishingStatement(finishing.update, rows)));
     // Its inserts were conditioned on the update: nothing was written.
-    if (matched(result) === 0) throw new NoLongerExecutingError(finishing.id);
-  } else if (hasRows(rows)) {
-    // Rendered once, by whichever statement carries them (alone or joined with others').
-    await commitAddedRows(rows);
+    if (!finished.matched) throw new NoLongerExecutingError(finishing.id);
+    return { value, ...wakeUpsOf(replica, buffered, finished.inserted) };
   }
-  return { value, dueKinds, dueLater, notifications };
+  // Rendered once, by whichever statement carries them (alone or joined with others').
+  if (hasRows(rows)) await commitAddedRows(rows);
+  return { value, ...wakeUpsOf(replica, buffered) };
 }
 
-/** The `matched` count a buffered statement that records a result reads back (postgres.js answers rows, PGlite `{ rows }`). */
-function matched(result: unknown): number {
-  return Number(rowsOf<{ matched?: unknown }>(result)[0]?.matched ?? 0);
+/**
+ * What a statement that records a result reads back (postgres.js answers rows, PGlite `{ rows }`):
+ * whether its update matched, and which of its jobs went in.
+ */
+function finishingResult(result: unknown): { matched: boolean; inserted: boolean[] } {
+  const [row] = rowsOf<{ matched?: unknown; inserted?: unknown }>(result);
+  const counts = Array.isArray(row?.inserted) ? row.inserted : [];
+  return { matched: Number(row?.matched ?? 0) > 0, inserted: counts.map((count) => Number(count) > 0) };
 }
 
 function jobInsertCte(spec: OutboxJobSpec, at: Date, index: number, onlyIf?: SQL): SQL {

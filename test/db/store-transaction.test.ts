@@ -95,7 +95,7 @@ describe.each(drivers)('store transactions (%s)', (driver) => {
     const id = 'agt_finishing';
     await store.transaction(async (tx) => {
       await tx.insertAgent(agent(id));
-      await tx.insertProposal(proposalRecord({ id, agentId: id, status: 'executing', executionAttempts: 1, leaseUntil: at }));
+      await tx.insertProposal(proposalRecord({ id, agentId: id, tokenHash: `token_${id}`, status: 'executing', executionAttempts: 1, leaseUntil: at }));
     });
     const committed = { status: 'committed' as const, consumedAt: at, result: { done: true }, leaseUntil: null, updatedAt: at };
     const finish = (attempts: number, before?: (tx: StoreTransaction) => Promise<unknown>) =>
@@ -123,6 +123,46 @@ describe.each(drivers)('store transactions (%s)', (driver) => {
     // Once recorded, a second result matches nothing.
     await expect(finish(1)).rejects.toBeInstanceOf(NoLongerExecutingError);
     expect((await rows(id)).audit).toHaveLength(1);
+  });
+
+  it('a recorded result wakes the outbox only for the jobs it added: a chat edit already queued for later covers the new one, and no lane looks for it now', async () => {
+    const woken: Array<{ kinds: readonly string[]; inMs: number | undefined }> = [];
+    const store = createStore(database.db, { onJobsQueued: (kinds, inMs) => woken.push({ kinds, inMs }) });
+    const sync = (id: string, runAt?: Date) =>
+      ({ kind: 'chat.sync', payload: { proposalId: id, platform: 'slack' }, orderingKey: `sync:${id}`, coalesce: true, ...(runAt ? { runAt } : {}) }) as const;
+    const committed = { status: 'committed' as const, consumedAt: at, result: { done: true }, leaseUntil: null, updatedAt: at };
+    const finish = (id: string, before?: (tx: StoreTransaction) => Promise<unknown>) =>
+      store.transaction(async (tx) => {
+        await before?.(tx);
+        tx.finishExecutingProposal(id, 1, committed);
+        await tx.enqueue([sync(id), { kind: 'proposal.escalate', payload: { proposalId: id } }], at);
+      });
+    // With one statement alone, and as the end of a transaction that wrote before it.
+    const ways = [
+      { id: 'agt_wake_alone', before: undefined },
+      { id: 'agt_wake_in_tx', before: (tx: StoreTransaction) => tx.insertAgent(agent('agt_wake_in_tx_other')) },
+    ];
+    for (const { id, before } of ways) {
+      await store.transaction(async (tx) => {
+        await tx.insertAgent(agent(id));
+        await tx.insertProposal(proposalRecord({ id, agentId: id, tokenHash: `token_${id}`, status: 'executing', executionAttempts: 1, leaseUntil: at }));
+        await tx.enqueue([sync(id, new Date(at.getTime() + 1_000))], at);
+      });
+      expect(woken.splice(0)).toEqual([{ kinds: ['chat.sync'], inMs: 1_000 }]);
+      await finish(id, before);
+      // The edit queued for later stands for this change too: one chat job, and only the escalation wakes.
+      expect(woken.splice(0)).toEqual([{ kinds: ['proposal.escalate'], inMs: undefined }]);
+      expect((await rows(id)).jobs.map((job) => job.kind).sort()).toEqual(['chat.sync', 'proposal.escalate']);
+    }
+    // With no chat job waiting, the one the result queues goes in, and wakes its lane.
+    const id = 'agt_wake_added';
+    await store.transaction(async (tx) => {
+      await tx.insertAgent(agent(id));
+      await tx.insertProposal(proposalRecord({ id, agentId: id, tokenHash: `token_${id}`, status: 'executing', executionAttempts: 1, leaseUntil: at }));
+    });
+    woken.length = 0;
+    await finish(id);
+    expect(woken).toEqual([{ kinds: ['chat.sync', 'proposal.escalate'], inMs: undefined }]);
   });
 
   describe('transactions made only of added rows (group commit)', () => {
