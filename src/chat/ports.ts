@@ -17,13 +17,34 @@ export interface ChatMessageRow {
   createdAt: Date;
 }
 
+/** One event of the audit trail a final proposal's message gets (on platforms that post one). */
+export interface TrailEvent {
+  at: Date;
+  type: string;
+  actor: string;
+  data: Record<string, unknown>;
+}
+
+/** The most audit events a message's trail shows, oldest first. */
+export const TRAIL_EVENT_LIMIT = 200;
+
+/** What a chat sync renders and where. */
+export interface SyncState {
+  proposal: ProposalRecord;
+  agent: AgentRecord | null;
+  approvals: ApprovalRecord[];
+  message: ChatMessageRow | null;
+  /**
+   * The proposal's audit trail (up to TRAIL_EVENT_LIMIT events, oldest first) when its message is
+   * due one: the proposal is final and no trail was posted yet. Otherwise null.
+   */
+  trail: TrailEvent[] | null;
+}
+
 /** The chat message of each proposal on each platform. */
 export interface ChatMessageStore {
-  /** What a chat sync renders and where: the proposal, its agent, approvals and message. */
-  getForSync(
-    proposalId: string,
-    platform: string,
-  ): Promise<{ proposal: ProposalRecord; agent: AgentRecord | null; approvals: ApprovalRecord[]; message: ChatMessageRow | null } | null>;
+  /** What a chat sync renders and where, with the audit trail when one is due: one read. */
+  getForSync(proposalId: string, platform: string): Promise<SyncState | null>;
   get(proposalId: string, platform: string): Promise<ChatMessageRow | null>;
   insert(row: Omit<ChatMessageRow, 'trailPosted'>): Promise<void>;
   setRendered(proposalId: string, platform: string, renderedVersion: string): Promise<void>;

@@ -1,13 +1,13 @@
 import { canonicalJson, sha256Hex } from '../core/secrets.js';
 import type { JobPayloads } from '../core/jobs.js';
-import { finalStatuses, type AgentRecord, type ApprovalRecord, type ProposalRecord } from '../core/model.js';
+import { type AgentRecord, type ApprovalRecord, type ProposalRecord } from '../core/model.js';
 import type { Store } from '../core/ports.js';
-import type { ChatMessageStore } from './ports.js';
+import type { ChatMessageStore, TrailEvent } from './ports.js';
 import { chatResultText, chatSafeText, type ChatResultSettings } from './result-text.js';
 import type { ChatPublisher, ProposalMessageView } from './types.js';
 
 export interface ChatSyncDeps {
-  store: Pick<Store, 'getProposal' | 'listApprovals' | 'getAgent' | 'listAudit'>;
+  store: Pick<Store, 'getProposal' | 'listApprovals' | 'getAgent'>;
   messages: ChatMessageStore;
   publishers: ChatPublisher[];
   /** The chat channel an operation posts to on a platform, or undefined when it does not. */
@@ -21,7 +21,7 @@ export interface ChatSyncDeps {
   clock: () => Date;
 }
 
-function auditLine(event: { at: Date; type: string; actor: string; data: Record<string, unknown> }): string {
+function auditLine(event: TrailEvent): string {
   const reason = typeof event.data.reason === 'string' && event.data.reason ? ` (${event.data.reason})` : '';
   const error = typeof event.data.error === 'string' ? ` (${event.data.error})` : '';
   return chatSafeText(`${event.at.toISOString()} ${event.type} by ${event.actor}${reason}${error}`);
@@ -88,8 +88,9 @@ export function createChatSync(deps: ChatSyncDeps) {
     }
     const edited = message.renderedVersion !== version;
     if (edited) await publisher.update({ channel: message.channel, messageId: message.messageId }, view);
-    if (!message.trailPosted && finalStatuses.includes(proposal.status) && publisher.postTrail) {
-      const trail = (await deps.store.listAudit({ proposalId: proposal.id, limit: 200 })).map(auditLine);
+    // Read with the proposal: due once it is final, until a trail is recorded as posted.
+    if (found.trail && publisher.postTrail) {
+      const trail = found.trail.map(auditLine);
       await publisher.postTrail({ channel: message.channel, messageId: message.messageId }, { ...view, trail });
       // The edit's version is recorded with the trail, one write for both: should the trail fail,
       // the retry edits the message again, which shows the same thing.
