@@ -1,3 +1,4 @@
+import type { LastWrite } from '../core/jobs.js';
 import type { AgentRecord, ApprovalRecord, ProposalRecord } from '../core/model.js';
 
 /**
@@ -46,10 +47,13 @@ export interface ChatMessageStore {
   /** What a chat sync renders and where, with the audit trail when one is due: one read. */
   getForSync(proposalId: string, platform: string): Promise<SyncState | null>;
   get(proposalId: string, platform: string): Promise<ChatMessageRow | null>;
-  insert(row: Omit<ChatMessageRow, 'trailPosted'>): Promise<void>;
-  setRendered(proposalId: string, platform: string, renderedVersion: string): Promise<void>;
+  // The writes of a sync, not sent yet: its last goes with the job's completion (`LastWrite`).
+  /** Records the message just posted; a second record of it lets the first stand. */
+  posted(row: Omit<ChatMessageRow, 'trailPosted'>): LastWrite;
+  /** Records the version the message was just edited to. */
+  rendered(proposalId: string, platform: string, renderedVersion: string): LastWrite;
   /** Records the audit trail posted at `at`, and with it the version the message was just edited to, if it was. */
-  setTrailPosted(proposalId: string, platform: string, at: Date, renderedVersion?: string): Promise<void>;
+  trailPosted(proposalId: string, platform: string, at: Date, renderedVersion?: string): LastWrite;
 }
 
 /** One piece of work that must run on one replica of the fleet at a time (Discord's gateway connection). */

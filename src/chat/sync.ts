@@ -1,5 +1,5 @@
 import { canonicalJson, sha256Hex } from '../core/secrets.js';
-import type { JobPayloads } from '../core/jobs.js';
+import type { JobPayloads, LastWrite } from '../core/jobs.js';
 import { type AgentRecord, type ApprovalRecord, type ProposalRecord } from '../core/model.js';
 import type { Store } from '../core/ports.js';
 import type { ChatMessageStore, TrailEvent } from './ports.js';
@@ -62,7 +62,11 @@ export function createChatSync(deps: ChatSyncDeps) {
 
   const versionOf = (view: ProposalMessageView) => sha256Hex(canonicalJson({ ...view, trail: [], expiresAt: view.expiresAt.toISOString() }));
 
-  async function sync(proposalId: string, platform: ChatPublisher['platform']): Promise<void> {
+  /**
+   * Returns its last write unsent (`LastWrite`): the outbox sends it with the job's completion. A
+   * caller outside the outbox sends it itself (`send()`).
+   */
+  async function sync(proposalId: string, platform: ChatPublisher['platform']): Promise<LastWrite | undefined> {
     const publisher = deps.publishers.find((p) => p.platform === platform);
     if (!publisher) return;
     const found = await deps.messages.getForSync(proposalId, platform);
@@ -73,6 +77,8 @@ export function createChatSync(deps: ChatSyncDeps) {
     const view = await buildView(proposal, found.agent, found.approvals);
     const version = versionOf(view);
     let message = found.message;
+    // Read with the proposal: due once it is final, until a trail is recorded as posted.
+    const trailDue = found.trail && publisher.postTrail ? found.trail : null;
     if (!message) {
       const ref = await publisher.post(channel, view);
       message = {
@@ -84,20 +90,21 @@ export function createChatSync(deps: ChatSyncDeps) {
         trailPosted: null,
         createdAt: deps.clock(),
       };
-      await deps.messages.insert(message);
+      const posted = deps.messages.posted(message);
+      // Nothing follows a post but a trail (a new message shows the current version). With one to
+      // post, the message is recorded first: a trail that fails must not make the retry post it again.
+      if (!trailDue) return posted;
+      await posted.send();
     }
     const edited = message.renderedVersion !== version;
     if (edited) await publisher.update({ channel: message.channel, messageId: message.messageId }, view);
-    // Read with the proposal: due once it is final, until a trail is recorded as posted.
-    if (found.trail && publisher.postTrail) {
-      const trail = found.trail.map(auditLine);
-      await publisher.postTrail({ channel: message.channel, messageId: message.messageId }, { ...view, trail });
+    if (trailDue && publisher.postTrail) {
+      await publisher.postTrail({ channel: message.channel, messageId: message.messageId }, { ...view, trail: trailDue.map(auditLine) });
       // The edit's version is recorded with the trail, one write for both: should the trail fail,
       // the retry edits the message again, which shows the same thing.
-      await deps.messages.setTrailPosted(proposal.id, platform, deps.clock(), edited ? version : undefined);
-    } else if (edited) {
-      await deps.messages.setRendered(proposal.id, platform, version);
+      return deps.messages.trailPosted(proposal.id, platform, deps.clock(), edited ? version : undefined);
     }
+    return edited ? deps.messages.rendered(proposal.id, platform, version) : undefined;
   }
 
   /** Posts a reminder or an escalation next to the proposal's message (an outbox job, after its sync). */

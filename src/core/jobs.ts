@@ -83,7 +83,34 @@ export interface JobContext {
   jobId: number;
 }
 
-export type JobHandler<K extends JobKind = JobKind> = (payload: JobPayloads[K], context: JobContext) => Promise<void>;
+/** The claim a running job holds, as its completion names it. */
+export interface JobClaim {
+  id: number;
+  lockedBy: string | null;
+}
+
+/** A completion's answer: whether the claim still held, and whether a job of its ordering key waits behind it. */
+export interface JobCompletion {
+  held: boolean;
+  followed: boolean;
+}
+
+/**
+ * A handler's last write, prepared by a store and not sent yet (src/db). The outbox sends it in one
+ * statement with the job's completion: one round trip where there were two. Being what the handler
+ * returns, nothing of the handler runs after it, so nothing can fail once it is written. Only a
+ * write that may land twice fits (an insert that ignores a conflict, an update to a value): while
+ * the database cannot be reached, the statement is sent again.
+ */
+export interface LastWrite {
+  /** The write and the completion of `job`, in one statement. */
+  completing(job: JobClaim, now: Date): Promise<JobCompletion>;
+  /** The write alone, for a caller outside the outbox. */
+  send(): Promise<void>;
+}
+
+/** Runs a job; what it returns is its last write, sent with its completion (none: the completion alone). */
+export type JobHandler<K extends JobKind = JobKind> = (payload: JobPayloads[K], context: JobContext) => Promise<LastWrite | void>;
 
 /** A handler for every kind: a handler whose payload type is not its kind's is a type error. */
 export type JobHandlers = { [K in JobKind]: JobHandler<K> };
@@ -112,9 +139,9 @@ export function jobCatalogue(schemas: JobPayloadSchemas): JobCatalogue {
 }
 
 /** The handler of a parsed job, bound to its payload; undefined when none is registered for its kind. */
-export function boundHandler(handlers: Partial<JobHandlers>, job: ParsedJob): ((context: JobContext) => Promise<void>) | undefined {
+export function boundHandler(handlers: Partial<JobHandlers>, job: ParsedJob): ((context: JobContext) => Promise<LastWrite | void>) | undefined {
   // Sound: `parseJob` paired the payload with its own kind's schema, a pairing TypeScript does not
   // follow through the union of kinds.
-  const handler = handlers[job.kind] as ((payload: ParsedJob['payload'], context: JobContext) => Promise<void>) | undefined;
+  const handler = handlers[job.kind] as ((payload: ParsedJob['payload'], context: JobContext) => Promise<LastWrite | void>) | undefined;
   return handler && ((context) => handler(job.payload, context));
 }

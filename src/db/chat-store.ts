@@ -2,6 +2,7 @@ import { and, eq, sql } from 'drizzle-orm';
 import { FINAL_STATUSES } from '../core/model.js';
 import { TRAIL_EVENT_LIMIT, type ChatMessageRow, type ChatMessageStore, type SyncState, type TrailEvent } from '../chat/ports.js';
 import type { Db } from './database.js';
+import { preparedLastWrite } from './jobs-store.js';
 import { agents, auditEvents, chatMessages, proposals } from './schema.js';
 import { approvalsColumn, toAgent, toApprovals, toProposal } from './store.js';
 
@@ -46,20 +47,49 @@ export function createChatMessageStore(db: Db): ChatMessageStore {
     .leftJoin(chatMessages, and(eq(chatMessages.proposalId, proposals.id), eq(chatMessages.platform, sql.placeholder('platform'))))
     .where(eq(proposals.id, sql.placeholder('proposalId')))
     .prepare('twokey_chat_sync_read');
-  const setRendered = db
-    .update(chatMessages)
-    .set({ renderedVersion: sql`${sql.placeholder('renderedVersion')}` })
-    .where(and(eq(chatMessages.proposalId, sql.placeholder('proposalId')), eq(chatMessages.platform, sql.placeholder('platform'))))
-    .prepare('twokey_chat_set_rendered');
+  // A sync's last write, each sent with its job's completion (or alone): built once.
+  const ofThisMessage = and(eq(chatMessages.proposalId, sql.placeholder('proposalId')), eq(chatMessages.platform, sql.placeholder('platform')));
+  const one = { one: sql<number>`1` };
+  // A second record of the same post (a retry) lets the first stand.
+  const posted = preparedLastWrite(
+    db,
+    'twokey_chat_posted',
+    db
+      .insert(chatMessages)
+      .values({
+        proposalId: sql`${sql.placeholder('proposalId')}`,
+        platform: sql`${sql.placeholder('platform')}`,
+        channel: sql`${sql.placeholder('channel')}`,
+        messageId: sql`${sql.placeholder('messageId')}`,
+        renderedVersion: sql`${sql.placeholder('renderedVersion')}`,
+        trailPosted: null,
+        createdAt: sql`${sql.placeholder('createdAt')}::timestamptz`,
+      })
+      .onConflictDoNothing()
+      .returning(one),
+  );
+  const rendered = preparedLastWrite(
+    db,
+    'twokey_chat_rendered',
+    db
+      .update(chatMessages)
+      .set({ renderedVersion: sql`${sql.placeholder('renderedVersion')}` })
+      .where(ofThisMessage)
+      .returning(one),
+  );
   // The trail, and the version of the edit made just before it when there was one (null: none).
-  const setTrailPosted = db
-    .update(chatMessages)
-    .set({
-      trailPosted: sql`${sql.placeholder('at')}::timestamptz`,
-      renderedVersion: sql`coalesce(${sql.placeholder('renderedVersion')}::text, ${chatMessages.renderedVersion})`,
-    })
-    .where(and(eq(chatMessages.proposalId, sql.placeholder('proposalId')), eq(chatMessages.platform, sql.placeholder('platform'))))
-    .prepare('twokey_chat_set_trail_posted');
+  const trailPosted = preparedLastWrite(
+    db,
+    'twokey_chat_trail_posted',
+    db
+      .update(chatMessages)
+      .set({
+        trailPosted: sql`${sql.placeholder('at')}::timestamptz`,
+        renderedVersion: sql`coalesce(${sql.placeholder('renderedVersion')}::text, ${chatMessages.renderedVersion})`,
+      })
+      .where(ofThisMessage)
+      .returning(one),
+  );
   return {
     /** What a chat sync renders and where, in one statement: the proposal, its agent, approvals and message, and the trail when due. */
     async getForSync(proposalId: string, platform: string): Promise<SyncState | null> {
@@ -77,17 +107,9 @@ export function createChatMessageStore(db: Db): ChatMessageStore {
       const [row] = await db.select().from(chatMessages).where(where(proposalId, platform));
       return row ?? null;
     },
-    async insert(row: Omit<ChatMessageRow, 'trailPosted'>): Promise<void> {
-      await db
-        .insert(chatMessages)
-        .values({ ...row, trailPosted: null })
-        .onConflictDoNothing();
-    },
-    async setRendered(proposalId: string, platform: string, renderedVersion: string): Promise<void> {
-      await setRendered.execute({ proposalId, platform, renderedVersion });
-    },
-    async setTrailPosted(proposalId: string, platform: string, at: Date, renderedVersion?: string): Promise<void> {
-      await setTrailPosted.execute({ proposalId, platform, at: at.toISOString(), renderedVersion: renderedVersion ?? null });
-    },
+    posted: (row) => posted({ ...row, createdAt: row.createdAt.toISOString() }),
+    rendered: (proposalId, platform, renderedVersion) => rendered({ proposalId, platform, renderedVersion }),
+    trailPosted: (proposalId, platform, at, renderedVersion) =>
+      trailPosted({ proposalId, platform, at: at.toISOString(), renderedVersion: renderedVersion ?? null }),
   };
 }

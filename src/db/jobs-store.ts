@@ -1,4 +1,6 @@
-import { and, desc, eq, inArray, sql, type SQL } from 'drizzle-orm';
+import { and, desc, eq, inArray, sql, type ColumnsSelection, type SQL } from 'drizzle-orm';
+import type { TypedQueryBuilder } from 'drizzle-orm/query-builders/query-builder';
+import type { JobClaim, JobCompletion, LastWrite } from '../core/jobs.js';
 import type { Db } from './database.js';
 import { jobs } from './schema.js';
 import type { ClaimedJob, ClaimLane, JobRow, JobStatus, JobStore, NewJob, OutboxBacklog } from '../outbox/ports.js';
@@ -174,18 +176,55 @@ function followedSql(now: SQL): SQL {
     select 1 from jobs o where o.ordering_key = jobs.ordering_key and o.id > jobs.id and o.status = 'queued' and o.run_at <= ${now}))`;
 }
 
+/**
+ * A held job's completion, with placeholders for the job, its claim stamp and the time: the outbox's
+ * most frequent write, built once, alone or after a handler's last write. The placeholders' names
+ * are the completion's own, apart from any a last write uses.
+ */
+const completedAt = sql`${sql.placeholder('completedAt')}::timestamptz`;
+const completion = {
+  set: { status: 'done', lockedUntil: null, lockedBy: null, lastError: null, updatedAt: completedAt },
+  where: and(eq(jobs.id, sql.placeholder('completedJob')), eq(jobs.status, 'running'), eq(jobs.lockedBy, sql.placeholder('completedStamp'))),
+  returning: { id: jobs.id, followed: sql<boolean>`${followedSql(completedAt)}` },
+  values: (job: JobClaim, now: Date) => ({ completedJob: job.id, completedStamp: job.lockedBy, completedAt: now.toISOString() }),
+} as const;
+
+/** A write built with placeholders: a data-modifying statement with RETURNING, which can be prepared. */
+type PreparableWrite = TypedQueryBuilder<ColumnsSelection> & { prepare(name: string): { execute(values?: Record<string, unknown>): Promise<unknown> } };
+
+/**
+ * A store's write as a job's last write (src/core/jobs.ts, `LastWrite`): prepared once alone (as
+ * `name`), and once as the CTE of the job's completion, so sending it with the completion costs one
+ * round trip and no statement built per call. The write must be one that may land twice (see
+ * `LastWrite`). Returns the write for given values of its placeholders.
+ */
+export function preparedLastWrite(db: Db, name: string, write: PreparableWrite): (values: Record<string, unknown>) => LastWrite {
+  const alone = write.prepare(name);
+  const withCompletion = db
+    .with(db.$with('last_write').as(write))
+    .update(jobs)
+    .set(completion.set)
+    .where(completion.where)
+    .returning(completion.returning)
+    .prepare(`${name}_job_done`);
+  return (values) => ({
+    async send() {
+      await alone.execute(values);
+    },
+    async completing(job: JobClaim, now: Date): Promise<JobCompletion> {
+      // A job never claimed has no stamp and matches nothing: the write lands, the completion does not.
+      const [row] = await withCompletion.execute({ ...values, ...completion.values(job, now) });
+      return { held: row !== undefined, followed: Boolean(row?.followed) };
+    },
+  });
+}
+
 /** Data access for the outbox's jobs table. */
 export function createJobStore(db: Db): JobStore {
-  // A job's completion, the outbox's most frequent write: built once.
-  const completeHeld = db
-    .update(jobs)
-    .set({ status: 'done', lockedUntil: null, lockedBy: null, lastError: null, updatedAt: sql`${sql.placeholder('now')}::timestamptz` })
-    .where(and(eq(jobs.id, sql.placeholder('id')), eq(jobs.status, 'running'), eq(jobs.lockedBy, sql.placeholder('stamp'))))
-    .returning({ id: jobs.id, followed: sql<boolean>`${followedSql(sql`${sql.placeholder('now')}::timestamptz`)}` })
-    .prepare('twokey_job_complete');
+  const completeHeld = db.update(jobs).set(completion.set).where(completion.where).returning(completion.returning).prepare('twokey_job_complete');
   async function completeOne(job: ClaimedJob, now: Date): Promise<Map<number, { followed: boolean }>> {
     if (job.lockedBy === null) return new Map();
-    const rows = await completeHeld.execute({ id: job.id, stamp: job.lockedBy, now: now.toISOString() });
+    const rows = await completeHeld.execute(completion.values(job, now));
     return new Map(rows.map((row) => [Number(row.id), { followed: Boolean(row.followed) }]));
   }
   return {

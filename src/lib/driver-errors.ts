@@ -75,3 +75,13 @@ export function isDriverError(error: unknown): boolean {
   }
   return false;
 }
+
+/**
+ * Why a statement failed, said plainly: drizzle wraps the database's error in "Failed query: …"
+ * with the statement's text and parameters, which says which statement and hides why (and puts its
+ * values wherever the message goes); the database's own error under it says why.
+ */
+export function plainReason(error: unknown): string {
+  if (error instanceof DrizzleQueryError && error.cause instanceof Error) return error.cause.message;
+  return error instanceof Error ? error.message : String(error);
+}

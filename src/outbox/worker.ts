@@ -1,12 +1,12 @@
 import { randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
 import { DeliveryError } from '../lib/delivery-error.js';
-import { isDatabaseUnavailable } from '../lib/driver-errors.js';
+import { isDatabaseUnavailable, plainReason } from '../lib/driver-errors.js';
 import { createGroupCommit } from '../lib/group-commit.js';
 import type { JobRow, JobStore } from './ports.js';
 import { scrubSecrets } from '../lib/secrets.js';
 import { withDeadline } from '../lib/timeouts.js';
-import { boundHandler, type JobContext, type JobHandlers } from '../core/jobs.js';
+import { boundHandler, type JobCompletion, type JobContext, type JobHandlers, type LastWrite } from '../core/jobs.js';
 import { isJobKind, parseJob } from '../platforms/jobs.js';
 
 export type { JobContext, JobHandler, JobHandlers } from '../core/jobs.js';
@@ -200,7 +200,7 @@ function createJobRunner(
     }
   }
 
-  function runWithDeadline(run: (context: JobContext) => Promise<void>, job: JobRow, handlerDeadlineMs: number): Promise<void> {
+  function runWithDeadline(run: (context: JobContext) => Promise<LastWrite | void>, job: JobRow, handlerDeadlineMs: number): Promise<LastWrite | void> {
     return withDeadline(
       handlerDeadlineMs,
       (signal) => run({ signal, attempt: job.attempts, jobId: job.id }),
@@ -213,7 +213,7 @@ function createJobRunner(
    * does not fit its kind's schema (written by hand, or by a version that wrote another shape), is
    * refused for good: it is buried with the reason, never run.
    */
-  function handlerOf(job: JobRow): (context: JobContext) => Promise<void> {
+  function handlerOf(job: JobRow): (context: JobContext) => Promise<LastWrite | void> {
     const noHandler = new DeliveryError(`no handler for job kind "${job.kind}"`, { permanent: true });
     if (!isJobKind(job.kind) || !options.handlers[job.kind]) throw noHandler;
     const parsed = parseJob(job.kind, job.payload);
@@ -233,24 +233,44 @@ function createJobRunner(
   }
 
   /**
+   * Records a run that succeeded: its last write and completion in one statement, or the completion
+   * alone (joined with others that finish meanwhile). The one statement is atomic, so when the
+   * database refuses it (not: cannot be reached) neither landed, and the run failed: `failed`.
+   */
+  async function completeRun(job: JobRow, lastWrite: LastWrite | void): Promise<JobCompletion | { failed: unknown }> {
+    if (!lastWrite) return record(() => completions.complete(job));
+    try {
+      return await record(() => lastWrite.completing(job, clock()));
+    } catch (error) {
+      if (isDatabaseUnavailable(error)) throw error;
+      return { failed: error };
+    }
+  }
+
+  /**
    * Resolves with what the lane should do next: look again when a job put back for a retry falls due
    * (`retryInMs`), or at once when a job of the same ordering key can run now (`followed`).
    */
   return async function runJob(job: JobRow, handlerDeadlineMs: number): Promise<{ retryInMs?: number; followed?: boolean } | undefined> {
     let failure: { error: unknown } | null = null;
+    let lastWrite: LastWrite | void = undefined;
     try {
-      await runWithDeadline(handlerOf(job), job, handlerDeadlineMs);
+      lastWrite = await runWithDeadline(handlerOf(job), job, handlerDeadlineMs);
     } catch (error) {
       failure = { error };
     }
     if (!failure) {
-      const completion = await record(() => completions.complete(job));
-      if (!completion.held) return superseded(job);
-      options.onSettled?.(job, 'done');
-      return { followed: completion.followed };
+      // An outcome that cannot be recorded throws from here: the job's lease brings it back.
+      const completion = await completeRun(job, lastWrite);
+      if ('failed' in completion) failure = { error: completion.failed };
+      else if (!completion.held) return superseded(job);
+      else {
+        options.onSettled?.(job, 'done');
+        return { followed: completion.followed };
+      }
     }
     const { error } = failure;
-    const message = scrubSecrets(error instanceof Error ? error.message : String(error)).slice(0, 1000);
+    const message = scrubSecrets(plainReason(error)).slice(0, 1000);
     const delivery = error instanceof DeliveryError ? error.options : {};
     if (delivery.permanent || job.attempts >= job.maxAttempts) {
       if (!(await record(() => options.jobs.bury(job, message, clock())))) return superseded(job);

@@ -56,10 +56,10 @@ describe.each(drivers)('the chat sync read (%s)', (driver) => {
     expect(beforePost?.message).toBeNull();
     expect(beforePost?.trail).toEqual([0, 1, 2].map((n) => ({ at: later(n), type: `step.${n}`, actor: n % 2 ? 'slack:U1' : 'agent', data: { n } })));
     // …and after.
-    await messages.insert({ proposalId: 'prp_trail', platform: 'slack', channel: 'C1', messageId: '1.0', renderedVersion: 'v1', createdAt: at });
+    await messages.posted({ proposalId: 'prp_trail', platform: 'slack', channel: 'C1', messageId: '1.0', renderedVersion: 'v1', createdAt: at }).send();
     expect((await messages.getForSync('prp_trail', 'slack'))?.trail).toHaveLength(3);
 
-    await messages.setTrailPosted('prp_trail', 'slack', later(10));
+    await messages.trailPosted('prp_trail', 'slack', later(10)).send();
     expect((await messages.getForSync('prp_trail', 'slack'))?.trail).toBeNull();
     // Each platform's message has a trail of its own.
     expect((await messages.getForSync('prp_trail', 'discord'))?.trail).toHaveLength(3);
