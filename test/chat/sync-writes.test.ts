@@ -8,7 +8,7 @@ import { chatMessages, proposals } from '../../src/db/schema.js';
 import { createStore } from '../../src/db/store.js';
 import { manualClock } from '../support/clock.js';
 import { drivers, openTestDatabase } from '../support/database.js';
-import { proposalRecord } from '../support/records.js';
+import { agentRecord, proposalRecord } from '../support/records.js';
 
 /**
  * A chat sync returns its last write unsent, for the outbox to send with the job's completion; any
@@ -49,17 +49,7 @@ describe.each(drivers)("a chat sync's writes (%s)", (driver) => {
 
   async function proposal(id: string, status: 'pending' | 'committed') {
     await createStore(database.db).transaction(async (tx) => {
-      await tx.insertAgent({
-        id,
-        name: id,
-        keyHash: `hash_${id}`,
-        keyPrefix: 'tk_agent_x',
-        callbackSecret: 'whsec_test',
-        owners: [],
-        operations: null,
-        createdAt: clock(),
-        revokedAt: null,
-      });
+      await tx.insertAgent(agentRecord(id, clock()));
       await tx.insertProposal(proposalRecord({ id, agentId: id, tokenHash: `token_${id}`, status }));
       await tx.appendAudit({ type: 'proposal.created', actor: 'agent', proposalId: id, agentId: id }, clock());
     });

@@ -6,7 +6,7 @@ import type { Database } from '../../src/db/database.js';
 import { proposals } from '../../src/db/schema.js';
 import { createStore } from '../../src/db/store.js';
 import { drivers, openTestDatabase } from '../support/database.js';
-import { proposalRecord } from '../support/records.js';
+import { agentRecord, proposalRecord } from '../support/records.js';
 
 /**
  * A chat sync reads everything it renders in one statement, the audit trail included when the
@@ -26,17 +26,7 @@ describe.each(drivers)('the chat sync read (%s)', (driver) => {
   async function proposalWithEvents(id: string, events: number) {
     const store = createStore(database.db);
     await store.transaction(async (tx) => {
-      await tx.insertAgent({
-        id,
-        name: id,
-        keyHash: `hash_${id}`,
-        keyPrefix: 'tk_agent_x',
-        callbackSecret: 'whsec_test',
-        owners: [],
-        operations: null,
-        createdAt: at,
-        revokedAt: null,
-      });
+      await tx.insertAgent(agentRecord(id, at));
       await tx.insertProposal(proposalRecord({ id, agentId: id, tokenHash: `token_${id}` }));
       for (let n = 0; n < events; n += 1) {
         await tx.appendAudit({ type: `step.${n}`, actor: n % 2 ? 'slack:U1' : 'agent', proposalId: id, agentId: id, data: { n } }, later(n));

@@ -5,7 +5,7 @@ import { agents, auditEvents, jobs } from '../../src/db/schema.js';
 import { NoLongerExecutingError, type StoreTransaction } from '../../src/core/ports.js';
 import { createStore } from '../../src/db/store.js';
 import { cutSleepingStatement, describeOnPostgres, drivers, openTestDatabase } from '../support/database.js';
-import { proposalRecord } from '../support/records.js';
+import { agentRecord, proposalRecord } from '../support/records.js';
 
 /**
  * The store's transaction sends what it buffered (audit rows, jobs, notifications) last; on
@@ -20,17 +20,7 @@ describe.each(drivers)('store transactions (%s)', (driver) => {
   afterAll(() => database.close());
 
   const at = new Date('2026-11-24T10:00:00.000Z');
-  const agent = (id: string) => ({
-    id,
-    name: id,
-    keyHash: `hash_${id}`,
-    keyPrefix: 'tk_agent_x',
-    callbackSecret: 'whsec_test',
-    owners: [],
-    operations: null,
-    createdAt: at,
-    revokedAt: null,
-  });
+  const agent = (id: string) => agentRecord(id, at);
   const rows = async (id: string) => ({
     agents: await database.db.select().from(agents).where(eq(agents.id, id)),
     audit: await database.db.select().from(auditEvents).where(eq(auditEvents.agentId, id)),

@@ -10,7 +10,7 @@ import { createStore } from '../../src/db/store.js';
 import { createOutboxWorker } from '../../src/outbox/worker.js';
 import { manualClock } from '../support/clock.js';
 import { drivers, openTestDatabase } from '../support/database.js';
-import { proposalRecord } from '../support/records.js';
+import { agentRecord, proposalRecord } from '../support/records.js';
 
 /**
  * A handler's last write (src/core/jobs.ts, `LastWrite`) goes in one statement with its job's
@@ -30,17 +30,7 @@ describe.each(drivers)("a job's last write (%s)", (driver) => {
     database = await openRecordedDatabase(scratch?.url, recorder);
     await createStore(database.db).transaction(async (tx) => {
       const at = clock();
-      await tx.insertAgent({
-        id: 'agt_lw',
-        name: 'lw',
-        keyHash: 'hash_lw',
-        keyPrefix: 'tk_agent_x',
-        callbackSecret: 'whsec_test',
-        owners: [],
-        operations: null,
-        createdAt: at,
-        revokedAt: null,
-      });
+      await tx.insertAgent(agentRecord('agt_lw', at));
       await tx.insertProposal(proposalRecord({ id: 'prp_lw', agentId: 'agt_lw', tokenHash: 'token_lw' }));
     });
   }, 180_000);

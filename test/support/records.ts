@@ -1,4 +1,4 @@
-import type { ProposalRecord } from '../../src/core/model.js';
+import type { AgentRecord, ProposalRecord } from '../../src/core/model.js';
 
 /**
  * A pending `delete_workspace` proposal as the store holds it, for unit tests of code that reads
@@ -36,5 +36,20 @@ export function proposalRecord(patch: Partial<ProposalRecord> = {}): ProposalRec
     reminders: 0,
     escalatedAt: null,
     ...patch,
+  };
+}
+
+/** An agent as the store holds it, named by its id, for tests that need one to own their proposals. */
+export function agentRecord(id: string, createdAt = new Date('2026-11-23T10:00:00.000Z')): AgentRecord {
+  return {
+    id,
+    name: id,
+    keyHash: `hash_${id}`,
+    keyPrefix: 'tk_agent_x',
+    callbackSecret: 'whsec_test',
+    owners: [],
+    operations: null,
+    createdAt,
+    revokedAt: null,
   };
 }
