@@ -1,6 +1,6 @@
 import { canonicalJson, sha256Hex } from '../core/secrets.js';
 import type { JobPayloads, LastWrite } from '../core/jobs.js';
-import { type AgentRecord, type ApprovalRecord, type ProposalRecord } from '../core/model.js';
+import type { AgentRecord, ApprovalRecord, ProposalRecord } from '../core/model.js';
 import type { Store } from '../core/ports.js';
 import type { ChatMessageStore, TrailEvent } from './ports.js';
 import { chatResultText, chatSafeText, type ChatResultSettings } from './result-text.js';

@@ -1,3 +1,5 @@
+import type { JobClaim } from '../core/jobs.js';
+
 /**
  * The storage the outbox needs, declared here and implemented by src/db (`jobs-store.ts`,
  * `callback-store.ts`); the runtime hands the implementations in.
@@ -51,7 +53,8 @@ export interface ClaimLane {
   runningByAgent?: ReadonlyMap<string, number>;
 }
 
-export type ClaimedJob = Pick<JobRow, 'id' | 'lockedBy'>;
+/** A job as its outcome names it: its id and the claim stamp it runs under. */
+export type ClaimedJob = JobClaim;
 
 /**
  * A job stored on its own, outside any state change: a click from chat, written before it is

@@ -145,12 +145,11 @@ interface LaneState {
  * of its ordering key waits behind it.
  */
 function createCompletionBatcher(jobs: JobStore, clock: () => Date) {
-  type Completion = { held: boolean; followed: boolean };
-  const completionOf = (held: Map<number, { followed: boolean }>, job: JobRow): Completion => {
+  const completionOf = (held: Map<number, { followed: boolean }>, job: JobRow): JobCompletion => {
     const completed = held.get(job.id);
     return { held: completed !== undefined, followed: completed?.followed ?? false };
   };
-  const complete = createGroupCommit<JobRow, Completion>({
+  const complete = createGroupCommit<JobRow, JobCompletion>({
     runBatch: async (batch) => {
       const held = await jobs.completeAll(batch, clock());
       return batch.map((job) => completionOf(held, job));
