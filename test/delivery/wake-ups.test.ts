@@ -1,5 +1,5 @@
 import { pino } from 'pino';
-import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import type { Database } from '../../src/db/database.js';
 import { DeliveryError } from '../../src/lib/delivery-error.js';
 import { createJobStore } from '../../src/db/jobs-store.js';
@@ -24,10 +24,12 @@ describe.each(drivers)('outbox wake-ups without the poll (%s)', (driver) => {
     database = await openTestDatabase(driver);
     store = createJobStore(database.db);
   }, 180_000);
-  afterAll(async () => {
-    await Promise.all(workers.map((worker) => worker.stop()));
-    await database.close();
+  // Each test's workers stop with it: a worker left running would claim the next test's jobs
+  // whenever it next claims, and its handler would finish them unseen.
+  afterEach(async () => {
+    await Promise.all(workers.splice(0).map((worker) => worker.stop()));
   });
+  afterAll(() => database.close());
 
   /** A worker of the one lane that never polls in time, running `handle` for its chat.sync jobs. */
   function startWorker(handle: JobHandler<'chat.sync'>, backoff?: { baseMs: number; maxMs: number }) {
