@@ -21,6 +21,9 @@ export const DOWNSTREAM_SECRET = 'downstream-secret-0123456789';
 export async function startMailServer() {
   const received: Array<{ to: string[]; mail: ParsedMail; raw: string }> = [];
   const server = new SMTPServer({
+    // Its default looks up each client's address in DNS (a PTR query to the machine's nameserver,
+    // off this machine) before greeting it: a test must not reach beyond loopback, nor wait on DNS.
+    disableReverseLookup: true,
     disabledCommands: ['STARTTLS'],
     allowInsecureAuth: true,
     authMethods: ['PLAIN', 'LOGIN'],
