@@ -47,6 +47,9 @@ describe('settleWithin', () => {
   });
 
   it('keeps the process alive for its timer unless told otherwise', async () => {
+    // On the real timers: a spy put on the fake `setTimeout` outlived the fake clock in this worker
+    // (vitest.config.ts: isolate: false), and the test files after it found timers that never fired.
+    vi.useRealTimers();
     const work = deferred<void>();
     const setTimeoutSpy = vi.spyOn(globalThis, 'setTimeout');
     void settleWithin(work.promise, 50, { unref: true });
