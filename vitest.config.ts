@@ -17,7 +17,7 @@ export default defineConfig({
   test: {
     include: ['test/**/*.test.ts'],
     globalSetup: ['test/support/global-setup.ts'],
-    setupFiles: ['test/support/no-internet.ts', 'test/support/random.ts'],
+    setupFiles: ['test/support/no-internet.ts', 'test/support/random.ts', 'test/support/real-timers.ts'],
     testTimeout: 30_000,
     hookTimeout: 60_000,
     // Three workers on two cores: the suite waits on the processes and servers it starts for about a
