@@ -1,6 +1,7 @@
 import type { ChatPlatformJobs } from '../core/chat-platform.js';
 import type { JobHandler, JobOf, JobPayloads } from '../core/jobs.js';
 import { clickJobKinds } from '../platforms/jobs.js';
+import { plainReason } from '../lib/driver-errors.js';
 import type { JobStore, NewJob } from './ports.js';
 import type { OutboxLane } from './worker.js';
 
@@ -126,15 +127,6 @@ const MAX_TRACKED = 10_000;
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /**
- * What went wrong, for the log: the driver's own words (`ECONNREFUSED`, `PGlite is closed`), not
- * drizzle's wrapper, whose message repeats the statement and its parameters (the clicks).
- */
-function failureOf(error: unknown): string {
-  const cause = error instanceof Error && error.cause instanceof Error ? error.cause : error;
-  return (cause instanceof Error ? cause.message : String(cause)).slice(0, 200);
-}
-
-/**
  * Stores clicks, several in one statement: clicks that arrive while a write is on its way go
  * together in the next one, so a burst of clicks costs a few commits, not one each, and the
  * answers that wait for them stay fast.
@@ -212,7 +204,7 @@ export function createClickInbox(options: ClickInboxOptions): ClickInbox {
         // Still writing meanwhile: the burst gate lets no decision of this process start before they are gone.
         await Promise.all(late.map(withdrawLate));
       } catch (error) {
-        for (const entry of batch) entry.reject(new InboxUnavailable(failureOf(error)));
+        for (const entry of batch) entry.reject(new InboxUnavailable(plainReason(error).slice(0, 200)));
       }
     }
     writing = false;
