@@ -9,7 +9,6 @@ import { readFile } from 'node:fs/promises';
 interface ProfileNode {
   id: number;
   callFrame: { functionName: string; url: string; lineNumber: number };
-  hitCount?: number;
 }
 
 interface Profile {
@@ -39,8 +38,11 @@ const idleIds = new Set(profile.nodes.filter((node) => node.callFrame.functionNa
 const total = profile.samples.filter((id) => !idleIds.has(id)).length * msPerSample;
 const byFunction = new Map<string, number>();
 const byOwner = new Map<string, number>();
+// Counted from the samples, not the nodes' hitCount, which V8 leaves out of some profiles.
+const hits = new Map<number, number>();
+for (const id of profile.samples) hits.set(id, (hits.get(id) ?? 0) + 1);
 for (const node of profile.nodes) {
-  const ms = (node.hitCount ?? 0) * msPerSample;
+  const ms = (hits.get(node.id) ?? 0) * msPerSample;
   if (ms === 0 || idleIds.has(node.id)) continue;
   const name = `${node.callFrame.functionName || '(anonymous)'} ${owner(node.callFrame.url)}:${node.callFrame.lineNumber + 1}`;
   byFunction.set(name, (byFunction.get(name) ?? 0) + ms);
