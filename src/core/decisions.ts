@@ -79,14 +79,15 @@ export function createDecisions(deps: DecisionDeps) {
     checkStepUp(operation, proposal, decider, deps.stepUpLink);
     const stepUp = decider.stepUp ?? null;
     const approval = { proposalId: proposal.id, approver: decider.identity, matchedRule, via: decider.via, at: now, stepUp };
-    if (!(await tx.insertApproval(approval))) return { outcome: 'already_counted', proposal };
+    // Not counted yet (`authorize` read the approvals under the row lock, which holds until commit).
+    tx.addApproval(approval);
     // The assertion goes into the chained audit row too, so `twokey audit verify` can re-check it.
     const data = { via: decider.via, matchedRule, ...(stepUp ? { stepUp } : {}) };
     await tx.appendAudit({ type: 'approval.recorded', actor: decider.identity, proposalId: proposal.id, agentId: agent.id, data }, now);
     // The row lock keeps the list read above current: only this transaction can add to it.
     const counted = countedApprovers([...approvals, approval], operation, agent.owners, people);
     if (counted.length < proposal.quorum) {
-      const updated = await tx.updateProposal(proposal.id, { updatedAt: now });
+      const updated = tx.updateProposal(proposal, { updatedAt: now });
       return { outcome: 'counted', proposal: await settle(tx, updated) };
     }
     const decision = { status: 'approved', decidedBy: decider.identity, decidedAt: now, updatedAt: now } as const;
@@ -95,7 +96,7 @@ export function createDecisions(deps: DecisionDeps) {
     // The click that completes the quorum of an `on_approve` proposal also claims its execution, in the same write of the row.
     const plan =
       approved.commitMode === 'on_approve' ? execution.planClaimWhenApproved(approved, agent, [...approvals, approval], decider.identity, now) : null;
-    const written = await tx.updateProposal(proposal.id, plan ? { ...decision, ...plan.step.patch } : decision);
+    const written = tx.updateProposal(proposal, plan ? { ...decision, ...plan.step.patch } : decision);
     await tx.appendAudit(
       { type: 'proposal.approved', actor: decider.identity, proposalId: proposal.id, agentId: agent.id, data: { approvers: counted, quorum: proposal.quorum } },
       now,
@@ -129,7 +130,7 @@ export function createDecisions(deps: DecisionDeps) {
     const cleanReason = reason?.replaceAll('\u0000', '').trim().slice(0, MAX_REASON_LENGTH) || null;
     const proposal = await store.transaction(async (tx) => {
       const { proposal: current, agent } = await authorize(tx, proposalId, decider, 'reject', now);
-      const rejected = await tx.updateProposal(current.id, {
+      const rejected = tx.updateProposal(current, {
         status: 'rejected',
         decidedBy: decider.identity,
         decidedAt: now,

@@ -54,7 +54,7 @@ export function leasedStep(proposal: ProposalRecord, leaseMs: number, actor: str
 }
 
 export async function applyStep(tx: StoreTransaction, proposal: ProposalRecord, step: ExecutionStep, now: Date): Promise<ProposalRecord> {
-  const updated = await tx.updateProposal(proposal.id, step.patch);
+  const updated = tx.updateProposal(proposal, step.patch);
   await tx.appendAudit(step.audit, now);
   return updated;
 }

@@ -326,7 +326,7 @@ async function reclaim(deps: ExecutionDeps, tx: StoreTransaction, proposalId: st
   if (!agent || !deps.transitions.operationExists(current.operation)) return null;
   const approvals = await tx.listApprovals(current.id);
   span.begin(current);
-  await tx.updateProposal(current.id, {
+  tx.updateProposal(current, {
     leaseUntil: new Date(now.getTime() + leaseMsFor(deps, current.operation)),
     executionAttempts: current.executionAttempts + 1,
     updatedAt: now,

@@ -37,7 +37,7 @@ export function createFollowUpService(deps: FollowUpDeps) {
       let updated: ProposalRecord;
       let mention: string[];
       if (kind === 'remind') {
-        updated = await tx.updateProposal(proposal.id, { reminders: proposal.reminders + 1, updatedAt: now });
+        updated = tx.updateProposal(proposal, { reminders: proposal.reminders + 1, updatedAt: now });
         mention = awaiting;
         await tx.appendAudit(
           {
@@ -53,7 +53,7 @@ export function createFollowUpService(deps: FollowUpDeps) {
         const escalate = operation.approval.escalate;
         if (!escalate || proposal.escalatedAt) return null;
         const added = escalate.approvers.filter((identity) => !awaiting.includes(identity));
-        updated = await tx.updateProposal(proposal.id, { approvers: [...awaiting, ...added], escalatedAt: now, updatedAt: now });
+        updated = tx.updateProposal(proposal, { approvers: [...awaiting, ...added], escalatedAt: now, updatedAt: now });
         mention = escalate.approvers;
         await tx.appendAudit(
           {

@@ -9,11 +9,18 @@ export interface StoreTransaction {
   /** `lockProposal`, with the proposal's agent and approvals (oldest first), in one round trip. */
   lockProposalWithContext(id: string): Promise<LockedProposal | null>;
   /**
-   * Both return the row as stored, so nothing has to read it back. A proposal's insert goes out with
-   * the transaction's buffered rows, before its commit: nothing in its transaction reads it after.
+   * Returns the row as stored, so nothing has to read it back. The insert goes out with the
+   * transaction's buffered rows, before its commit: nothing in its transaction reads it after.
    */
   insertProposal(proposal: ProposalRecord): Promise<ProposalRecord>;
-  updateProposal(id: string, patch: Partial<Omit<ProposalRecord, 'id'>>): Promise<ProposalRecord>;
+  /**
+   * Changes a proposal this transaction locked (`lockProposal`, `lockProposalWithContext`), given
+   * as it was read or last changed here; returns the row as the change leaves it. The update goes
+   * out with the buffered rows, before the commit: under the lock nobody else changes the row, so
+   * the caller knows what it becomes without a round trip, and nothing in the transaction reads it
+   * from the database again.
+   */
+  updateProposal(locked: ProposalRecord, patch: Partial<Omit<ProposalRecord, 'id'>>): ProposalRecord;
   /**
    * `updateProposal` only while the proposal is `executing` with no result recorded, checked by the
    * update itself under its row lock (as a lock and a read would, one round trip fewer); null when
@@ -29,8 +36,13 @@ export interface StoreTransaction {
    * `NoLongerExecutingError`. A remote result is then one statement, with no BEGIN or COMMIT.
    */
   finishExecutingProposal(id: string, executionAttempts: number, patch: Partial<Omit<ProposalRecord, 'id'>>): void;
-  /** false when this approver was already counted for this proposal. */
-  insertApproval(approval: ApprovalRecord): Promise<boolean>;
+  /**
+   * Adds an approval, with the buffered rows, under the proposal's row lock and once its approvals
+   * were read under it (`lockProposalWithContext`): the caller has checked that this approver is
+   * not counted yet, and the lock keeps that true until the commit. An approval the database
+   * already holds fails the transaction.
+   */
+  addApproval(approval: ApprovalRecord): void;
   listApprovals(proposalId: string): Promise<ApprovalRecord[]>;
   getAgent(id: string): Promise<AgentRecord | null>;
   insertAgent(agent: AgentRecord): Promise<void>;

@@ -236,7 +236,7 @@ export function createProposalService(deps: ProposalServiceDeps) {
       if (current.status !== 'pending') {
         throw new TwokeyError('not_pending', `proposal ${current.id} is ${current.status}`);
       }
-      const cancelled = await tx.updateProposal(current.id, { status: 'cancelled', decidedBy: agentActor(agent), decidedAt: now, updatedAt: now });
+      const cancelled = tx.updateProposal(current, { status: 'cancelled', decidedBy: agentActor(agent), decidedAt: now, updatedAt: now });
       await tx.appendAudit({ type: 'proposal.cancelled', actor: agentActor(agent), proposalId: current.id, agentId: agent.id }, now);
       return settle(tx, cancelled);
     });
@@ -257,7 +257,7 @@ export function createProposalService(deps: ProposalServiceDeps) {
       const proposal = await store.transaction(async (tx) => {
         const current = await tx.lockProposal(due.id);
         if (!current || current.status !== 'pending' || current.expiresAt.getTime() > now.getTime()) return null;
-        const expired = await tx.updateProposal(current.id, { status: 'expired', decidedBy: 'system', decidedAt: now, updatedAt: now });
+        const expired = tx.updateProposal(current, { status: 'expired', decidedBy: 'system', decidedAt: now, updatedAt: now });
         await tx.appendAudit({ type: 'proposal.expired', actor: 'system', proposalId: current.id, agentId: current.agentId }, now);
         return settle(tx, expired);
       });

@@ -1,4 +1,4 @@
-import { and, asc, desc, eq, getTableColumns, gt, isNull, lte, ne, Param, sql, type Column, type SQL } from 'drizzle-orm';
+import { and, asc, desc, eq, gt, isNull, lte, ne, sql } from 'drizzle-orm';
 import type { AgentRecord, ApprovalRecord, ConfirmationType, CommitMode, ProposalRecord, ProposalStatus } from '../core/model.js';
 import type { AuditQuery, ProposalFilter, Store, StoreTransaction } from '../core/ports.js';
 import { createAuditLog } from './audit-log.js';
@@ -122,22 +122,14 @@ function transactionStore(tx: Queryable, hot: HotStatements, writes: WriteBuffer
       return { proposal: toProposal(row.proposal), agent: row.agent ? toAgent(row.agent) : null, approvals: listed };
     },
     insertProposal: writes.insertProposal,
-    async updateProposal(id, patch) {
-      // Which columns change differs from one transition to the next: built per call.
-      const [row] = await tx.update(proposals).set(patch).where(eq(proposals.id, id)).returning();
-      if (!row) throw new Error(`proposal ${id} vanished inside its transaction`);
-      return toProposal(row);
-    },
+    updateProposal: writes.updateProposal,
     async updateExecutingProposal(id, patch) {
       // An update that waited for the row lock checks its condition again on the row its holder left.
       const executing = and(eq(proposals.id, id), eq(proposals.status, 'executing'), isNull(proposals.consumedAt));
       const [row] = await tx.update(proposals).set(patch).where(executing).returning();
       return row ? toProposal(row) : null;
     },
-    async insertApproval(approval) {
-      const inserted = await onConnectionOf(tx, hot.insertApproval).execute({ ...approval, stepUp: approval.stepUp ?? null });
-      return inserted.length === 1;
-    },
+    addApproval: writes.addApproval,
     async insertAgent(agent) {
       await tx.insert(agents).values(agent);
     },
@@ -154,19 +146,6 @@ function transactionStore(tx: Queryable, hot: HotStatements, writes: WriteBuffer
     },
   };
 }
-
-/**
- * A row of placeholders, one per column. drizzle maps a placeholder's value through its column (a
- * date to text, json to text) even when it is null, where a plain insert leaves null alone: a null
- * json column would be stored as JSON `null`, a null date would throw. So null goes through as null.
- */
-const placeholders = <T extends Record<string, Column>>(columns: T) =>
-  Object.fromEntries(
-    Object.entries(columns).map(([key, column]) => [
-      key,
-      sql`${new Param(sql.placeholder(key), { mapToDriverValue: (value: unknown) => (value === null ? null : column.mapToDriverValue(value)) })}`,
-    ]),
-  ) as { [K in keyof T]: SQL };
 
 /**
  * The statements inside the state changes of every cycle (propose, decide, commit), built once per
@@ -211,12 +190,6 @@ function hotStatements(db: Db) {
       .for('update', { of: proposals })
       .prepare('twokey_lock_proposal_with_agent'),
     approvalsOf: db.select().from(approvals).where(eq(approvals.proposalId, id)).orderBy(asc(approvals.at)).prepare('twokey_approvals_of'),
-    insertApproval: db
-      .insert(approvals)
-      .values(placeholders(getTableColumns(approvals)))
-      .onConflictDoNothing()
-      .returning({ at: approvals.at })
-      .prepare('twokey_insert_approval'),
   };
 }
 

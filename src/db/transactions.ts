@@ -1,14 +1,14 @@
 import { and, eq, isNull, sql, type SQL } from 'drizzle-orm';
 import { PgDialect } from 'drizzle-orm/pg-core';
 import type postgres from 'postgres';
-import type { AuditEventInput, ProposalRecord } from '../core/model.js';
+import type { ApprovalRecord, AuditEventInput, ProposalRecord } from '../core/model.js';
 import { NoLongerExecutingError, type OutboxJobSpec, type StoreTransaction } from '../core/ports.js';
 import { auditInsertCtes } from './audit-log.js';
 import { JOBS_CHANNEL, jobsNotice, PROPOSAL_CHANNEL } from './channels.js';
 import type { Db, Queryable } from './database.js';
 import { createGroupCommit } from '../lib/group-commit.js';
 import { rowsInsertCte } from './row-inserts.js';
-import { proposals } from './schema.js';
+import { approvals, proposals } from './schema.js';
 import { rowsOf } from './rows.js';
 
 // How the store's transactions reach the database (see README.md, "How a state change reaches
@@ -31,12 +31,17 @@ export interface AddedRows {
 }
 
 /**
- * What a transaction buffered: the rows it adds (and the result it records), which go out as one
- * statement (`bufferedStatement`), and the proposals whose change other replicas hear of once it
- * has committed.
+ * What a transaction buffered: the rows it adds, its changes to rows it holds locked (and the result
+ * it records), which go out as one statement (`bufferedStatement`), and the proposals whose change
+ * other replicas hear of once it has committed.
  */
 interface BufferedWrites {
   rows: AddedRows;
+  /**
+   * The writes that need the transaction's row locks (a locked proposal's update, an approval), as
+   * the statement's CTEs. Never part of a batch of added rows: a transaction with a lock has begun.
+   */
+  locked: SQL[];
   /** The result the statement records, if any: it then reads back whether its update matched (`matched`). */
   finishing: { id: string; update: SQL } | null;
   changed: string[];
@@ -75,7 +80,10 @@ function sendBeforeCommit(tx: Queryable, statement: SQL): Promise<unknown> | nul
 }
 
 /** The writes of a transaction that only add rows, kept until it ends (`take`). */
-export type WriteBuffer = Pick<StoreTransaction, 'insertProposal' | 'appendAudit' | 'enqueue' | 'notifyChange' | 'finishExecutingProposal'> & {
+export type WriteBuffer = Pick<
+  StoreTransaction,
+  'insertProposal' | 'updateProposal' | 'addApproval' | 'appendAudit' | 'enqueue' | 'notifyChange' | 'finishExecutingProposal'
+> & {
   /** Takes what was buffered: the rows and result of its one statement, and the proposals it changed. */
   take(): BufferedWrites;
 };
@@ -100,6 +108,9 @@ function wakeUpsOf(replica: string, { rows, changed }: Pick<BufferedWrites, 'row
 
 function writeBuffer(db: Db): WriteBuffer {
   const inserted: ProposalRecord[] = [];
+  // One update per proposal: two updates of one row in one statement would leave only one's effect.
+  const updates = new Map<string, Partial<Omit<ProposalRecord, 'id'>>>();
+  const approved: ApprovalRecord[] = [];
   let finishing: { id: string; update: SQL } | null = null;
   const audit: Array<{ event: AuditEventInput; at: Date }> = [];
   const queued: Array<{ spec: OutboxJobSpec; at: Date }> = [];
@@ -109,6 +120,13 @@ function writeBuffer(db: Db): WriteBuffer {
       // Only added, never read again in its transaction: it goes out with the buffered rows.
       inserted.push(proposal);
       return proposal;
+    },
+    updateProposal(locked, patch) {
+      updates.set(locked.id, { ...updates.get(locked.id), ...patch });
+      return { ...locked, ...patch };
+    },
+    addApproval(approval) {
+      approved.push({ ...approval, stepUp: approval.stepUp ?? null });
     },
     async appendAudit(event, at) {
       audit.push({ event, at });
@@ -139,12 +157,21 @@ function writeBuffer(db: Db): WriteBuffer {
       const rows: AddedRows = { inserted: [...inserted], audit: [...audit], queued: [...queued] };
       const finished = finishing;
       finishing = null;
+      const locked = [
+        // Rendered per call: which columns a transition sets differs from one to the next.
+        ...[...updates].map(([id, patch], index) =>
+          sql`${sql.raw(`updated_${index}`)} as (${db.update(proposals).set(patch).where(eq(proposals.id, id)).returning({ id: proposals.id }).getSQL()})`,
+        ),
+        ...(approved.length > 0 ? [rowsInsertCte(approvals, 'new_approvals', approved)] : []),
+      ];
+      updates.clear();
+      approved.length = 0;
       inserted.length = 0;
       audit.length = 0;
       queued.length = 0;
       const changed = [...notify];
       notify.clear();
-      return { rows, finishing: finished, changed };
+      return { rows, locked, finishing: finished, changed };
     },
   };
 }
@@ -159,8 +186,14 @@ function addedRowsCtes(rows: AddedRows, onlyIf?: SQL): SQL[] {
 }
 
 /** The one statement that sends what a transaction buffered; null for nothing. */
-function bufferedStatement({ rows, finishing }: Pick<BufferedWrites, 'rows' | 'finishing'>): SQL | null {
-  return finishing ? finishingStatement(finishing.update, rows) : addedRowsStatement(rows);
+function bufferedStatement({ rows, locked, finishing }: Pick<BufferedWrites, 'rows' | 'locked' | 'finishing'>): SQL | null {
+  if (finishing) {
+    // Its writes are conditioned on the result's update; a locked row's would have to be too.
+    if (locked.length > 0) throw new Error('a transaction that records a result by its conditional update writes no locked row');
+    return finishingStatement(finishing.update, rows);
+  }
+  const parts = [...locked, ...addedRowsCtes(rows)];
+  return parts.length > 0 ? sql`with ${sql.join(parts, sql`, `)} select 1` : null;
 }
 
 const hasRows = (rows: AddedRows): boolean => rows.inserted.length + rows.audit.length + rows.queued.length > 0;
@@ -246,9 +279,9 @@ function deferredStore(writes: WriteBuffer, open: () => Promise<StoreTransaction
     lockProposal: inside('lockProposal'),
     lockProposalWithContext: inside('lockProposalWithContext'),
     insertProposal: writes.insertProposal,
-    updateProposal: inside('updateProposal'),
+    updateProposal: writes.updateProposal,
     updateExecutingProposal: inside('updateExecutingProposal'),
-    insertApproval: inside('insertApproval'),
+    addApproval: writes.addApproval,
     listApprovals: inside('listApprovals'),
     getAgent: inside('getAgent'),
     insertAgent: inside('insertAgent'),
@@ -364,6 +397,8 @@ export async function inTransaction<T>(
   }
   const buffered = writes.take();
   const { rows, finishing } = buffered;
+  // Only a lock's statement begins a transaction here, and every locked write follows one.
+  if (buffered.locked.length > 0) throw new Error('a locked row was written in a transaction that took no lock');
   if (finishing) {
     const finished = finishingResult(await db.execute(finishingStatement(finishing.update, rows)));
     // Its inserts were conditioned on the update: nothing was written.

@@ -99,10 +99,12 @@ describe.each(drivers)('statements per step of the core cycle (%s)', (driver) =>
       // what the lock holder committed); the proposal's insert and its audit row, one statement sent
       // with the COMMIT (the change notice goes out after commit, on its own connection).
       propose: { statements: 3, transactions: 1 },
-      // the lock (with the agent), the approvals, the approval's insert, the proposal's update, the audit rows.
-      approve: { statements: 5, transactions: 1 },
-      // the same lock and approvals, the update, the audit row; the answer needs no read after.
-      commit: { statements: 4, transactions: 1 },
+      // the lock (with the agent), the approvals; then the approval's insert, the proposal's update
+      // and the audit rows, one statement sent with the COMMIT (the row is locked: its update is
+      // known without reading it back).
+      approve: { statements: 3, transactions: 1 },
+      // the same lock and approvals, then the update with its audit row; the answer needs no read after.
+      commit: { statements: 3, transactions: 1 },
       // the proposal with its approvals in one statement.
       read: { statements: 1, transactions: 0 },
     });
@@ -151,10 +153,11 @@ describe.each(drivers)('an on_approve approval on a remote executor (%s)', (driv
     // a read); then the result, one statement with no BEGIN: the update, and its audit row added
     // only if the update matched.
     expect(transactions).toBe(1);
-    // The row is written once in that transaction: the decision and the claim in one update.
-    const updates = statements.filter((statement) => statement.inTransaction && statement.text.startsWith('update "proposals"'));
+    // The row is written once in that transaction: the decision and the claim in one update, in the
+    // statement that also adds the approval and the audit rows.
+    const updates = statements.filter((statement) => statement.inTransaction && statement.text.includes('update "proposals"'));
     expect(updates.map((statement) => statement.text)).toEqual([
-      expect.stringMatching(/"status" = .*"decided_by" = .*"execution_attempts" = .*"lease_until" = /s),
+      expect.stringMatching(/^with updated_0 as \(update "proposals" set "status" = .*"decided_by" = .*"execution_attempts" = .*"lease_until" = .*insert into "approvals"/s),
     ]);
     const results = statements.filter((statement) => statement.text.startsWith('with finished_execution as (update "proposals"'));
     expect(results.map((statement) => statement.inTransaction)).toEqual([false]);

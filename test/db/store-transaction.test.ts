@@ -4,6 +4,7 @@ import { openDatabase, type Database } from '../../src/db/database.js';
 import { agents, auditEvents, jobs } from '../../src/db/schema.js';
 import { NoLongerExecutingError, type StoreTransaction } from '../../src/core/ports.js';
 import { createStore } from '../../src/db/store.js';
+import { plainReason } from '../../src/lib/driver-errors.js';
 import { cutSleepingStatement, describeOnPostgres, drivers, openTestDatabase } from '../support/database.js';
 import { agentRecord, proposalRecord } from '../support/records.js';
 
@@ -113,6 +114,50 @@ describe.each(drivers)('store transactions (%s)', (driver) => {
     // Once recorded, a second result matches nothing.
     await expect(finish(1)).rejects.toBeInstanceOf(NoLongerExecutingError);
     expect((await rows(id)).audit).toHaveLength(1);
+  });
+
+  it("writes a locked proposal's update and its approval with the buffered rows, as the update leaves the row; a second approval of one person fails the whole change", async () => {
+    const store = createStore(database.db);
+    const id = 'agt_locked_writes';
+    await store.transaction(async (tx) => {
+      await tx.insertAgent(agent(id));
+      await tx.insertProposal(proposalRecord({ id, agentId: id, tokenHash: `token_${id}`, quorum: 2 }));
+    });
+    const later = new Date(at.getTime() + 1_000);
+    const approval = { proposalId: id, approver: 'web:alice', matchedRule: 'web:alice', via: 'test', at: later, stepUp: null };
+    const answered = await store.transaction(async (tx) => {
+      const locked = await tx.lockProposalWithContext(id);
+      if (!locked) throw new Error('no proposal');
+      tx.addApproval(approval);
+      // Two changes of one row in one transaction: both land (one update of their merged columns).
+      const counted = tx.updateProposal(locked.proposal, { reminders: 1, updatedAt: later });
+      const approved = tx.updateProposal(counted, { status: 'approved', decidedBy: 'web:alice', decidedAt: later });
+      await tx.appendAudit({ type: 'proposal.approved', actor: 'web:alice', proposalId: id, agentId: id }, later);
+      return approved;
+    });
+    const stored = await store.getProposal(id);
+    expect(stored).toEqual(answered);
+    expect(stored).toMatchObject({ status: 'approved', reminders: 1, decidedBy: 'web:alice', updatedAt: later });
+    expect(await store.listApprovals(id)).toEqual([approval]);
+    expect((await rows(id)).audit.map((row) => row.type)).toEqual(['proposal.approved']);
+
+    // The caller checks, under the lock, that the approver is not counted yet; if it did not, the
+    // database refuses the second row and nothing of that change lands.
+    await expect(
+      store.transaction(async (tx) => {
+        const locked = await tx.lockProposalWithContext(id);
+        if (!locked) throw new Error('no proposal');
+        tx.addApproval({ ...approval, at: new Date(later.getTime() + 1_000) });
+        tx.updateProposal(locked.proposal, { status: 'rejected' });
+        await tx.appendAudit({ type: 'approval.recorded', actor: 'web:alice', proposalId: id, agentId: id }, later);
+      }).catch((error: unknown) => Promise.reject(new Error(plainReason(error)))),
+    ).rejects.toThrow(/duplicate key value violates unique constraint "approvals_/);
+    expect(await store.getProposal(id)).toEqual(answered);
+    expect((await rows(id)).audit).toHaveLength(1);
+
+    // A locked row's write needs its lock: without one, nothing is sent.
+    await expect(store.transaction(async (tx) => void tx.updateProposal(answered, { reminders: 5 }))).rejects.toThrow(/took no lock/);
+    expect(await store.getProposal(id)).toMatchObject({ reminders: 1 });
   });
 
   it('a recorded result wakes the outbox only for the jobs it added: a chat edit already queued for later covers the new one, and no lane looks for it now', async () => {
