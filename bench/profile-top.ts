@@ -1,14 +1,21 @@
 /**
- * The top self-time entries of a V8 CPU profile (`.cpuprofile`, as BENCH_PROFILE_DIR writes them),
- * by function and by package, to see where `twokey serve` spends its time:
+ * Where `twokey serve` spends its time, from a V8 CPU profile (`.cpuprofile`, as BENCH_PROFILE_DIR
+ * writes them): the top entries by package and by function, counting each sample where it was
+ * taken (self time), then by package counting every package a sample passes through (inclusive):
  *
  *   node --import tsx bench/profile-top.ts <file.cpuprofile> [count]
+ *
+ * A bundle built with source maps (TWOKEY_BUILD_SOURCEMAP=1 node scripts/build.js) is read back to
+ * its sources: twokey's own modules by `src/<folder>`, bundled packages by name.
  */
-import { readFile } from 'node:fs/promises';
+import { readFileSync } from 'node:fs';
+import { SourceMap } from 'node:module';
+import { fileURLToPath } from 'node:url';
 
 interface ProfileNode {
   id: number;
-  callFrame: { functionName: string; url: string; lineNumber: number };
+  callFrame: { functionName: string; url: string; lineNumber: number; columnNumber: number };
+  children?: number[];
 }
 
 interface Profile {
@@ -19,40 +26,79 @@ interface Profile {
 }
 
 /** `node_modules/<package>` (scoped too), twokey's own `src/<folder>`, or what V8 calls it. */
-function owner(url: string): string {
+function ownerOf(url: string): string {
   const dependency = /node_modules\/((?:@[^/]+\/)?[^/]+)/.exec(url);
   if (dependency?.[1]) return dependency[1];
-  const own = /\/src\/([^/]+)/.exec(url);
-  if (own?.[1]) return `twokey src/${own[1]}`;
+  const own = /(?:^|\/)src\/([^/]+)/.exec(url);
+  if (own?.[1]) return `twokey src/${own[1].replace(/\.ts$/, '')}`;
   if (url.startsWith('node:')) return 'node core';
   return url ? url.replace(/^.*\//, '') : '(V8 built-ins, GC)';
+}
+
+const maps = new Map<string, SourceMap | null>();
+/** The source map beside a bundle file, if the build wrote one. */
+function mapOf(url: string): SourceMap | null {
+  if (!maps.has(url)) {
+    let map: SourceMap | null = null;
+    try {
+      if (url.startsWith('file:')) map = new SourceMap(JSON.parse(readFileSync(`${fileURLToPath(url)}.map`, 'utf8')));
+    } catch {
+      map = null;
+    }
+    maps.set(url, map);
+  }
+  return maps.get(url) ?? null;
+}
+
+/** A frame's owner and name, read back through the bundle's source map where there is one. */
+function frameOf({ functionName, url, lineNumber, columnNumber }: ProfileNode['callFrame']): { owner: string; name: string } {
+  const entry = mapOf(url)?.findEntry(lineNumber, columnNumber);
+  const source = entry && 'originalSource' in entry ? entry : null;
+  const at = source ? `${source.originalSource.replace(/^.*?(node_modules\/|src\/)/, '$1')}:${source.originalLine + 1}` : `${ownerOf(url)}:${lineNumber + 1}`;
+  return { owner: ownerOf(source?.originalSource ?? url), name: `${functionName || '(anonymous)'} ${at}` };
 }
 
 const [file, countArgument] = process.argv.slice(2);
 if (!file) throw new Error('usage: bench/profile-top.ts <file.cpuprofile> [count]');
 const count = Number(countArgument ?? 20);
-const profile = JSON.parse(await readFile(file, 'utf8')) as Profile;
+const profile = JSON.parse(readFileSync(file, 'utf8')) as Profile;
 const msPerSample = (profile.endTime - profile.startTime) / 1000 / Math.max(1, profile.samples.length);
-const idleIds = new Set(profile.nodes.filter((node) => node.callFrame.functionName === '(idle)').map((node) => node.id));
-// Shares are of the time the process was busy: waiting for I/O is not a cost.
-const total = profile.samples.filter((id) => !idleIds.has(id)).length * msPerSample;
+const nodes = new Map(profile.nodes.map((node) => [node.id, node]));
+const parents = new Map<number, number>();
+for (const node of profile.nodes) for (const child of node.children ?? []) parents.set(child, node.id);
+const frames = new Map(profile.nodes.map((node) => [node.id, frameOf(node.callFrame)]));
+const idle = (id: number) => nodes.get(id)?.callFrame.functionName === '(idle)';
+
+// Counted from the samples, not the nodes' hitCount, which V8 leaves out of some profiles.
 const byFunction = new Map<string, number>();
 const byOwner = new Map<string, number>();
-// Counted from the samples, not the nodes' hitCount, which V8 leaves out of some profiles.
-const hits = new Map<number, number>();
-for (const id of profile.samples) hits.set(id, (hits.get(id) ?? 0) + 1);
-for (const node of profile.nodes) {
-  const ms = (hits.get(node.id) ?? 0) * msPerSample;
-  if (ms === 0 || idleIds.has(node.id)) continue;
-  const name = `${node.callFrame.functionName || '(anonymous)'} ${owner(node.callFrame.url)}:${node.callFrame.lineNumber + 1}`;
-  byFunction.set(name, (byFunction.get(name) ?? 0) + ms);
-  byOwner.set(owner(node.callFrame.url), (byOwner.get(owner(node.callFrame.url)) ?? 0) + ms);
+const throughOwner = new Map<string, number>();
+const add = (entries: Map<string, number>, key: string) => entries.set(key, (entries.get(key) ?? 0) + msPerSample);
+let busySamples = 0;
+for (const id of profile.samples) {
+  // Shares are of the time the process was busy: waiting for I/O is not a cost.
+  if (idle(id)) continue;
+  busySamples += 1;
+  const frame = frames.get(id)!;
+  add(byFunction, frame.name);
+  add(byOwner, frame.owner);
+  const passed = new Set<string>();
+  for (let at: number | undefined = id; at !== undefined; at = parents.get(at)) {
+    const owner = frames.get(at)?.owner;
+    if (owner && owner !== '(V8 built-ins, GC)') passed.add(owner);
+  }
+  for (const owner of passed) add(throughOwner, owner);
 }
+const total = busySamples * msPerSample;
 const top = (entries: Map<string, number>) =>
   [...entries]
     .sort((a, b) => b[1] - a[1])
     .slice(0, count)
     .map(([name, ms]) => ({ name, ms: Math.round(ms), share: `${((100 * ms) / total).toFixed(1)} %` }));
 console.log(`${file}: ${Math.round(total)} ms busy`);
+console.log('\nself time, by package');
 console.table(top(byOwner));
+console.log('\nself time, by function');
 console.table(top(byFunction));
+console.log('\nevery package a sample passes through (inclusive)');
+console.table(top(throughOwner));
