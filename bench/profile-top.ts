@@ -25,11 +25,15 @@ interface Profile {
   samples: number[];
 }
 
+const root = fileURLToPath(new URL('..', import.meta.url));
+
 /** `node_modules/<package>` (scoped too), twokey's own `src/<folder>`, or what V8 calls it. */
 function ownerOf(url: string): string {
+  // drizzle-orm's own source maps point one level too high, so its sources land in node_modules/src.
+  if (url.includes('node_modules/src/')) return 'drizzle-orm';
   const dependency = /node_modules\/((?:@[^/]+\/)?[^/]+)/.exec(url);
   if (dependency?.[1]) return dependency[1];
-  const own = /(?:^|\/)src\/([^/]+)/.exec(url);
+  const own = url.startsWith(`file://${root}src/`) || url.startsWith(`${root}src/`) ? /\/src\/([^/]+)/.exec(url) : null;
   if (own?.[1]) return `twokey src/${own[1].replace(/\.ts$/, '')}`;
   if (url.startsWith('node:')) return 'node core';
   return url ? url.replace(/^.*\//, '') : '(V8 built-ins, GC)';
@@ -53,9 +57,10 @@ function mapOf(url: string): SourceMap | null {
 /** A frame's owner and name, read back through the bundle's source map where there is one. */
 function frameOf({ functionName, url, lineNumber, columnNumber }: ProfileNode['callFrame']): { owner: string; name: string } {
   const entry = mapOf(url)?.findEntry(lineNumber, columnNumber);
-  const source = entry && 'originalSource' in entry ? entry : null;
-  const at = source ? `${source.originalSource.replace(/^.*?(node_modules\/|src\/)/, '$1')}:${source.originalLine + 1}` : `${ownerOf(url)}:${lineNumber + 1}`;
-  return { owner: ownerOf(source?.originalSource ?? url), name: `${functionName || '(anonymous)'} ${at}` };
+  // A map's sources are relative to the map (the file beside it): resolved, they name their package.
+  const original = entry && 'originalSource' in entry ? new URL(entry.originalSource, url).href : null;
+  const at = original && entry && 'originalLine' in entry ? `${original.replace(/^.*?(node_modules\/|\/src\/)/, '$1')}:${entry.originalLine + 1}` : `${ownerOf(url)}:${lineNumber + 1}`;
+  return { owner: ownerOf(original ?? url), name: `${functionName || '(anonymous)'} ${at}` };
 }
 
 const [file, countArgument] = process.argv.slice(2);
