@@ -59,7 +59,10 @@ function frameOf({ functionName, url, lineNumber, columnNumber }: ProfileNode['c
   const entry = mapOf(url)?.findEntry(lineNumber, columnNumber);
   // A map's sources are relative to the map (the file beside it): resolved, they name their package.
   const original = entry && 'originalSource' in entry ? new URL(entry.originalSource, url).href : null;
-  const at = original && entry && 'originalLine' in entry ? `${original.replace(/^.*?(node_modules\/|\/src\/)/, '$1')}:${entry.originalLine + 1}` : `${ownerOf(url)}:${lineNumber + 1}`;
+  const at =
+    original && entry && 'originalLine' in entry
+      ? `${original.replace(/^.*?(node_modules\/|\/src\/)/, '$1')}:${entry.originalLine + 1}`
+      : `${ownerOf(url)}:${lineNumber + 1}`;
   return { owner: ownerOf(original ?? url), name: `${functionName || '(anonymous)'} ${at}` };
 }
 

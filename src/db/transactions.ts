@@ -159,8 +159,9 @@ function writeBuffer(db: Db): WriteBuffer {
       finishing = null;
       const locked = [
         // Rendered per call: which columns a transition sets differs from one to the next.
-        ...[...updates].map(([id, patch], index) =>
-          sql`${sql.raw(`updated_${index}`)} as (${db.update(proposals).set(patch).where(eq(proposals.id, id)).returning({ id: proposals.id }).getSQL()})`,
+        ...[...updates].map(
+          ([id, patch], index) =>
+            sql`${sql.raw(`updated_${index}`)} as (${db.update(proposals).set(patch).where(eq(proposals.id, id)).returning({ id: proposals.id }).getSQL()})`,
         ),
         ...(approved.length > 0 ? [rowsInsertCte(approvals, 'new_approvals', approved)] : []),
       ];

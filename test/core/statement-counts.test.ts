@@ -157,7 +157,9 @@ describe.each(drivers)('an on_approve approval on a remote executor (%s)', (driv
     // statement that also adds the approval and the audit rows.
     const updates = statements.filter((statement) => statement.inTransaction && statement.text.includes('update "proposals"'));
     expect(updates.map((statement) => statement.text)).toEqual([
-      expect.stringMatching(/^with updated_0 as \(update "proposals" set "status" = .*"decided_by" = .*"execution_attempts" = .*"lease_until" = .*insert into "approvals"/s),
+      expect.stringMatching(
+        /^with updated_0 as \(update "proposals" set "status" = .*"decided_by" = .*"execution_attempts" = .*"lease_until" = .*insert into "approvals"/s,
+      ),
     ]);
     const results = statements.filter((statement) => statement.text.startsWith('with finished_execution as (update "proposals"'));
     expect(results.map((statement) => statement.inTransaction)).toEqual([false]);

@@ -144,13 +144,15 @@ describe.each(drivers)('store transactions (%s)', (driver) => {
     // The caller checks, under the lock, that the approver is not counted yet; if it did not, the
     // database refuses the second row and nothing of that change lands.
     await expect(
-      store.transaction(async (tx) => {
-        const locked = await tx.lockProposalWithContext(id);
-        if (!locked) throw new Error('no proposal');
-        tx.addApproval({ ...approval, at: new Date(later.getTime() + 1_000) });
-        tx.updateProposal(locked.proposal, { status: 'rejected' });
-        await tx.appendAudit({ type: 'approval.recorded', actor: 'web:alice', proposalId: id, agentId: id }, later);
-      }).catch((error: unknown) => Promise.reject(new Error(plainReason(error)))),
+      store
+        .transaction(async (tx) => {
+          const locked = await tx.lockProposalWithContext(id);
+          if (!locked) throw new Error('no proposal');
+          tx.addApproval({ ...approval, at: new Date(later.getTime() + 1_000) });
+          tx.updateProposal(locked.proposal, { status: 'rejected' });
+          await tx.appendAudit({ type: 'approval.recorded', actor: 'web:alice', proposalId: id, agentId: id }, later);
+        })
+        .catch((error: unknown) => Promise.reject(new Error(plainReason(error)))),
     ).rejects.toThrow(/duplicate key value violates unique constraint "approvals_/);
     expect(await store.getProposal(id)).toEqual(answered);
     expect((await rows(id)).audit).toHaveLength(1);
