@@ -1,4 +1,4 @@
-import type { AuditEventInput, ProposalRecord } from './model.js';
+import type { AuditEventInput, ProposalPatch, ProposalRecord } from './model.js';
 import type { StoreTransaction } from './ports.js';
 
 /**
@@ -6,7 +6,7 @@ import type { StoreTransaction } from './ports.js';
  * a stored row, or, for a proposal a rule or a grant approved at propose time, as part of the row's
  * first insert (`executeAtPropose`): the same fields and events either way.
  */
-export type ExecutionStep = { patch: Partial<ProposalRecord>; audit: AuditEventInput };
+export type ExecutionStep = { patch: ProposalPatch; audit: AuditEventInput };
 
 /** The side effect happened, its result recorded: committed, the token consumed, the lease released. Nothing in it depends on the row. */
 export function committedPatch(result: unknown, now: Date): ExecutionStep['patch'] {

@@ -111,6 +111,9 @@ export interface ProposalRecord {
   traceContext?: Record<string, string> | null;
 }
 
+/** A change of some of a stored proposal's columns: any but its id. */
+export type ProposalPatch = Partial<Omit<ProposalRecord, 'id'>>;
+
 export interface ApprovalRecord {
   proposalId: string;
   approver: string;

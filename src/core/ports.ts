@@ -1,6 +1,6 @@
 import type { GrantTransaction } from './grants.js';
 import type { JobOf, JobPayloadInputs } from './jobs.js';
-import type { AgentRecord, ApprovalRecord, AuditEventInput, AuditEventRecord, ProposalRecord, ProposalStatus } from './model.js';
+import type { AgentRecord, ApprovalRecord, AuditEventInput, AuditEventRecord, ProposalPatch, ProposalRecord, ProposalStatus } from './model.js';
 
 /** Work done inside one database transaction. Every state change and its audit row go through one. */
 export interface StoreTransaction {
@@ -15,18 +15,19 @@ export interface StoreTransaction {
   insertProposal(proposal: ProposalRecord): Promise<ProposalRecord>;
   /**
    * Changes a proposal this transaction locked (`lockProposal`, `lockProposalWithContext`), given
-   * as it was read or last changed here; returns the row as the change leaves it. The update goes
+   * as it was read under the lock; returns the row as the transaction's changes of it so far leave
+   * it (every patch of one row in one transaction is merged into one update). The update goes
    * out with the buffered rows, before the commit: under the lock nobody else changes the row, so
    * the caller knows what it becomes without a round trip, and nothing in the transaction reads it
    * from the database again.
    */
-  updateProposal(locked: ProposalRecord, patch: Partial<Omit<ProposalRecord, 'id'>>): ProposalRecord;
+  updateProposal(locked: ProposalRecord, patch: ProposalPatch): ProposalRecord;
   /**
    * `updateProposal` only while the proposal is `executing` with no result recorded, checked by the
    * update itself under its row lock (as a lock and a read would, one round trip fewer); null when
    * it is no longer (another replica finished a claim it took over first).
    */
-  updateExecutingProposal(id: string, patch: Partial<Omit<ProposalRecord, 'id'>>): Promise<ProposalRecord | null>;
+  updateExecutingProposal(id: string, patch: ProposalPatch): Promise<ProposalRecord | null>;
   /**
    * `updateExecutingProposal` without waiting for it: it goes out first in the statement of the
    * transaction's buffered rows, and those rows are written only if it matched. The work goes on
@@ -35,7 +36,7 @@ export interface StoreTransaction {
    * the claim over). If it matched nothing, the transaction writes nothing and throws
    * `NoLongerExecutingError`. A remote result is then one statement, with no BEGIN or COMMIT.
    */
-  finishExecutingProposal(id: string, executionAttempts: number, patch: Partial<Omit<ProposalRecord, 'id'>>): void;
+  finishExecutingProposal(id: string, executionAttempts: number, patch: ProposalPatch): void;
   /**
    * Adds an approval, with the buffered rows, under the proposal's row lock and once its approvals
    * were read under it (`lockProposalWithContext`): the caller has checked that this approver is

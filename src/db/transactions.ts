@@ -1,7 +1,7 @@
 import { and, eq, isNull, sql, type SQL } from 'drizzle-orm';
 import { PgDialect } from 'drizzle-orm/pg-core';
 import type postgres from 'postgres';
-import type { ApprovalRecord, AuditEventInput, ProposalRecord } from '../core/model.js';
+import type { ApprovalRecord, AuditEventInput, ProposalPatch, ProposalRecord } from '../core/model.js';
 import { NoLongerExecutingError, type OutboxJobSpec, type StoreTransaction } from '../core/ports.js';
 import { auditInsertCtes } from './audit-log.js';
 import { JOBS_CHANNEL, jobsNotice, PROPOSAL_CHANNEL } from './channels.js';
@@ -109,7 +109,7 @@ function wakeUpsOf(replica: string, { rows, changed }: Pick<BufferedWrites, 'row
 function writeBuffer(db: Db): WriteBuffer {
   const inserted: ProposalRecord[] = [];
   // One update per proposal: two updates of one row in one statement would leave only one's effect.
-  const updates = new Map<string, Partial<Omit<ProposalRecord, 'id'>>>();
+  const updates = new Map<string, ProposalPatch>();
   const approved: ApprovalRecord[] = [];
   let finishing: { id: string; update: SQL } | null = null;
   const audit: Array<{ event: AuditEventInput; at: Date }> = [];
@@ -122,8 +122,10 @@ function writeBuffer(db: Db): WriteBuffer {
       return proposal;
     },
     updateProposal(locked, patch) {
-      updates.set(locked.id, { ...updates.get(locked.id), ...patch });
-      return { ...locked, ...patch };
+      const merged = { ...updates.get(locked.id), ...patch };
+      updates.set(locked.id, merged);
+      // The row as the update that goes out leaves it, whichever of its earlier versions the caller holds.
+      return { ...locked, ...merged };
     },
     addApproval(approval) {
       approved.push({ ...approval, stepUp: approval.stepUp ?? null });
@@ -398,8 +400,8 @@ export async function inTransaction<T>(
   }
   const buffered = writes.take();
   const { rows, finishing } = buffered;
-  // Only a lock's statement begins a transaction here, and every locked write follows one.
-  if (buffered.locked.length > 0) throw new Error('a locked row was written in a transaction that took no lock');
+  // A lock is a statement that begins the transaction: work that never began one holds no lock.
+  if (buffered.locked.length > 0) throw new Error('a locked row was written in a transaction that never began, so took no lock');
   if (finishing) {
     const finished = finishingResult(await db.execute(finishingStatement(finishing.update, rows)));
     // Its inserts were conditioned on the update: nothing was written.

@@ -160,6 +160,17 @@ describe.each(drivers)('store transactions (%s)', (driver) => {
     // A locked row's write needs its lock: without one, nothing is sent.
     await expect(store.transaction(async (tx) => void tx.updateProposal(answered, { reminders: 5 }))).rejects.toThrow(/took no lock/);
     expect(await store.getProposal(id)).toMatchObject({ reminders: 1 });
+
+    // The answer is the row as the one merged update leaves it, even to a caller still holding the
+    // row as it was locked: what the transaction goes on with is what lands.
+    const asAnswered = await store.transaction(async (tx) => {
+      const locked = await tx.lockProposal(id);
+      if (!locked) throw new Error('no proposal');
+      tx.updateProposal(locked, { reminders: 2 });
+      return tx.updateProposal(locked, { escalatedAt: later });
+    });
+    expect(asAnswered).toMatchObject({ reminders: 2, escalatedAt: later });
+    expect(await store.getProposal(id)).toEqual(asAnswered);
   });
 
   it('a recorded result wakes the outbox only for the jobs it added: a chat edit already queued for later covers the new one, and no lane looks for it now', async () => {
