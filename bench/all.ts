@@ -105,8 +105,9 @@ try {
     addedMs: { p50: number };
     directCallsPerSecond: number;
     twokeyCallsPerSecond: number;
+    twokeyCpuMsPerCall: number;
     /** The minimal pass-through measured in the same run (PostgreSQL only). */
-    minimal?: { ms: { p50: number }; addedMs: { p50: number }; callsPerSecond: number } | null;
+    minimal?: { ms: { p50: number }; addedMs: { p50: number }; callsPerSecond: number; cpuMsPerCall?: number } | null;
   }>;
   // The shape bench/run.ts writes, as far as the summary reads it.
   const drivers = (recorded.run?.drivers ?? []) as Array<{
@@ -175,9 +176,9 @@ try {
       ...(row.clients === 1 ? judged(row.database, 'added p50 <= 2 ms', row.addedMs.p50 <= 2) : { target: null, met: null }),
     });
     rows.push({
-      figure: `MCP tools/call via twokey, ${row.clients} client(s), ${row.database}: calls/s`,
-      value: String(row.twokeyCallsPerSecond),
-      baseline: `direct ${row.directCallsPerSecond}${row.minimal ? `; minimal pass-through ${row.minimal.callsPerSecond}` : ''}`,
+      figure: `MCP tools/call via twokey, ${row.clients} client(s), ${row.database}: calls/s (CPU ms per call)`,
+      value: `${row.twokeyCallsPerSecond} (${row.twokeyCpuMsPerCall})`,
+      baseline: `direct ${row.directCallsPerSecond}${row.minimal ? `; minimal pass-through ${row.minimal.callsPerSecond}${row.minimal.cpuMsPerCall !== undefined ? ` (${row.minimal.cpuMsPerCall})` : ''}` : ''}`,
       ratio: ofDirect,
       ...(row.clients === 16 ? judged(row.database, '>= 0.5 of direct', ofDirect >= 0.5) : { target: null, met: null }),
     });

@@ -10,7 +10,8 @@
  * fastify + two autocommitted statements + undici, in a process of its own), the floor under what
  * any gateway that records each call adds on this machine.
  * Knobs: BENCH_MCP_CALLS (calls per run, default 200), BENCH_MCP_WARMUP (calls before it, default
- * 200; each row has an agent of its own, which may make 600 calls a minute);
+ * 200; each row has an agent of its own, which may make 600 calls a minute), BENCH_MCP_JIT_WARMUP
+ * (calls through each way before the first row, default 2400; see JIT_WARMUP);
  * BENCH_MCP_CLIENTS (comma list, default 1,16); BENCH_PROFILE_DIR (a V8 CPU profile of the
  * `twokey serve` process written there, for bench/profile-top.ts).
  */
@@ -31,6 +32,20 @@ const CALLS = Number(process.env.BENCH_MCP_CALLS ?? 200);
  * compiles otherwise run beside the first measured calls (and, at 1 client, doubled the CPU per call).
  */
 const WARMUP = Number(process.env.BENCH_MCP_WARMUP ?? 200);
+/**
+ * Calls through each way (direct, minimal, twokey) before the first row, so that each is measured as
+ * a server that has been running is: V8 keeps optimising functions of a call's path for about the
+ * first 2,000 calls (measured on a 2-core machine at one client, 400 calls a step: 6.5, 4.1, 3.8,
+ * 3.5, 2.8, 2.7, 2.4 ms of twokey's CPU per call), and the busier compiler thread takes one of the
+ * machine's two cores from the call. Every way gets the same count; a smaller, simpler process
+ * (the minimal) is warm sooner, so a short warm-up would measure twokey's JIT as much as twokey.
+ * Spread over agents of their own through twokey, each within its rate limit.
+ */
+const JIT_WARMUP = Number(process.env.BENCH_MCP_JIT_WARMUP ?? 2400);
+/** Calls one warm-up agent makes: under its rate limit of 600 a minute, with the row's warm-up. */
+const CALLS_PER_WARMUP_AGENT = 400;
+/** Connections per way during the JIT warm-up: concurrent calls take paths a lone call does not (group commit). */
+const JIT_WARMUP_CLIENTS = 4;
 const CLIENTS = (process.env.BENCH_MCP_CLIENTS ?? '1,16').split(',').map(Number);
 const TOKEN = 'bench-upstream-token-0123456789';
 
@@ -55,14 +70,15 @@ async function measure(clients: Client[], tool: string, count: number): Promise<
 const show = (p: Percentiles) => `${round(p.p50, 1)} / ${round(p.p99, 1)}`;
 
 /** The minimal pass-through's figures beside the direct call's. */
-const minimalRow = (m: Percentiles, direct: Percentiles, callsPerSecond: number) => ({
+const minimalRow = (m: Percentiles, direct: Percentiles, callsPerSecond: number, cpuMsPerCall: number) => ({
   ms: m,
   addedMs: { p50: m.p50 - direct.p50, p99: m.p99 - direct.p99 },
   callsPerSecond: round(callsPerSecond),
+  cpuMsPerCall: round(cpuMsPerCall, 2),
 });
 
 /** bench/support/minimal-pass-through.ts in a process of its own, taking calls at `url`. */
-async function startMinimalPassThrough(databaseUrl: string, upstreamUrl: string): Promise<{ url: string; stop(): Promise<void> }> {
+async function startMinimalPassThrough(databaseUrl: string, upstreamUrl: string): Promise<{ url: string; pid: number; stop(): Promise<void> }> {
   const script = fileURLToPath(new URL('./support/minimal-pass-through.ts', import.meta.url));
   const child = spawn(process.execPath, ['--import', 'tsx', script], {
     env: { ...process.env, DATABASE_URL: databaseUrl, UPSTREAM_URL: upstreamUrl, UPSTREAM_TOKEN: TOKEN },
@@ -81,11 +97,29 @@ async function startMinimalPassThrough(databaseUrl: string, upstreamUrl: string)
   const port = await Promise.race([listening, exited]);
   return {
     url: `http://127.0.0.1:${port}/mcp`,
+    pid: child.pid!,
     async stop() {
       child.kill('SIGTERM');
       if (child.exitCode === null) await once(child, 'exit');
     },
   };
+}
+
+/** JIT_WARMUP calls through each way, JIT_WARMUP_CLIENTS at a time (see JIT_WARMUP). */
+async function warmUpJit(directUrl: string, twokeyUrl: string, minimalUrl: string | null, agents: Array<{ apiKey: string }>): Promise<void> {
+  const clientsOf = (url: string, headers: Record<string, string>) => Promise.all(Array.from({ length: JIT_WARMUP_CLIENTS }, () => connect(url, headers)));
+  const warm = async (clients: Client[], tool: string, count: number) => {
+    await measure(clients, tool, count);
+    await Promise.all(clients.map((client) => client.close()));
+  };
+  await warm(await clientsOf(directUrl, { authorization: `Bearer ${TOKEN}` }), 'read_note', JIT_WARMUP);
+  if (minimalUrl) await warm(await clientsOf(minimalUrl, {}), 'read_note', JIT_WARMUP);
+  let left = JIT_WARMUP;
+  for (const agent of agents) {
+    const count = Math.min(left, CALLS_PER_WARMUP_AGENT);
+    await warm(await clientsOf(twokeyUrl, { authorization: `Bearer ${agent.apiKey}` }), 'notes_read_note', count);
+    left -= count;
+  }
 }
 
 async function benchOn(serverUrl: string | undefined) {
@@ -98,7 +132,10 @@ async function benchOn(serverUrl: string | undefined) {
   const rows = [];
   try {
     // One agent per row: each stays within its own rate limit (600 calls a minute) through its warm-up and run.
-    const rowAgents = await createAgents(database, config, {}, CLIENTS.length);
+    const warmupAgentCount = Math.ceil(JIT_WARMUP / CALLS_PER_WARMUP_AGENT);
+    const allAgents = await createAgents(database, config, {}, CLIENTS.length + warmupAgentCount);
+    const rowAgents = allAgents.slice(0, CLIENTS.length);
+    await warmUpJit(upstream.url, `${twokey.url}/mcp`, minimal?.url ?? null, allAgents.slice(CLIENTS.length));
     for (const [row, count] of CLIENTS.entries()) {
       const agent = rowAgents[row];
       const direct = await Promise.all(Array.from({ length: count }, () => connect(upstream.url, { authorization: `Bearer ${TOKEN}` })));
@@ -109,7 +146,9 @@ async function benchOn(serverUrl: string | undefined) {
       await measure(gated, 'notes_read_note', WARMUP);
       if (minimal) await measure(floor, 'read_note', WARMUP);
       const straight = await measure(direct, 'read_note', CALLS);
+      const minimalCpuBefore = minimal ? await cpuMs(minimal.pid) : 0;
       const least = minimal ? await measure(floor, 'read_note', CALLS) : null;
+      const minimalCpuMsPerCall = minimal ? ((await cpuMs(minimal.pid)) - minimalCpuBefore) / CALLS : 0;
       const cpuBefore = await cpuMs(twokey.pid);
       const through = await measure(gated, 'notes_read_note', CALLS);
       const twokeyCpuMsPerCall = ((await cpuMs(twokey.pid)) - cpuBefore) / CALLS;
@@ -125,7 +164,7 @@ async function benchOn(serverUrl: string | undefined) {
         directCallsPerSecond: round(straight.callsPerSecond),
         twokeyCallsPerSecond: round(through.callsPerSecond),
         twokeyCpuMsPerCall: round(twokeyCpuMsPerCall, 2),
-        minimal: least ? minimalRow(percentiles(least.latencies), d, least.callsPerSecond) : null,
+        minimal: least ? minimalRow(percentiles(least.latencies), d, least.callsPerSecond, minimalCpuMsPerCall) : null,
       });
       await Promise.all([...direct, ...gated, ...floor].map((client) => client.close()));
     }
@@ -150,11 +189,11 @@ for (const row of rows) {
 const floorRows = rows.flatMap((row) => (row.minimal ? [{ ...row, minimal: row.minimal }] : []));
 if (floorRows.length > 0) {
   console.log('\nThe minimal pass-through (fastify, two autocommitted statements, undici), same run (ms, p50 / p99)\n');
-  console.log('| database   | clients | minimal p50 / p99 | added p50 / p99 | calls/s |');
-  console.log('|------------|--------:|------------------:|----------------:|--------:|');
+  console.log('| database   | clients | minimal p50 / p99 | added p50 / p99 | calls/s | CPU ms/call |');
+  console.log('|------------|--------:|------------------:|----------------:|--------:|------------:|');
   for (const row of floorRows) {
     console.log(
-      `| ${row.database.padEnd(10)} | ${String(row.clients).padStart(7)} | ${show(row.minimal.ms).padStart(17)} | ${`${round(row.minimal.addedMs.p50, 1)} / ${round(row.minimal.addedMs.p99, 1)}`.padStart(15)} | ${String(row.minimal.callsPerSecond).padStart(7)} |`,
+      `| ${row.database.padEnd(10)} | ${String(row.clients).padStart(7)} | ${show(row.minimal.ms).padStart(17)} | ${`${round(row.minimal.addedMs.p50, 1)} / ${round(row.minimal.addedMs.p99, 1)}`.padStart(15)} | ${String(row.minimal.callsPerSecond).padStart(7)} | ${String(row.minimal.cpuMsPerCall).padStart(11)} |`,
     );
   }
 }

@@ -3,7 +3,10 @@
  * writes them): the top entries by package and by function, counting each sample where it was
  * taken (self time), then by package counting every package a sample passes through (inclusive):
  *
- *   node --import tsx bench/profile-top.ts <file.cpuprofile> [count]
+ *   node --import tsx bench/profile-top.ts <file.cpuprofile> [count] [pattern]
+ *
+ * With a pattern (a regular expression), a fifth table: the functions whose name or source matches
+ * it, counting every sample that passes through them (what a call of each costs, with its callees).
  *
  * A bundle built with source maps (TWOKEY_BUILD_SOURCEMAP=1 node scripts/build.js) is read back to
  * its sources: twokey's own modules by `src/<folder>`, bundled packages by name.
@@ -66,7 +69,7 @@ function frameOf({ functionName, url, lineNumber, columnNumber }: ProfileNode['c
   return { owner: ownerOf(original ?? url), name: `${functionName || '(anonymous)'} ${at}` };
 }
 
-const [file, countArgument] = process.argv.slice(2);
+const [file, countArgument, pattern] = process.argv.slice(2);
 if (!file) throw new Error('usage: bench/profile-top.ts <file.cpuprofile> [count]');
 const count = Number(countArgument ?? 20);
 const profile = JSON.parse(readFileSync(file, 'utf8')) as Profile;
@@ -81,6 +84,8 @@ const idle = (id: number) => nodes.get(id)?.callFrame.functionName === '(idle)';
 const byFunction = new Map<string, number>();
 const byOwner = new Map<string, number>();
 const throughOwner = new Map<string, number>();
+const throughFunction = new Map<string, number>();
+const wanted = pattern ? new RegExp(pattern) : null;
 const add = (entries: Map<string, number>, key: string) => entries.set(key, (entries.get(key) ?? 0) + msPerSample);
 let busySamples = 0;
 for (const id of profile.samples) {
@@ -96,6 +101,14 @@ for (const id of profile.samples) {
     if (owner && owner !== '(V8 built-ins, GC)') passed.add(owner);
   }
   for (const owner of passed) add(throughOwner, owner);
+  if (wanted) {
+    const through = new Set<string>();
+    for (let at: number | undefined = id; at !== undefined; at = parents.get(at)) {
+      const name = frames.get(at)?.name;
+      if (name && wanted.test(name)) through.add(name);
+    }
+    for (const name of through) add(throughFunction, name);
+  }
 }
 const total = busySamples * msPerSample;
 const top = (entries: Map<string, number>) =>
@@ -110,3 +123,7 @@ console.log('\nself time, by function');
 console.table(top(byFunction));
 console.log('\nevery package a sample passes through (inclusive)');
 console.table(top(throughOwner));
+if (wanted) {
+  console.log(`\nfunctions matching ${String(wanted)}, with their callees (inclusive)`);
+  console.table(top(throughFunction));
+}

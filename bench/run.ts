@@ -18,7 +18,9 @@
  * run, default 400), BENCH_BULK (proposals before the second memory reading, default 10000),
  * BENCH_PROFILE_DIR (write CPU profiles of the measured twokey there, to see where time goes),
  * BENCH_SECTIONS (comma list of startup,cycles,clicks,raw,minimal,core,agp,memory; default all),
- * BENCH_DRIVERS=postgres (skip PGlite).
+ * BENCH_DRIVERS=postgres (skip PGlite), BENCH_WARMUP_CYCLES (full cycles before the first measured
+ * one, default 20: what `npm run bench:baseline` compares, each side its own harness with 20; more
+ * measures a server whose JIT has settled, see docs/performance.md).
  * Also: CPU ms per cycle of `twokey serve` (utime+stime from /proc/<pid>/stat), SQL statements and
  * transactions per step, the minimal raw propose + commit cycle (2 transactions) and twokey's core
  * cycle over HTTP as a ratio of it (and on PostgreSQL with two replicas against one, with the share of
@@ -52,6 +54,7 @@ import { agpOpenExecutes, coreCycles, createApprover, minimalCycles, sampleLockW
 import { startWorld, type World } from './support/world.js';
 
 const SEQUENTIAL = Number(process.env.BENCH_SEQUENTIAL ?? 100);
+const WARMUP_CYCLES = Number(process.env.BENCH_WARMUP_CYCLES ?? 20);
 const CONCURRENT = Number(process.env.BENCH_CYCLES ?? 400);
 const CONCURRENCY = (process.env.BENCH_CONCURRENCY ?? '1,16,64').split(',').map(Number);
 /** Agents at once for the core cycle against the minimal raw one (the two-replica comparison runs at 16). */
@@ -68,7 +71,7 @@ const rounded = (figures: Percentiles) => ({ p50: round(figures.p50), p99: round
 
 async function fullCycles(world: World, url: string, agents: AgentClient[], pid: number) {
   const agentFor = (i: number) => agents[i % agents.length] as AgentClient;
-  for (let i = 0; i < 20; i += 1) await approveCycle(world, url, 'slack', agentFor(i), i);
+  for (let i = 0; i < WARMUP_CYCLES; i += 1) await approveCycle(world, url, 'slack', agentFor(i), i);
   const runs = [];
   for (const concurrency of CONCURRENCY) {
     const samples: CycleTimes[] = [];
