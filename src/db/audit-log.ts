@@ -34,22 +34,28 @@ export async function appendAuditEvents(tx: Queryable, events: readonly AuditEve
 /** The same insert as a CTE, for a transaction that sends its added rows in one statement (transactions.ts); with `onlyIf`, each row only if that condition holds. */
 export function auditInsertCtes(events: ReadonlyArray<{ event: AuditEventInput; at: Date }>, onlyIf?: SQL): SQL[] {
   if (events.length === 0) return [];
-  const rows = events.map(({ event, at }) => ({
-    at: at.toISOString(),
-    type: event.type,
-    actor: event.actor,
-    proposal_id: event.proposalId ?? null,
-    agent_id: event.agentId ?? null,
-    data: event.data ?? {},
-  }));
   return [
     sql`audit_rows as (
       insert into audit_events (at, type, actor, proposal_id, agent_id, data)
       select at, type, actor, proposal_id, agent_id, data
-      from jsonb_to_recordset(${JSON.stringify(rows)}::jsonb) as r(at timestamptz, type text, actor text, proposal_id text, agent_id text, data jsonb)
+      from jsonb_to_recordset(${auditRowsJson(events)}::jsonb) as r(at timestamptz, type text, actor text, proposal_id text, agent_id text, data jsonb)
       ${onlyIf ? sql`where ${onlyIf}` : sql``}
       returning 1)`,
   ];
+}
+
+/** The one parameter of `auditInsertCtes`: the rows as JSON. */
+export function auditRowsJson(events: ReadonlyArray<{ event: AuditEventInput; at: Date }>): string {
+  return JSON.stringify(
+    events.map(({ event, at }) => ({
+      at: at.toISOString(),
+      type: event.type,
+      actor: event.actor,
+      proposal_id: event.proposalId ?? null,
+      agent_id: event.agentId ?? null,
+      data: event.data ?? {},
+    })),
+  );
 }
 
 export const appendAuditEvent = (tx: Queryable, event: AuditEventInput, at: Date): Promise<void> => appendAuditEvents(tx, [event], at);

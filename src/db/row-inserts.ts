@@ -10,16 +10,38 @@ import type { PgTable } from 'drizzle-orm/pg-core';
  * leaves out is null too, never its default: callers pass whole records (a proposal, a token).
  */
 export function rowsInsertCte<T extends PgTable>(table: T, name: string, records: ReadonlyArray<Partial<T['$inferInsert']>>, onlyIf?: SQL): SQL {
-  const columns = Object.entries(getTableColumns(table));
+  const tableName = sql.identifier(getTableName(table));
+  const condition = onlyIf ? sql` where ${onlyIf}` : sql``;
+  return sql`${sql.raw(name)} as (insert into ${tableName} select * from jsonb_populate_recordset(null::${tableName}, ${rowsJson(table, records)}::jsonb)${condition} returning 1)`;
+}
+
+/** Each table's columns as `rowsJson` writes them: key in the record, name in the row, how its value is written. */
+const columnsOf = new WeakMap<PgTable, Array<{ key: string; name: string; toRow: (value: unknown) => unknown }>>();
+
+function rowColumns(table: PgTable) {
+  let columns = columnsOf.get(table);
+  if (!columns) {
+    columns = Object.entries(getTableColumns(table)).map(([key, column]) => ({
+      key,
+      name: column.name,
+      // JSON stays JSON (the row is JSON already); every other value goes through its column's mapping.
+      toRow: column.getSQLType() === 'jsonb' ? (value: unknown) => value : (value: unknown) => column.mapToDriverValue(value),
+    }));
+    columnsOf.set(table, columns);
+  }
+  return columns;
+}
+
+/** The one parameter of `rowsInsertCte`: the records as JSON rows keyed by column name. */
+export function rowsJson<T extends PgTable>(table: T, records: ReadonlyArray<Partial<T['$inferInsert']>>): string {
+  const columns = rowColumns(table);
   const rows = records.map((record) => {
     const row: Record<string, unknown> = {};
-    for (const [key, column] of columns) {
+    for (const { key, name, toRow } of columns) {
       const value = (record as Record<string, unknown>)[key];
-      row[column.name] = value === null || value === undefined ? null : column.getSQLType() === 'jsonb' ? value : column.mapToDriverValue(value);
+      row[name] = value === null || value === undefined ? null : toRow(value);
     }
     return row;
   });
-  const tableName = sql.identifier(getTableName(table));
-  const condition = onlyIf ? sql` where ${onlyIf}` : sql``;
-  return sql`${sql.raw(name)} as (insert into ${tableName} select * from jsonb_populate_recordset(null::${tableName}, ${JSON.stringify(rows)}::jsonb)${condition} returning 1)`;
+  return JSON.stringify(rows);
 }

@@ -3,11 +3,11 @@ import { PgDialect } from 'drizzle-orm/pg-core';
 import type postgres from 'postgres';
 import type { ApprovalRecord, AuditEventInput, ProposalPatch, ProposalRecord } from '../core/model.js';
 import { NoLongerExecutingError, type OutboxJobSpec, type StoreTransaction } from '../core/ports.js';
-import { auditInsertCtes } from './audit-log.js';
+import { auditInsertCtes, auditRowsJson } from './audit-log.js';
 import { JOBS_CHANNEL, jobsNotice, PROPOSAL_CHANNEL } from './channels.js';
 import type { Db, Queryable } from './database.js';
 import { createGroupCommit } from '../lib/group-commit.js';
-import { rowsInsertCte } from './row-inserts.js';
+import { rowsInsertCte, rowsJson } from './row-inserts.js';
 import { approvals, proposals } from './schema.js';
 import { rowsOf } from './rows.js';
 
@@ -62,18 +62,42 @@ export interface DueLater {
 
 const dialect = new PgDialect();
 
+/** A statement as its text and parameters, rendered already (see `rowsWithoutJobsQuery`). */
+interface RenderedStatement {
+  text: string;
+  params: unknown[];
+}
+
+const isRendered = (statement: SQL | RenderedStatement): statement is RenderedStatement => 'text' in statement;
+
+/** Its text and parameters: rendered by drizzle now, unless it was already. */
+function rendered(statement: SQL | RenderedStatement): RenderedStatement {
+  if (isRendered(statement)) return statement;
+  const query = dialect.sqlToQuery(statement);
+  return { text: query.sql, params: query.params };
+}
+
+/** For drizzle to run: a rendered statement as its text in raw chunks between its parameters, which drizzle renders by copying them. */
+function asSql(statement: SQL | RenderedStatement): SQL {
+  if (!isRendered(statement)) return statement;
+  const parts = statement.text.split(/\$\d+\b/);
+  const chunks: SQL[] = [sql.raw(parts[0]!)];
+  statement.params.forEach((param, index) => chunks.push(sql`${param}`, sql.raw(parts[index + 1]!)));
+  return sql.join(chunks);
+}
+
 /**
  * On PostgreSQL, hands `statement` to the transaction's connection now and answers its result
  * later. postgres.js writes everything a connection was handed before the event loop's next turn
  * in one packet, so the statement and the COMMIT that postgres.js sends once the transaction's
  * work returns go out, and come back, together. Null on PGlite, which has no connection to share.
  */
-function sendBeforeCommit(tx: Queryable, statement: SQL): Promise<unknown> | null {
+function sendBeforeCommit(tx: Queryable, statement: SQL | RenderedStatement): Promise<unknown> | null {
   const client = (tx as Partial<Pick<Db, '_'>>)._?.session as { client?: Partial<Pick<postgres.TransactionSql, 'unsafe'>> } | undefined;
   if (typeof client?.client?.unsafe !== 'function') return null;
-  const query = dialect.sqlToQuery(statement);
+  const { text, params } = rendered(statement);
   // `execute()` queues it on the connection at once, ahead of the COMMIT that follows.
-  const sent = client.client.unsafe(query.sql, query.params as postgres.ParameterOrJSON<never>[], { prepare: true }).execute();
+  const sent = client.client.unsafe(text, params as postgres.ParameterOrJSON<never>[], { prepare: true }).execute();
   // Observed from the start: when it fails, the transaction fails first, and its failure is read after.
   sent.catch(() => undefined);
   return sent;
@@ -189,21 +213,49 @@ function addedRowsCtes(rows: AddedRows, onlyIf?: SQL): SQL[] {
 }
 
 /** The one statement that sends what a transaction buffered; null for nothing. */
-function bufferedStatement({ rows, locked, finishing }: Pick<BufferedWrites, 'rows' | 'locked' | 'finishing'>): SQL | null {
+function bufferedStatement({ rows, locked, finishing }: Pick<BufferedWrites, 'rows' | 'locked' | 'finishing'>): SQL | RenderedStatement | null {
   if (finishing) {
     // Its writes are conditioned on the result's update; a locked row's would have to be too.
     if (locked.length > 0) throw new Error('a transaction that records a result by its conditional update writes no locked row');
     return finishingStatement(finishing.update, rows);
   }
+  if (locked.length === 0 && rows.queued.length === 0) return hasRows(rows) ? rowsWithoutJobsQuery(rows) : null;
   const parts = [...locked, ...addedRowsCtes(rows)];
   return parts.length > 0 ? sql`with ${sql.join(parts, sql`, `)} select 1` : null;
 }
 
 const hasRows = (rows: AddedRows): boolean => rows.inserted.length + rows.audit.length + rows.queued.length > 0;
 
-/** One statement that adds the rows; null for none. */
-function addedRowsStatement(rows: AddedRows): SQL | null {
-  return hasRows(rows) ? sql`with ${sql.join(addedRowsCtes(rows), sql`, `)} select 1` : null;
+/** One statement that adds the rows. */
+function addedRowsStatement(rows: AddedRows): SQL {
+  return sql`with ${sql.join(addedRowsCtes(rows), sql`, `)} select 1`;
+}
+
+/** The text of each shape of `rowsWithoutJobsQuery` (new proposals or not, audit rows or not). */
+const rowsWithoutJobsTexts = new Map<string, string>();
+
+/**
+ * The statement of added rows without jobs (a proposal a rule decided, a read-only upstream call's
+ * record, every batch of the group commit) as its text and parameters: one of three texts, each
+ * rendered by drizzle the first time its shape comes. After that only its parameters (the rows as
+ * JSON) are made per call: on the fast path, building the same statement again cost more than its
+ * rows did. Jobs keep a statement built per call: each is a CTE of its own, their number and kinds
+ * vary.
+ */
+function rowsWithoutJobsQuery(rows: AddedRows): RenderedStatement {
+  const params = [...(rows.inserted.length > 0 ? [rowsJson(proposals, rows.inserted)] : []), ...(rows.audit.length > 0 ? [auditRowsJson(rows.audit)] : [])];
+  const shape = `${rows.inserted.length > 0 ? 'proposals' : ''}+${rows.audit.length > 0 ? 'audit' : ''}`;
+  let text = rowsWithoutJobsTexts.get(shape);
+  if (text === undefined) {
+    const rendered = dialect.sqlToQuery(addedRowsStatement(rows));
+    // Its parameters must be exactly the rows, in order: anything else would be bound wrongly.
+    if (rendered.params.length !== params.length || rendered.params.some((param, index) => param !== params[index])) {
+      throw new Error(`the statement of added rows (${shape}) has parameters other than its rows`);
+    }
+    text = rendered.sql;
+    rowsWithoutJobsTexts.set(shape, text);
+  }
+  return { text, params };
 }
 
 /**
@@ -226,8 +278,7 @@ function joinAddedRows(batch: readonly AddedRows[]): AddedRows {
 
 /** Rows committed by one statement of their own. */
 async function commitAlone(db: Db, rows: AddedRows): Promise<void> {
-  const statement = addedRowsStatement(rows);
-  if (statement) await db.execute(statement);
+  if (hasRows(rows)) await db.execute(rows.queued.length > 0 ? addedRowsStatement(rows) : asSql(rowsWithoutJobsQuery(rows)));
 }
 
 /** The most transactions' rows one statement carries. */
@@ -343,13 +394,13 @@ function openTransaction(db: Db, replica: string, storeOn: TransactionStoreFacto
         const statement = bufferedStatement(buffered);
         if (buffered.finishing && statement) {
           // Whether its update matched decides whether this transaction commits: read before COMMIT.
-          const finished = finishingResult(await tx.execute(statement));
+          const finished = finishingResult(await tx.execute(asSql(statement)));
           if (!finished.matched) throw new NoLongerExecutingError(buffered.finishing.id);
           return wakeUpsOf(replica, buffered, finished.inserted);
         }
         if (statement) {
           beforeCommit = sendBeforeCommit(tx, statement);
-          if (!beforeCommit) await tx.execute(statement);
+          if (!beforeCommit) await tx.execute(asSql(statement));
         }
         return wakeUpsOf(replica, buffered);
       })

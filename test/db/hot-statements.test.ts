@@ -2,8 +2,10 @@
  * The statements of every cycle (propose → approve → commit) are built once, when the store is made:
  * drizzle renders a query to SQL text in `PgDialect.sqlToQuery`, so every call of it is recorded. The
  * hot statements must each be rendered at start (so the patterns below still describe them), and
- * none again during a cycle.
+ * none again during a cycle. A proposal a rule decides, the fast path, renders nothing at all once
+ * its statement's shape has been seen.
  */
+import { is, Param, SQL, StringChunk } from 'drizzle-orm';
 import { PgDialect } from 'drizzle-orm/pg-core';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import type { Executor } from '../../src/core/executor.js';
@@ -65,5 +67,74 @@ describe.each(drivers)('hot statements (%s)', (driver) => {
     const inCycle = [...rendered];
     expect(inCycle.length).toBeGreaterThan(0);
     expect(matching(inCycle).map(([name]) => name)).toEqual([]);
+  });
+});
+
+const RULE_DECIDED = `
+operations:
+  - name: small_refund
+    description: Refunds a rule approves
+    params:
+      type: object
+      required: [customer, amount_cents]
+      properties:
+        customer: { type: string }
+        amount_cents: { type: integer }
+    summary: "{{agent}} refunds {{params.amount_cents}} cents to {{params.customer}}."
+    policy:
+      - when: "params.amount_cents <= 2000"
+        decide: approve
+        reason: small refunds are automatic
+    approval: { approvers: [web:alice] }
+    executor: { type: echo }
+`;
+
+/** A leaf of drizzle's SQL: text, a parameter, or a plain value (which drizzle binds as one). */
+const isLeaf = (chunk: unknown): boolean => is(chunk, StringChunk) || is(chunk, Param) || typeof chunk !== 'object' || chunk === null;
+
+/**
+ * Whether drizzle had to build this statement from its parts (CTEs, identifiers, fragments within
+ * fragments) rather than copy a text it already had between its parameters: text and parameters at
+ * most one level down.
+ */
+const builtFromParts = (query: SQL): boolean => !query.queryChunks.every((chunk) => isLeaf(chunk) || (is(chunk, SQL) && chunk.queryChunks.every(isLeaf)));
+
+describe.each(drivers)('the fast path builds no statement (%s)', (driver) => {
+  const built: string[] = [];
+  let twokey: TestTwokey;
+  let agent: { apiKey: string; id: string };
+
+  beforeAll(async () => {
+    const render = PgDialect.prototype.sqlToQuery;
+    vi.spyOn(PgDialect.prototype, 'sqlToQuery').mockImplementation(function (this: PgDialect, ...args: Parameters<PgDialect['sqlToQuery']>) {
+      const query = render.apply(this, args);
+      if (builtFromParts(args[0])) built.push(query.sql);
+      return query;
+    });
+    twokey = await startTestTwokey({ driver, configYaml: RULE_DECIDED });
+    agent = await twokey.createAgent('fast');
+  }, 180_000);
+  afterAll(async () => {
+    vi.restoreAllMocks();
+    await twokey?.close();
+  });
+
+  const refund = async (n: number) => {
+    const auth = await twokey.services.agents.authenticate(agent.apiKey);
+    const { proposal } = await twokey.services.proposals.propose(auth, { operation: 'small_refund', params: { customer: `c${n}`, amount_cents: 100 + n } });
+    expect(proposal.status).toBe('committed');
+    return proposal;
+  };
+
+  it('sends a proposal a rule approved, run and committed, in a statement whose text it had', async () => {
+    await refund(1);
+    built.length = 0;
+    const second = await refund(2);
+    expect(built).toEqual([]);
+    // What it sent is what was committed: the row, as it answered it, and its audit rows.
+    const auth = await twokey.services.agents.authenticate(agent.apiKey);
+    expect((await twokey.services.proposals.viewForAgent(auth, second.id)).status).toBe('committed');
+    const audit = await twokey.services.audit.list({ proposalId: second.id });
+    expect(audit.map((event) => event.type)).toEqual(expect.arrayContaining(['proposal.created', 'proposal.approved', 'proposal.committed']));
   });
 });
