@@ -94,9 +94,10 @@ export function registerMcpRoutes(app: FastifyInstance, deps: McpRouteDeps): Mcp
             if (!reply.raw.writableFinished) gone.abort();
           });
           const body = await answerDirectly(call, { agent, signal: gone.signal, sealer: tokenSealer(bearerKey(request)) }, deps, calls, waits, request.log);
-          // Written as the SDK transport writes its JSON answer (status, the one header, the body), past fastify's reply.
+          // Written as the SDK transport writes its JSON answer (status, its content type, the body), past fastify's reply.
           reply.hijack();
-          reply.raw.writeHead(200, { 'content-type': 'application/json' }).end(body);
+          // Its length, not chunks: the body is whole already.
+          reply.raw.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) }).end(body);
           return;
         }
       }

@@ -270,6 +270,8 @@ interface Connected {
 export function createUpstreamClient(connection: McpConnection): UpstreamClient {
   let connecting: Promise<Connected> | null = null;
   let pool: Undici.Pool | null = null;
+  /** Where a tools/call POST goes, on HTTP: read once, not for every call. */
+  const endpoint = connection.url ? new URL(connection.url) : null;
   let nextId = 0;
   const inFlight = new Set<AbortController>();
   const abortInFlight = (error: UpstreamError) => {
@@ -349,7 +351,7 @@ export function createUpstreamClient(connection: McpConnection): UpstreamClient 
   ): Promise<CallToolResult> {
     const connected = await current();
     const http = connected.http!;
-    const url = new URL(connection.url!);
+    const url = endpoint!;
     if (!pool) {
       const { Pool } = await import('undici');
       pool = new Pool(url.origin);

@@ -7,6 +7,7 @@ import {
   context,
   isSpanContextValid,
   propagation,
+  ProxyTracerProvider,
   ROOT_CONTEXT,
   SpanStatusCode,
   trace,
@@ -16,7 +17,7 @@ import {
   type Span,
   type TextMapSetter,
 } from '@opentelemetry/api';
-import type { TraceCarrier, TracedProposal, Tracer } from '../core/tracer.js';
+import { noTracer, type TraceCarrier, type TracedProposal, type Tracer } from '../core/tracer.js';
 
 export const SPANS = {
   /** An agent's proposal, from its validation to the answer (policy, grant and an `on_approve` run included). */
@@ -207,17 +208,32 @@ export function deferredProposalSpan(name: string, proposalId: string) {
 
 export type DeferredProposalSpan = ReturnType<typeof deferredProposalSpan>;
 
-/** The core's `Tracer` port, recorded with the spans and attributes above. */
+/**
+ * Whether an SDK records spans: one the operator preloaded, `twokey serve` started, or a test
+ * registered after start (so asked at each use, not once). Without one the API's spans record
+ * nothing, and the core's (names, attributes, contexts, parents read back from the proposal) are
+ * not built at all: on the fast path they were a measurable share of a call.
+ */
+export function recording(): boolean {
+  const provider = trace.getTracerProvider();
+  return !(provider instanceof ProxyTracerProvider) || provider.getDelegateTracer('twokey') !== undefined;
+}
+
+/** The core's `Tracer` port, recorded with the spans and attributes above; `noTracer` while nothing records. */
 export const openTelemetryTracer: Tracer = {
-  currentContext: captureTrace,
+  currentContext: () => (recording() ? captureTrace() : null),
   propose(agent, operation, work) {
+    if (!recording()) return noTracer.propose(agent, operation, work);
     const attributes = { [ATTRIBUTES.agent]: agent.name, [ATTRIBUTES.agentId]: agent.id, [ATTRIBUTES.operation]: operation };
     return inSpan(SPANS.propose, { attributes }, (span) =>
       work({ proposed: (proposal) => span.setAttributes({ [ATTRIBUTES.proposalId]: proposal.id, [ATTRIBUTES.outcome]: proposal.status }) }),
     );
   },
-  waitedForApproval: recordWaitForApproval,
+  waitedForApproval: (proposal) => {
+    if (recording()) recordWaitForApproval(proposal);
+  },
   commit(proposalId) {
+    if (!recording()) return noTracer.commit(proposalId);
     const span = deferredProposalSpan(SPANS.commit, proposalId);
     return {
       begin: (proposal) => span.begin(proposal),

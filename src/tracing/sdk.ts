@@ -3,7 +3,7 @@
  * traces, so an operator needs no `--import` preload. It is imported only then: a start without
  * those variables loads none of it.
  */
-import { ProxyTracerProvider, trace } from '@opentelemetry/api';
+import { recording } from './index.js';
 
 export interface StartedTelemetry {
   /** Sends the spans still buffered; call it before the process exits. */
@@ -22,19 +22,14 @@ export function tracesRequested(env: NodeJS.ProcessEnv): boolean {
   return Boolean(exporter || env.OTEL_EXPORTER_OTLP_ENDPOINT?.trim() || env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT?.trim());
 }
 
-/** An SDK the operator preloaded (`node --import …`) has registered its tracer provider already: it stays in charge. */
-function tracerProviderRegistered(): boolean {
-  const provider = trace.getTracerProvider();
-  return !(provider instanceof ProxyTracerProvider) || provider.getDelegateTracer('twokey') !== undefined;
-}
-
 /**
  * Starts `@opentelemetry/sdk-node` configured by the standard `OTEL_*` variables (exporter, protocol,
  * endpoint, headers, sampler, propagators, resource), or does nothing and answers null. Only traces:
  * twokey's metrics are Prometheus (`/metrics`) and its logs go to stdout.
  */
 export async function startTelemetry(env: NodeJS.ProcessEnv, serviceVersion: string): Promise<StartedTelemetry | null> {
-  if (!tracesRequested(env) || tracerProviderRegistered()) return null;
+  // An SDK the operator preloaded (`node --import …`) has registered its tracer provider already: it stays in charge.
+  if (!tracesRequested(env) || recording()) return null;
   const { NodeSDK, resources } = await import('@opentelemetry/sdk-node');
   const named = Boolean(env.OTEL_SERVICE_NAME?.trim()) || /(?:^|,)\s*service\.name\s*=/.test(env.OTEL_RESOURCE_ATTRIBUTES ?? '');
   const sdk = new NodeSDK({

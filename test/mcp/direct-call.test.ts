@@ -49,6 +49,14 @@ describe.each(drivers)('MCP tools/call answered directly, as the SDK would (%s)'
   /** The SDK's answer to the same call sent as a batch of one (which it answers with that one response). */
   const throughSdk = (body: unknown, headers?: Record<string, string>, key?: string) => post([body], headers, key);
 
+  it('sends its answer whole, with its length, not in chunks', async () => {
+    const response = await fetch(url, { method: 'POST', headers: { ...MCP_HEADERS, authorization: `Bearer ${apiKey}` }, body: JSON.stringify(readNote(9)) });
+    const text = await response.text();
+    expect(response.status).toBe(200);
+    expect(response.headers.get('content-length')).toBe(String(Buffer.byteLength(text)));
+    expect(response.headers.get('transfer-encoding')).toBeNull();
+  });
+
   it('answers a read-only call with the very JSON the SDK path answers, and records it like any proposal', async () => {
     const direct = await post(readNote(7));
     const sdk = await throughSdk(readNote(7));
