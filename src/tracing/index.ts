@@ -214,26 +214,26 @@ export type DeferredProposalSpan = ReturnType<typeof deferredProposalSpan>;
  * nothing, and the core's (names, attributes, contexts, parents read back from the proposal) are
  * not built at all: on the fast path they were a measurable share of a call.
  */
-export function recording(): boolean {
+export function spansRecorded(): boolean {
   const provider = trace.getTracerProvider();
   return !(provider instanceof ProxyTracerProvider) || provider.getDelegateTracer('twokey') !== undefined;
 }
 
 /** The core's `Tracer` port, recorded with the spans and attributes above; `noTracer` while nothing records. */
 export const openTelemetryTracer: Tracer = {
-  currentContext: () => (recording() ? captureTrace() : null),
+  currentContext: () => (spansRecorded() ? captureTrace() : null),
   propose(agent, operation, work) {
-    if (!recording()) return noTracer.propose(agent, operation, work);
+    if (!spansRecorded()) return noTracer.propose(agent, operation, work);
     const attributes = { [ATTRIBUTES.agent]: agent.name, [ATTRIBUTES.agentId]: agent.id, [ATTRIBUTES.operation]: operation };
     return inSpan(SPANS.propose, { attributes }, (span) =>
       work({ proposed: (proposal) => span.setAttributes({ [ATTRIBUTES.proposalId]: proposal.id, [ATTRIBUTES.outcome]: proposal.status }) }),
     );
   },
   waitedForApproval: (proposal) => {
-    if (recording()) recordWaitForApproval(proposal);
+    if (spansRecorded()) recordWaitForApproval(proposal);
   },
   commit(proposalId) {
-    if (!recording()) return noTracer.commit(proposalId);
+    if (!spansRecorded()) return noTracer.commit(proposalId);
     const span = deferredProposalSpan(SPANS.commit, proposalId);
     return {
       begin: (proposal) => span.begin(proposal),

@@ -3,7 +3,7 @@
  * traces, so an operator needs no `--import` preload. It is imported only then: a start without
  * those variables loads none of it.
  */
-import { recording } from './index.js';
+import { spansRecorded } from './index.js';
 
 export interface StartedTelemetry {
   /** Sends the spans still buffered; call it before the process exits. */
@@ -29,7 +29,7 @@ export function tracesRequested(env: NodeJS.ProcessEnv): boolean {
  */
 export async function startTelemetry(env: NodeJS.ProcessEnv, serviceVersion: string): Promise<StartedTelemetry | null> {
   // An SDK the operator preloaded (`node --import …`) has registered its tracer provider already: it stays in charge.
-  if (!tracesRequested(env) || recording()) return null;
+  if (!tracesRequested(env) || spansRecorded()) return null;
   const { NodeSDK, resources } = await import('@opentelemetry/sdk-node');
   const named = Boolean(env.OTEL_SERVICE_NAME?.trim()) || /(?:^|,)\s*service\.name\s*=/.test(env.OTEL_RESOURCE_ATTRIBUTES ?? '');
   const sdk = new NodeSDK({
