@@ -28,8 +28,9 @@ import { createAgents, createBenchDatabase, startTwokeyProcess } from './support
 
 const CALLS = Number(process.env.BENCH_MCP_CALLS ?? 200);
 /**
- * Calls before each measured run: enough for V8 to have compiled the hot path, whose optimising
- * compiles otherwise run beside the first measured calls (and, at 1 client, doubled the CPU per call).
+ * Calls before each row's measured run, on that row's own connections (and, through twokey, its own
+ * agent): the connections opened and the row's concurrency seen. The compiling itself is done by
+ * JIT_WARMUP, once, before the first row: 200 calls were not enough for it.
  */
 const WARMUP = Number(process.env.BENCH_MCP_WARMUP ?? 200);
 /**
