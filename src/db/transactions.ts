@@ -219,15 +219,22 @@ function bufferedStatement({ rows, locked, finishing }: Pick<BufferedWrites, 'ro
     if (locked.length > 0) throw new Error('a transaction that records a result by its conditional update writes no locked row');
     return finishingStatement(finishing.update, rows);
   }
-  if (locked.length === 0 && rows.queued.length === 0) return hasRows(rows) ? rowsWithoutJobsQuery(rows) : null;
-  const parts = [...locked, ...addedRowsCtes(rows)];
-  return parts.length > 0 ? sql`with ${sql.join(parts, sql`, `)} select 1` : null;
+  if (locked.length === 0) return hasRows(rows) ? addedRowsStatement(rows) : null;
+  return sql`with ${sql.join([...locked, ...addedRowsCtes(rows)], sql`, `)} select 1`;
 }
 
 const hasRows = (rows: AddedRows): boolean => rows.inserted.length + rows.audit.length + rows.queued.length > 0;
 
-/** One statement that adds the rows. */
-function addedRowsStatement(rows: AddedRows): SQL {
+/**
+ * The one statement that adds the rows, whether a transaction sends it alone or before its COMMIT:
+ * without jobs, the text kept for its shape (`rowsWithoutJobsQuery`); with jobs, built now.
+ */
+function addedRowsStatement(rows: AddedRows): SQL | RenderedStatement {
+  return rows.queued.length === 0 ? rowsWithoutJobsQuery(rows) : builtAddedRows(rows);
+}
+
+/** The statement of added rows, built by drizzle from its CTEs. */
+function builtAddedRows(rows: AddedRows): SQL {
   return sql`with ${sql.join(addedRowsCtes(rows), sql`, `)} select 1`;
 }
 
@@ -247,7 +254,7 @@ function rowsWithoutJobsQuery(rows: AddedRows): RenderedStatement {
   const shape = `${rows.inserted.length > 0 ? 'proposals' : ''}+${rows.audit.length > 0 ? 'audit' : ''}`;
   let text = rowsWithoutJobsTexts.get(shape);
   if (text === undefined) {
-    const rendered = dialect.sqlToQuery(addedRowsStatement(rows));
+    const rendered = dialect.sqlToQuery(builtAddedRows(rows));
     // Its parameters must be exactly the rows, in order: anything else would be bound wrongly.
     if (rendered.params.length !== params.length || rendered.params.some((param, index) => param !== params[index])) {
       throw new Error(`the statement of added rows (${shape}) has parameters other than its rows`);
@@ -278,7 +285,7 @@ function joinAddedRows(batch: readonly AddedRows[]): AddedRows {
 
 /** Rows committed by one statement of their own. */
 async function commitAlone(db: Db, rows: AddedRows): Promise<void> {
-  if (hasRows(rows)) await db.execute(rows.queued.length > 0 ? addedRowsStatement(rows) : asSql(rowsWithoutJobsQuery(rows)));
+  if (hasRows(rows)) await db.execute(asSql(addedRowsStatement(rows)));
 }
 
 /** The most transactions' rows one statement carries. */

@@ -344,6 +344,7 @@ export function createUpstreamClient(connection: McpConnection): UpstreamClient 
    * sent once more (the upstream did not run it).
    */
   async function postToolCall(
+    url: URL,
     name: string,
     args: Record<string, unknown>,
     meta: Record<string, unknown> | undefined,
@@ -351,7 +352,6 @@ export function createUpstreamClient(connection: McpConnection): UpstreamClient 
   ): Promise<CallToolResult> {
     const connected = await current();
     const http = connected.http!;
-    const url = endpoint!;
     if (!pool) {
       const { Pool } = await import('undici');
       pool = new Pool(url.origin);
@@ -366,7 +366,7 @@ export function createUpstreamClient(connection: McpConnection): UpstreamClient 
       if (response.statusCode === 404 && headers['mcp-session-id'] && !retried) {
         await response.body.dump();
         await drop();
-        return postToolCall(name, args, meta, true);
+        return postToolCall(url, name, args, meta, true);
       }
       if (response.statusCode < 200 || response.statusCode >= 300) {
         const text = await boundedText(response.body, connection.maxResponseBytes).catch(() => null);
@@ -397,9 +397,9 @@ export function createUpstreamClient(connection: McpConnection): UpstreamClient 
       }
     },
     async callTool(name, args, meta) {
-      if (connection.url) {
+      if (endpoint) {
         try {
-          return await postToolCall(name, args, meta);
+          return await postToolCall(endpoint, name, args, meta);
         } catch (error) {
           return dropAfter(error);
         }

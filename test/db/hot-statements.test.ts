@@ -121,4 +121,19 @@ describe.each(drivers)('the fast path builds no statement (%s)', (driver) => {
     const audit = await twokey.services.audit.list({ proposalId: second.id });
     expect(audit.map((event) => event.type)).toEqual(expect.arrayContaining(['proposal.created', 'proposal.approved', 'proposal.committed']));
   });
+
+  it('sends a transaction of added rows alone (as a read-only call records itself, with no BEGIN) in a statement whose text it had', async () => {
+    const addRow = (n: number) =>
+      twokey.services.store.transaction(async (tx) => {
+        await tx.appendAudit({ type: 'agent.created', actor: 'test', agentId: agent.id, data: { n } }, new Date());
+      });
+    await addRow(1);
+    built.length = 0;
+    await addRow(2);
+    expect(built).toEqual([]);
+    const rows = await twokey.services.store.listAudit({ limit: 1000 });
+    expect(rows.filter((event) => event.type === 'agent.created' && event.agentId === agent.id).map((event) => event.data)).toEqual(
+      expect.arrayContaining([{ n: 1 }, { n: 2 }]),
+    );
+  });
 });
