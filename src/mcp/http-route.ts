@@ -93,7 +93,7 @@ export function registerMcpRoutes(app: FastifyInstance, deps: McpRouteDeps): Mcp
           reply.raw.on('close', () => {
             if (!reply.raw.writableFinished) gone.abort();
           });
-          const body = await answerDirectly(call, { agent, signal: gone.signal, sealer: tokenSealer(bearerKey(request)) }, deps, calls, waits, request.log);
+          const body = await answerDirectly(call, { agent, gone, sealer: tokenSealer(bearerKey(request)) }, deps, calls, waits, request.log);
           // Written as the SDK transport writes its JSON answer (status, its content type, the body), past fastify's reply.
           reply.hijack();
           // Its length, not chunks: the body is whole already.

@@ -53,7 +53,7 @@ export function buildServer(
         requestId: extra.requestId,
         name: request.params.name,
         args: request.params.arguments,
-        signal: extra.signal,
+        gone: extra.signal,
         sealer,
         ...(progressToken !== undefined
           ? {

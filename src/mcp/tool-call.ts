@@ -40,8 +40,11 @@ export interface ToolCallRequest {
   requestId: string | number;
   name: string;
   args: unknown;
-  /** Aborted when the client goes away. */
-  signal: AbortSignal;
+  /**
+   * Aborted when the client goes away: the SDK transport's signal, or the controller the direct
+   * path's route aborts, which then also stands for the call in `waits` (one controller per call).
+   */
+  gone: AbortSignal | AbortController;
   sealer: TokenSealer;
   progress?: CallContext['progress'];
   offerUrl?: CallContext['offerUrl'];
@@ -61,12 +64,19 @@ export async function answerToolCall(
 ): Promise<CallToolResult> {
   const { agent, name } = request;
   const waitKey = `${agent.id}:${String(request.requestId)}`;
-  const cancelled = new AbortController();
+  const { gone } = request;
+  const cancelled = gone instanceof AbortController ? gone : new AbortController();
   waits.set(waitKey, cancelled);
+  let signal: AbortSignal | undefined;
   let outcome = 'error';
   try {
     const result = await calls.call(agent, name, request.args, {
-      signal: AbortSignal.any([request.signal, cancelled.signal]),
+      // Made when first read, which only a call that waits for a person does: a call a rule answers
+      // at once never needs it, and signals are not cheap to make (two joined by AbortSignal.any:
+      // about 33 µs on a 2-core machine, more than the rest of this function).
+      get signal() {
+        return (signal ??= gone instanceof AbortController ? gone.signal : AbortSignal.any([gone, cancelled.signal]));
+      },
       sealer: request.sealer,
       ...(request.progress ? { progress: request.progress } : {}),
       ...(request.offerUrl ? { offerUrl: request.offerUrl } : {}),

@@ -8,6 +8,7 @@ import type * as EventSourceParser from 'eventsource-parser';
 import type * as Undici from 'undici';
 import type { McpConnection } from '../config/config-file.js';
 import { injectTrace } from '../tracing/index.js';
+import { withDeadline } from '../lib/timeouts.js';
 
 /** Why an upstream call failed, in words safe to record on the proposal (no URL, header or env value). */
 export class UpstreamError extends Error {
@@ -356,36 +357,39 @@ export function createUpstreamClient(connection: McpConnection): UpstreamClient 
       const { Pool } = await import('undici');
       pool = new Pool(url.origin);
     }
+    const upstream = pool;
     const headers = callHeaders(connection, http);
     const id = ++nextId;
     const body = JSON.stringify({ jsonrpc: '2.0', id, method: 'tools/call', params: { name, arguments: args, ...(meta ? { _meta: meta } : {}) } });
-    const timeout = AbortSignal.timeout(connection.timeoutMs);
-    try {
-      const response = await pool.request({ path: url.pathname + url.search, method: 'POST', headers, body, signal: timeout });
-      const contentType = (String(response.headers['content-type'] ?? '').split(';')[0] ?? '').trim().toLowerCase();
-      if (response.statusCode === 404 && headers['mcp-session-id'] && !retried) {
-        await response.body.dump();
-        await drop();
-        return postToolCall(url, name, args, meta, true);
-      }
-      if (response.statusCode < 200 || response.statusCode >= 300) {
-        const text = await boundedText(response.body, connection.maxResponseBytes).catch(() => null);
-        throw new Error(`Streamable HTTP error: Error POSTing to endpoint: ${text}`);
-      }
-      if (Number(response.headers['content-length'] ?? 0) > connection.maxResponseBytes) {
-        response.body.destroy();
-        throw tooLarge();
-      }
-      if (contentType !== 'application/json' && contentType !== 'text/event-stream') {
-        await response.body.dump();
-        throw new Error(`Streamable HTTP error: Unexpected content type: ${contentType}`);
-      }
-      const answer = await readAnswer(response.body, contentType, id, connection.maxResponseBytes, tooLarge);
-      return await checkedResult(name, answer, connected.outputValidators);
-    } catch (error) {
-      if (timeout.aborted) throw new UpstreamError(`the upstream did not answer within ${connection.timeoutMs} ms`);
-      throw error;
-    }
+    // A deadline cleared when the call ends: AbortSignal.timeout's timer would stay armed for the
+    // whole timeout after its call answered (thousands at once under load).
+    return withDeadline(
+      connection.timeoutMs,
+      async (signal) => {
+        const response = await upstream.request({ path: url.pathname + url.search, method: 'POST', headers, body, signal });
+        const contentType = (String(response.headers['content-type'] ?? '').split(';')[0] ?? '').trim().toLowerCase();
+        if (response.statusCode === 404 && headers['mcp-session-id'] && !retried) {
+          await response.body.dump();
+          await drop();
+          return postToolCall(url, name, args, meta, true);
+        }
+        if (response.statusCode < 200 || response.statusCode >= 300) {
+          const text = await boundedText(response.body, connection.maxResponseBytes).catch(() => null);
+          throw new Error(`Streamable HTTP error: Error POSTing to endpoint: ${text}`);
+        }
+        if (Number(response.headers['content-length'] ?? 0) > connection.maxResponseBytes) {
+          response.body.destroy();
+          throw tooLarge();
+        }
+        if (contentType !== 'application/json' && contentType !== 'text/event-stream') {
+          await response.body.dump();
+          throw new Error(`Streamable HTTP error: Unexpected content type: ${contentType}`);
+        }
+        const answer = await readAnswer(response.body, contentType, id, connection.maxResponseBytes, tooLarge);
+        return await checkedResult(name, answer, connected.outputValidators);
+      },
+      () => new UpstreamError(`the upstream did not answer within ${connection.timeoutMs} ms`),
+    );
   }
 
   return {

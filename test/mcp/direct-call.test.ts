@@ -1,11 +1,14 @@
 import { LATEST_PROTOCOL_VERSION } from '@modelcontextprotocol/sdk/types.js';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { directToolCall } from '../../src/mcp/direct-call.js';
 import { drivers } from '../support/database.js';
 import { startTestTwokey, type TestTwokey } from '../support/twokey.js';
 import { listen, readOnlyNotesConfig, startFakeUpstream, type FakeUpstream } from './support.js';
 
 const UPSTREAM_TOKEN = 'upstream-token-0123456789abcdef';
+const UPSTREAM_TIMEOUT_MS = 17_000;
+const realSetTimeout = globalThis.setTimeout;
+const realClearTimeout = globalThis.clearTimeout;
 const MCP_HEADERS = { 'content-type': 'application/json', accept: 'application/json, text/event-stream' };
 
 const readNote = (id: number | string, args: unknown = { name: 'groceries' }, extra: Record<string, unknown> = {}) => ({
@@ -30,7 +33,8 @@ describe.each(drivers)('MCP tools/call answered directly, as the SDK would (%s)'
     upstream = await startFakeUpstream({ token: UPSTREAM_TOKEN });
     twokey = await startTestTwokey({
       driver,
-      configYaml: readOnlyNotesConfig(upstream, UPSTREAM_TOKEN),
+      // A timeout no other timer of the process uses: the test below picks the upstream call's deadline out by it.
+      configYaml: readOnlyNotesConfig(upstream, UPSTREAM_TOKEN).replace('    tools:', `    timeout: ${UPSTREAM_TIMEOUT_MS / 1000}s\n    tools:`),
     });
     url = await listen(twokey);
     ({ apiKey } = await twokey.createAgent('direct'));
@@ -55,6 +59,39 @@ describe.each(drivers)('MCP tools/call answered directly, as the SDK would (%s)'
     expect(response.status).toBe(200);
     expect(response.headers.get('content-length')).toBe(String(Buffer.byteLength(text)));
     expect(response.headers.get('transfer-encoding')).toBeNull();
+  });
+
+  it('makes no abort signal a call that nothing waits for would not use, and leaves no upstream deadline armed', async () => {
+    await post(readNote(10));
+    const any = vi.spyOn(AbortSignal, 'any');
+    const timeout = vi.spyOn(AbortSignal, 'timeout');
+    const deadlines: unknown[] = [];
+    const armed = new Set<unknown>();
+    vi.spyOn(globalThis, 'setTimeout').mockImplementation(((...args: Parameters<typeof setTimeout>) => {
+      const timer = realSetTimeout(...args);
+      if (args[1] === UPSTREAM_TIMEOUT_MS) {
+        deadlines.push(timer);
+        armed.add(timer);
+      }
+      return timer;
+    }) as typeof setTimeout);
+    vi.spyOn(globalThis, 'clearTimeout').mockImplementation(((timer: Parameters<typeof clearTimeout>[0]) => {
+      armed.delete(timer);
+      realClearTimeout(timer);
+    }) as typeof clearTimeout);
+    try {
+      const answer = await post(readNote(11));
+      expect(answer.text).toContain('"outcome":"committed"');
+      // A rule answers the call at once: the signal a wait would watch (two joined by AbortSignal.any) is never made.
+      expect(any).not.toHaveBeenCalled();
+      // The upstream call's deadline is a timer of its own, cleared once the upstream answered:
+      // AbortSignal.timeout's would stay armed for the whole timeout, one per call.
+      expect(timeout).not.toHaveBeenCalled();
+      expect(deadlines).toHaveLength(1);
+      expect([...armed]).toEqual([]);
+    } finally {
+      vi.restoreAllMocks();
+    }
   });
 
   it('answers a read-only call with the very JSON the SDK path answers, and records it like any proposal', async () => {
