@@ -14,6 +14,8 @@
  * (calls through each way before the first row, default 2400; see JIT_WARMUP);
  * BENCH_MCP_CLIENTS (comma list, default 1,16); BENCH_PROFILE_DIR (a V8 CPU profile of the
  * `twokey serve` process written there, for bench/profile-top.ts).
+ * Each row's calls go in turns (see TURN_CALLS_PER_CLIENT): direct, minimal and twokey share the
+ * same seconds of the machine, and each is compared with the others measured alongside it.
  */
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
@@ -23,7 +25,7 @@ import { fileURLToPath } from 'node:url';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { readOnlyNotesConfig, startFakeUpstream } from '../test/mcp/support.js';
-import { cpuMs, percentiles, recordResults, round, runConcurrently, type Percentiles } from './support/stats.js';
+import { percentiles, recordResults, round, runConcurrently, threadsCpuMs, type Percentiles } from './support/stats.js';
 import { createAgents, createBenchDatabase, startTwokeyProcess } from './support/twokey-process.js';
 
 const CALLS = Number(process.env.BENCH_MCP_CALLS ?? 200);
@@ -48,6 +50,15 @@ const CALLS_PER_WARMUP_AGENT = 400;
 /** Connections per way during the JIT warm-up: concurrent calls take paths a lone call does not (group commit). */
 const JIT_WARMUP_CLIENTS = 4;
 const CLIENTS = (process.env.BENCH_MCP_CLIENTS ?? '1,16').split(',').map(Number);
+/**
+ * Calls each client makes through one way before the next way takes its turn. A shared 2-core
+ * machine's speed moves within a run: measured one way after the other, a row's direct calls and
+ * its calls through twokey saw different machines (the direct p50 went from 1.4 to 3.6 ms between
+ * runs of one hour). In turns, a slow spell lands on every way. A row whose calls make fewer than
+ * two turns (16 clients: 200 calls) runs each way once, whole: turns that short would measure their
+ * ramps more than their concurrency.
+ */
+const TURN_CALLS_PER_CLIENT = 20;
 const TOKEN = 'bench-upstream-token-0123456789';
 
 async function connect(url: string, headers: Record<string, string>): Promise<Client> {
@@ -66,6 +77,46 @@ async function measure(clients: Client[], tool: string, count: number): Promise<
     if (result.isError) throw new Error(`call failed: ${JSON.stringify(result.content)}`);
   });
   return { latencies, callsPerSecond: count / seconds };
+}
+
+/** A way to the upstream tool: its connections, the tool's name there, and the process whose CPU it costs (none: the benchmark's own). */
+interface Way {
+  clients: Client[];
+  tool: string;
+  pid?: number;
+}
+
+interface Measured {
+  latencies: number[];
+  callsPerSecond: number;
+  /** CPU of the way's process per call, in its own turns (0 for a way without one). */
+  cpuMsPerCall: number;
+}
+
+/**
+ * `count` calls through each way, in turns of TURN_CALLS_PER_CLIENT calls a client, the order of the
+ * ways rotating each turn; per way its latencies, its calls/s over its own turns, and the CPU its
+ * process spent in them per call.
+ */
+async function measureInTurns(ways: Way[], count: number): Promise<Measured[]> {
+  const clients = ways[0]!.clients.length;
+  const turns = Math.max(1, Math.floor(count / (TURN_CALLS_PER_CLIENT * clients)));
+  const totals = ways.map(() => ({ latencies: [] as number[], seconds: 0, cpuMs: 0 }));
+  for (let turn = 0; turn < turns; turn += 1) {
+    // The last turn takes what the division left.
+    const calls = turn === turns - 1 ? count - Math.floor(count / turns) * (turns - 1) : Math.floor(count / turns);
+    for (let step = 0; step < ways.length; step += 1) {
+      const index = (turn + step) % ways.length;
+      const way = ways[index]!;
+      const total = totals[index]!;
+      const cpuBefore = way.pid ? await threadsCpuMs(way.pid) : 0;
+      const measured = await measure(way.clients, way.tool, calls);
+      if (way.pid) total.cpuMs += (await threadsCpuMs(way.pid)) - cpuBefore;
+      total.latencies.push(...measured.latencies);
+      total.seconds += calls / measured.callsPerSecond;
+    }
+  }
+  return totals.map((total) => ({ latencies: total.latencies, callsPerSecond: count / total.seconds, cpuMsPerCall: total.cpuMs / count }));
 }
 
 const show = (p: Percentiles) => `${round(p.p50, 1)} / ${round(p.p99, 1)}`;
@@ -146,13 +197,13 @@ async function benchOn(serverUrl: string | undefined) {
       await measure(direct, 'read_note', WARMUP);
       await measure(gated, 'notes_read_note', WARMUP);
       if (minimal) await measure(floor, 'read_note', WARMUP);
-      const straight = await measure(direct, 'read_note', CALLS);
-      const minimalCpuBefore = minimal ? await cpuMs(minimal.pid) : 0;
-      const least = minimal ? await measure(floor, 'read_note', CALLS) : null;
-      const minimalCpuMsPerCall = minimal ? ((await cpuMs(minimal.pid)) - minimalCpuBefore) / CALLS : 0;
-      const cpuBefore = await cpuMs(twokey.pid);
-      const through = await measure(gated, 'notes_read_note', CALLS);
-      const twokeyCpuMsPerCall = ((await cpuMs(twokey.pid)) - cpuBefore) / CALLS;
+      const ways: Way[] = [
+        { clients: direct, tool: 'read_note' },
+        { clients: gated, tool: 'notes_read_note', pid: twokey.pid },
+        ...(minimal ? [{ clients: floor, tool: 'read_note', pid: minimal.pid }] : []),
+      ];
+      const [straight, through, least] = (await measureInTurns(ways, CALLS)) as [Measured, Measured, Measured?];
+      const twokeyCpuMsPerCall = through.cpuMsPerCall;
       const d = percentiles(straight.latencies);
       const t = percentiles(through.latencies);
       rows.push({
@@ -165,7 +216,7 @@ async function benchOn(serverUrl: string | undefined) {
         directCallsPerSecond: round(straight.callsPerSecond),
         twokeyCallsPerSecond: round(through.callsPerSecond),
         twokeyCpuMsPerCall: round(twokeyCpuMsPerCall, 2),
-        minimal: least ? minimalRow(percentiles(least.latencies), d, least.callsPerSecond, minimalCpuMsPerCall) : null,
+        minimal: least ? minimalRow(percentiles(least.latencies), d, least.callsPerSecond, least.cpuMsPerCall) : null,
       });
       await Promise.all([...direct, ...gated, ...floor].map((client) => client.close()));
     }
