@@ -82,9 +82,13 @@ export function startSweeper(
     tasks: {
       expiry: () => services.proposals.expireDue(),
       'execution recovery': () => services.proposals.resumeStaleExecutions(),
-      ...(sharedRateLimits ? { 'rate-limit window pruning': () => sharedRateLimits.prune(services.clock().getTime() - DAY_MS) } : {}),
     },
-    prune: (now) => pruneExpired(database.db, now, PRUNE_BATCH_SIZE),
+    async prune(now) {
+      const counts = await pruneExpired(database.db, now, PRUNE_BATCH_SIZE);
+      // Windows a day old go with the other expired rows, not on every tick: a delete a second at rest.
+      await sharedRateLimits?.prune(now.getTime() - DAY_MS);
+      return counts;
+    },
     pruneBatchSize: PRUNE_BATCH_SIZE,
     pruneEveryMs: options.pruneIntervalMs ?? 10 * 60_000,
   });

@@ -1,11 +1,11 @@
 import { Writable } from 'node:stream';
-import { inArray } from 'drizzle-orm';
+import { eq, inArray } from 'drizzle-orm';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { agpTokens, approverLinks, consoleSessions, idempotencyKeys, jobs } from '../../src/db/schema.js';
+import { agpTokens, approverLinks, consoleSessions, idempotencyKeys, jobs, rateLimitWindows } from '../../src/db/schema.js';
 import { createSweeper } from '../../src/runtime/sweeper.js';
 import { manualClock } from '../support/clock.js';
-import { drivers } from '../support/database.js';
+import { describeOnPostgres, drivers } from '../support/database.js';
 import { startTestTwokey, type TestTwokey } from '../support/twokey.js';
 
 const MINUTE = 60_000;
@@ -152,6 +152,35 @@ describe.each(drivers)('pruning on a schedule (%s)', (driver) => {
     // Not due by the schedule, but the last batch came back full.
     await sweep();
     expect(await bulk()).toBe(0);
+  }, 120_000);
+});
+
+// The shared rate-limit counters are PostgreSQL's (replicas share them); the embedded database keeps them in memory.
+describeOnPostgres('rate-limit windows', (driver) => {
+  const clock = manualClock(new Date('2026-11-23T10:00:00Z'));
+  let twokey: TestTwokey;
+
+  beforeAll(async () => {
+    twokey = await startTestTwokey({ driver, clock, pruneIntervalMs: 10 * MINUTE, sweepIntervalMs: 3_600_000 });
+  }, 180_000);
+  afterAll(() => twokey.close());
+
+  it('a day old, are forgotten on the pruning schedule, not on every sweep (once a second)', async () => {
+    const db = twokey.services.database.db;
+    const sweep = () => vi.waitFor(async () => expect(await twokey.sweeper.tick()).toBe(true));
+    const kept = async (key: string) => (await db.select().from(rateLimitWindows).where(eq(rateLimitWindows.key, key))).length;
+    const dayOld = (key: string) => db.insert(rateLimitWindows).values({ key, windowStart: clock().getTime() - 2 * DAY, taken: 3 });
+    await dayOld('agent-a');
+    await sweep();
+    expect(await kept('agent-a')).toBe(0);
+    // The prune just ran: a sweep within its interval leaves a window that went old meanwhile.
+    await dayOld('agent-b');
+    clock.advance(MINUTE);
+    await sweep();
+    expect(await kept('agent-b')).toBe(1);
+    clock.advance(10 * MINUTE);
+    await sweep();
+    expect(await kept('agent-b')).toBe(0);
   }, 120_000);
 });
 
