@@ -13,7 +13,7 @@ import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { readFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
@@ -90,7 +90,11 @@ async function startAndStop(launcher: string, dataDir: string, moduleLog?: strin
   return measured;
 }
 
-const dataDir = await mkdtemp(join(tmpdir(), 'twokey-startup-'));
+const scratch = await mkdtemp(join(tmpdir(), 'twokey-startup-'));
+// The data directory inside it: twokey keeps its audit key and checkpoints beside the data directory
+// (data.audit-key.pem), and they go with the rest.
+const dataDir = join(scratch, 'data');
+await mkdir(dataDir);
 try {
   const loadBefore = loadavg();
   await startAndStop(allLaunchers['compiled (dist)'], dataDir); // initdb and migrations: not measured
@@ -151,5 +155,5 @@ try {
     await writeFile(process.env.BENCH_JSON, JSON.stringify(figures));
   }
 } finally {
-  await rm(dataDir, { recursive: true, force: true });
+  await rm(scratch, { recursive: true, force: true });
 }

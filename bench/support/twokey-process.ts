@@ -5,7 +5,7 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { once } from 'node:events';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
@@ -47,8 +47,12 @@ export interface BenchDatabase {
 }
 
 export async function createBenchDatabase(serverUrl: string | undefined): Promise<BenchDatabase> {
-  const dataDir = await mkdtemp(join(tmpdir(), 'twokey-bench-'));
-  if (!serverUrl) return { kind: 'pglite', dataDir, drop: () => rm(dataDir, { recursive: true, force: true }) };
+  const scratch = await mkdtemp(join(tmpdir(), 'twokey-bench-'));
+  // The data directory inside it: twokey keeps its audit key and checkpoints beside the data
+  // directory (data.audit-key.pem), and they go with the rest.
+  const dataDir = join(scratch, 'data');
+  await mkdir(dataDir);
+  if (!serverUrl) return { kind: 'pglite', dataDir, drop: () => rm(scratch, { recursive: true, force: true }) };
   // A database of its own, so the benchmark never writes into one that matters.
   const name = `twokey_bench_${randomBytes(4).toString('hex')}`;
   const admin = postgres(serverUrl, { max: 1, onnotice: () => {} });
@@ -62,7 +66,7 @@ export async function createBenchDatabase(serverUrl: string | undefined): Promis
     async drop() {
       await admin.unsafe(`drop database if exists ${name} with (force)`);
       await admin.end();
-      await rm(dataDir, { recursive: true, force: true });
+      await rm(scratch, { recursive: true, force: true });
     },
   };
 }

@@ -1,4 +1,4 @@
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -10,12 +10,17 @@ const SECRET = 'downstream-secret-0123456789';
 
 // Each CLI call is a new process (tsx compiles, the admin socket answers): generous timeouts.
 describe('twokey proposals retry, through the running server’s admin socket', { timeout: 600_000 }, () => {
+  let scratch: string;
   let dataDir: string;
   let downstream: FakeDownstream;
   let env: Record<string, string>;
 
   beforeAll(async () => {
-    dataDir = await mkdtemp(join(tmpdir(), 'twokey-cli-retry-'));
+    scratch = await mkdtemp(join(tmpdir(), 'twokey-cli-retry-'));
+    // The data directory inside it: twokey keeps its audit key and checkpoints beside the data
+    // directory (data.audit-key.pem), and they go with the rest.
+    dataDir = join(scratch, 'data');
+    await mkdir(dataDir);
     await existingEmbeddedDatabase(dataDir);
     downstream = await startFakeDownstream(SECRET);
     const configPath = join(dataDir, 'twokey.config.yaml');
@@ -35,7 +40,7 @@ describe('twokey proposals retry, through the running server’s admin socket', 
   });
   afterAll(async () => {
     await downstream?.close();
-    await rm(dataDir, { recursive: true, force: true });
+    await rm(scratch, { recursive: true, force: true });
   });
 
   it('an approver reruns a failed execution with the same idempotency key; others and bad ids are refused', async () => {

@@ -1,4 +1,4 @@
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdir, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
@@ -8,11 +8,16 @@ import { startConsoleTwokey } from './support.js';
 import { existingEmbeddedDatabase } from '../support/embedded-template.js';
 
 describe('twokey approvers link / revoke-sessions (CLI, embedded database)', () => {
+  let scratch: string;
   let dataDir: string;
   let env: Record<string, string>;
 
   beforeAll(async () => {
-    dataDir = await mkdtemp(join(tmpdir(), 'twokey-console-cli-'));
+    scratch = await mkdtemp(join(tmpdir(), 'twokey-console-cli-'));
+    // The data directory inside it: twokey keeps its audit key and checkpoints beside the data
+    // directory (data.audit-key.pem), and they go with the rest.
+    dataDir = join(scratch, 'data');
+    await mkdir(dataDir);
     await existingEmbeddedDatabase(dataDir);
     env = {
       TWOKEY_DATA_DIR: dataDir,
@@ -24,7 +29,7 @@ describe('twokey approvers link / revoke-sessions (CLI, embedded database)', () 
       TWOKEY_PUBLIC_URL: '',
     };
   });
-  afterAll(() => rm(dataDir, { recursive: true, force: true }));
+  afterAll(() => rm(scratch, { recursive: true, force: true }));
 
   it(
     'prints a one-time link (last line) through a running server, and the link signs in once',
