@@ -1,4 +1,4 @@
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -343,10 +343,14 @@ describe('the shipped example', () => {
 describe('resolveConfigPath', () => {
   it('prefers TWOKEY_CONFIG, then ./twokey.config.yaml, then the shipped example', () => {
     const dir = mkdtempSync(join(tmpdir(), 'twokey-config-'));
-    expect(resolveConfigPath({ TWOKEY_CONFIG: 'custom.yaml' }, dir)).toBe(join(dir, 'custom.yaml'));
-    expect(resolveConfigPath({ TWOKEY_CONFIG: '' }, dir)).toBe(EXAMPLE_CONFIG_PATH);
-    writeFileSync(join(dir, 'twokey.config.yaml'), 'operations: []\n');
-    expect(resolveConfigPath({}, dir)).toBe(join(dir, 'twokey.config.yaml'));
+    try {
+      expect(resolveConfigPath({ TWOKEY_CONFIG: 'custom.yaml' }, dir)).toBe(join(dir, 'custom.yaml'));
+      expect(resolveConfigPath({ TWOKEY_CONFIG: '' }, dir)).toBe(EXAMPLE_CONFIG_PATH);
+      writeFileSync(join(dir, 'twokey.config.yaml'), 'operations: []\n');
+      expect(resolveConfigPath({}, dir)).toBe(join(dir, 'twokey.config.yaml'));
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it('names TWOKEY_CONFIG when the file cannot be read', () => {

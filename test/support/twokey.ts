@@ -91,39 +91,50 @@ export async function startTestTwokey(options: TestTwokeyOptions): Promise<TestT
   });
   const database = options.database ?? (await openTestDatabase(options.driver));
   const checkpointDir = mkdtempSync(join(tmpdir(), 'twokey-checkpoints-'));
-  // The suites' receivers listen on loopback, which twokey refuses to call unless allowed.
-  const env = loadEnv({
-    LOG_LEVEL: 'trace',
-    TWOKEY_CALLBACK_ALLOW: '127.0.0.0/8',
-    // Suites send refused keys on purpose, from one address; test/http/limits.test.ts tests the limit itself.
-    TWOKEY_MAX_FAILED_AUTH_PER_MINUTE: '100000',
-    TWOKEY_AUDIT_KEY: TEST_AUDIT_KEY,
-    TWOKEY_AUDIT_CHECKPOINTS: checkpointDir,
-    ...(options.listen ? { HOST: '127.0.0.1', PORT: String(await freePort()) } : {}),
-    ...options.env,
-  });
-  const running = await startTwokey({
-    env,
-    database,
-    config: parseConfig(options.configYaml ?? testConfigYaml, options.configVars ?? {}, 'test.yaml'),
-    clock: options.clock,
-    executorFor: options.executorFor,
-    logStream,
-    listen: options.listen ?? false,
-    rateLimit: options.rateLimit,
-    sweepIntervalMs: options.sweepIntervalMs ?? 60_000,
-    longPollIntervalMs: options.longPollIntervalMs,
-    auditIntervalMs: options.auditIntervalMs,
-    auditLeaderRetryMs: options.auditLeaderRetryMs,
-    outboxPollMs: options.outboxPollMs,
-    outboxLeaseMs: options.outboxLeaseMs,
-    outboxBackoff: options.outboxBackoff ?? { baseMs: 50, maxMs: 500 },
-    outboxLanes: options.outboxLanes,
-    outboxHandlerDeadlineMs: options.outboxHandlerDeadlineMs,
-    callbackTimeoutMs: options.callbackTimeoutMs,
-    pruneIntervalMs: options.pruneIntervalMs,
-    integrations: options.integrations ? (services, wiring) => options.integrations?.(services, env, wiring) ?? [] : undefined,
-  });
+  const start = async () => {
+    // The suites' receivers listen on loopback, which twokey refuses to call unless allowed.
+    const env = loadEnv({
+      LOG_LEVEL: 'trace',
+      TWOKEY_CALLBACK_ALLOW: '127.0.0.0/8',
+      // Suites send refused keys on purpose, from one address; test/http/limits.test.ts tests the limit itself.
+      TWOKEY_MAX_FAILED_AUTH_PER_MINUTE: '100000',
+      TWOKEY_AUDIT_KEY: TEST_AUDIT_KEY,
+      TWOKEY_AUDIT_CHECKPOINTS: checkpointDir,
+      ...(options.listen ? { HOST: '127.0.0.1', PORT: String(await freePort()) } : {}),
+      ...options.env,
+    });
+    return startTwokey({
+      env,
+      database,
+      config: parseConfig(options.configYaml ?? testConfigYaml, options.configVars ?? {}, 'test.yaml'),
+      clock: options.clock,
+      executorFor: options.executorFor,
+      logStream,
+      listen: options.listen ?? false,
+      rateLimit: options.rateLimit,
+      sweepIntervalMs: options.sweepIntervalMs ?? 60_000,
+      longPollIntervalMs: options.longPollIntervalMs,
+      auditIntervalMs: options.auditIntervalMs,
+      auditLeaderRetryMs: options.auditLeaderRetryMs,
+      outboxPollMs: options.outboxPollMs,
+      outboxLeaseMs: options.outboxLeaseMs,
+      outboxBackoff: options.outboxBackoff ?? { baseMs: 50, maxMs: 500 },
+      outboxLanes: options.outboxLanes,
+      outboxHandlerDeadlineMs: options.outboxHandlerDeadlineMs,
+      callbackTimeoutMs: options.callbackTimeoutMs,
+      pruneIntervalMs: options.pruneIntervalMs,
+      integrations: options.integrations ? (services, wiring) => options.integrations?.(services, env, wiring) ?? [] : undefined,
+    });
+  };
+  let running: Awaited<ReturnType<typeof start>>;
+  try {
+    running = await start();
+  } catch (error) {
+    // A start that fails (as some suites mean it to) leaves nothing behind: its directory, its database.
+    rmSync(checkpointDir, { recursive: true, force: true });
+    if (!options.database) await database.close().catch(() => undefined);
+    throw error;
+  }
   const secrets = Object.entries(options.env ?? {})
     // TWOKEY_PUBLIC_URL holds "KEY" in the product's name, not a secret: chat messages link to it.
     .filter(([name]) => !name.endsWith('_URL') && /TOKEN|SECRET|KEY|PASSWORD/.test(name.replace(/^TWOKEY_/, '')))
@@ -135,12 +146,15 @@ export async function startTestTwokey(options: TestTwokeyOptions): Promise<TestT
     logs,
     secrets,
     async close() {
-      await running.close();
-      // Every suite that boots twokey proves its logs stayed clean, and its chat messages too.
-      assertNoSecrets('the captured logs', logs.join(''), secrets);
-      assertNoSecrets('the chat API calls', JSON.stringify(options.chatPayloads?.() ?? []), secrets);
-      if (!options.database) await database.close();
-      rmSync(checkpointDir, { recursive: true, force: true });
+      try {
+        await running.close();
+        // Every suite that boots twokey proves its logs stayed clean, and its chat messages too.
+        assertNoSecrets('the captured logs', logs.join(''), secrets);
+        assertNoSecrets('the chat API calls', JSON.stringify(options.chatPayloads?.() ?? []), secrets);
+        if (!options.database) await database.close();
+      } finally {
+        rmSync(checkpointDir, { recursive: true, force: true });
+      }
     },
     async createAgent(name, agentOptions = {}) {
       const { agent, apiKey, callbackSecret } = await running.services.agents.create({ name, ...agentOptions });
