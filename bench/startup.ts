@@ -13,12 +13,11 @@ import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { readFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
-import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
-import { freePort } from '../test/support/processes.js';
+import { freePort, scratchDataDir } from '../test/support/processes.js';
 import { median, round, sleep } from './support/stats.js';
 
 const allLaunchers = {
@@ -90,11 +89,7 @@ async function startAndStop(launcher: string, dataDir: string, moduleLog?: strin
   return measured;
 }
 
-const scratch = await mkdtemp(join(tmpdir(), 'twokey-startup-'));
-// The data directory inside it: twokey keeps its audit key and checkpoints beside the data directory
-// (data.audit-key.pem), and they go with the rest.
-const dataDir = join(scratch, 'data');
-await mkdir(dataDir);
+const { dataDir, remove: removeDataDir } = await scratchDataDir('twokey-startup-');
 try {
   const loadBefore = loadavg();
   await startAndStop(allLaunchers['compiled (dist)'], dataDir); // initdb and migrations: not measured
@@ -155,5 +150,5 @@ try {
     await writeFile(process.env.BENCH_JSON, JSON.stringify(figures));
   }
 } finally {
-  await rm(scratch, { recursive: true, force: true });
+  await removeDataDir();
 }

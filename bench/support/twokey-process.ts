@@ -5,8 +5,7 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { once } from 'node:events';
-import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
@@ -16,7 +15,7 @@ import { runAdminOperation } from '../../src/admin/operations.js';
 import { parseConfig } from '../../src/config/config-file.js';
 import { openDatabase } from '../../src/db/database.js';
 import { createServices } from '../../src/runtime/services.js';
-import { freePort } from '../../test/support/processes.js';
+import { freePort, scratchDataDir } from '../../test/support/processes.js';
 import { sleep } from './stats.js';
 
 const repositoryRoot = fileURLToPath(new URL('../../', import.meta.url));
@@ -47,12 +46,8 @@ export interface BenchDatabase {
 }
 
 export async function createBenchDatabase(serverUrl: string | undefined): Promise<BenchDatabase> {
-  const scratch = await mkdtemp(join(tmpdir(), 'twokey-bench-'));
-  // The data directory inside it: twokey keeps its audit key and checkpoints beside the data
-  // directory (data.audit-key.pem), and they go with the rest.
-  const dataDir = join(scratch, 'data');
-  await mkdir(dataDir);
-  if (!serverUrl) return { kind: 'pglite', dataDir, drop: () => rm(scratch, { recursive: true, force: true }) };
+  const { dataDir, remove } = await scratchDataDir('twokey-bench-');
+  if (!serverUrl) return { kind: 'pglite', dataDir, drop: remove };
   // A database of its own, so the benchmark never writes into one that matters.
   const name = `twokey_bench_${randomBytes(4).toString('hex')}`;
   const admin = postgres(serverUrl, { max: 1, onnotice: () => {} });
@@ -66,7 +61,7 @@ export async function createBenchDatabase(serverUrl: string | undefined): Promis
     async drop() {
       await admin.unsafe(`drop database if exists ${name} with (force)`);
       await admin.end();
-      await rm(scratch, { recursive: true, force: true });
+      await remove();
     },
   };
 }

@@ -1,26 +1,21 @@
-import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startFakeDownstream, type FakeDownstream } from '../support/fake-downstream.js';
-import { auditOnceChained, freePort, runCli, startServerProcess } from '../support/processes.js';
+import { auditOnceChained, freePort, runCli, scratchDataDir, startServerProcess } from '../support/processes.js';
 import { existingEmbeddedDatabase } from '../support/embedded-template.js';
 
 const SECRET = 'downstream-secret-0123456789';
 
 // Each CLI call is a new process (tsx compiles, the admin socket answers): generous timeouts.
 describe('twokey proposals retry, through the running server’s admin socket', { timeout: 600_000 }, () => {
-  let scratch: string;
+  let removeDataDir: () => Promise<void>;
   let dataDir: string;
   let downstream: FakeDownstream;
   let env: Record<string, string>;
 
   beforeAll(async () => {
-    scratch = await mkdtemp(join(tmpdir(), 'twokey-cli-retry-'));
-    // The data directory inside it: twokey keeps its audit key and checkpoints beside the data
-    // directory (data.audit-key.pem), and they go with the rest.
-    dataDir = join(scratch, 'data');
-    await mkdir(dataDir);
+    ({ dataDir, remove: removeDataDir } = await scratchDataDir('twokey-cli-retry-'));
     await existingEmbeddedDatabase(dataDir);
     downstream = await startFakeDownstream(SECRET);
     const configPath = join(dataDir, 'twokey.config.yaml');
@@ -40,7 +35,7 @@ describe('twokey proposals retry, through the running server’s admin socket', 
   });
   afterAll(async () => {
     await downstream?.close();
-    await rm(scratch, { recursive: true, force: true });
+    await removeDataDir();
   });
 
   it('an approver reruns a failed execution with the same idempotency key; others and bad ids are refused', async () => {

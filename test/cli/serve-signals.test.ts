@@ -1,27 +1,20 @@
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { existsSync } from 'node:fs';
-import { mkdir, mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { dataDirLockFile } from '../../src/db/data-dir-lock.js';
-import { binPath, freePort, PROCESS_TEST_TIMEOUT_MS } from '../support/processes.js';
+import { binPath, freePort, PROCESS_TEST_TIMEOUT_MS, scratchDataDir } from '../support/processes.js';
 
 // A stop asked for while the server is still starting is honoured once it has started, not by the
 // signal's default action (which would end the process mid-start, requests it had taken cut off).
 describe('twokey serve, stopped while it starts', { timeout: PROCESS_TEST_TIMEOUT_MS }, () => {
-  let scratch: string;
+  let removeDataDir: () => Promise<void>;
   let dataDir: string;
   beforeAll(async () => {
-    scratch = await mkdtemp(join(tmpdir(), 'twokey-serve-signals-'));
-    // The data directory inside it: twokey keeps its audit key and checkpoints beside the data
-    // directory (data.audit-key.pem), and they go with the rest.
-    dataDir = join(scratch, 'data');
-    await mkdir(dataDir);
+    ({ dataDir, remove: removeDataDir } = await scratchDataDir('twokey-serve-signals-'));
   });
   afterAll(async () => {
-    await rm(scratch, { recursive: true, force: true });
+    await removeDataDir();
   });
 
   it('closes and exits 0 after a SIGTERM sent while the embedded database was opening', async () => {

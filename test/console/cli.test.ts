@@ -1,23 +1,16 @@
-import { mkdir, mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { openDatabase } from '../../src/db/database.js';
-import { freePort, PROCESS_TEST_TIMEOUT_MS, runCli, startServerProcess } from '../support/processes.js';
+import { freePort, PROCESS_TEST_TIMEOUT_MS, runCli, scratchDataDir, startServerProcess } from '../support/processes.js';
 import { startConsoleTwokey } from './support.js';
 import { existingEmbeddedDatabase } from '../support/embedded-template.js';
 
 describe('twokey approvers link / revoke-sessions (CLI, embedded database)', () => {
-  let scratch: string;
+  let removeDataDir: () => Promise<void>;
   let dataDir: string;
   let env: Record<string, string>;
 
   beforeAll(async () => {
-    scratch = await mkdtemp(join(tmpdir(), 'twokey-console-cli-'));
-    // The data directory inside it: twokey keeps its audit key and checkpoints beside the data
-    // directory (data.audit-key.pem), and they go with the rest.
-    dataDir = join(scratch, 'data');
-    await mkdir(dataDir);
+    ({ dataDir, remove: removeDataDir } = await scratchDataDir('twokey-console-cli-'));
     await existingEmbeddedDatabase(dataDir);
     env = {
       TWOKEY_DATA_DIR: dataDir,
@@ -29,7 +22,7 @@ describe('twokey approvers link / revoke-sessions (CLI, embedded database)', () 
       TWOKEY_PUBLIC_URL: '',
     };
   });
-  afterAll(() => rm(scratch, { recursive: true, force: true }));
+  afterAll(() => removeDataDir());
 
   it(
     'prints a one-time link (last line) through a running server, and the link signs in once',

@@ -1,6 +1,9 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
+import { mkdir, mkdtemp, rm } from 'node:fs/promises';
 import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { isFresh, SERVER_INPUTS } from '../../scripts/build-freshness.js';
 
@@ -24,6 +27,18 @@ export const sourceBinPath = fileURLToPath(new URL('../../scripts/twokey-from-so
  * in half the time and under half the CPU: tsx compiles and loads about a thousand modules one by one.
  */
 export const binPath = isFresh(repositoryRoot, repositoryRoot, SERVER_INPUTS) ? fileURLToPath(new URL('../../bin/twokey.js', import.meta.url)) : sourceBinPath;
+
+/**
+ * A new, empty data directory for a twokey process, and what removes it. It is `data/` inside a temp
+ * directory of its own: twokey keeps its audit key and checkpoints beside its data directory
+ * (`data.audit-key.pem`, `data.audit-checkpoints`), and removing the temp directory takes them too.
+ */
+export async function scratchDataDir(prefix: string): Promise<{ dataDir: string; remove(): Promise<void> }> {
+  const scratch = await mkdtemp(join(tmpdir(), prefix));
+  const dataDir = join(scratch, 'data');
+  await mkdir(dataDir);
+  return { dataDir, remove: () => rm(scratch, { recursive: true, force: true }) };
+}
 
 /**
  * Where the test's twokey processes start: a folder with no `.env` and no `twokey.config.yaml`, so
