@@ -260,7 +260,18 @@ try {
     }
   }
   const paired = recorded['chat-cycle-baseline'] as
-    { skipped?: string; baseline?: string; rounds?: number; cycles?: number; baselineMs?: number; currentMs?: number; ratio?: number } | undefined;
+    | {
+        skipped?: string;
+        baseline?: string;
+        rounds?: number;
+        cycles?: number;
+        baselineMs?: number;
+        currentMs?: number;
+        ratio?: number;
+        minimalMs?: number;
+        ofMinimal?: number;
+      }
+    | undefined;
   if (paired?.ratio !== undefined) {
     rows.push({
       figure: `full chat cycle, 1 agent, postgres: CPU ms per cycle against ${paired.baseline} (alternating rounds, medians)`,
@@ -270,6 +281,16 @@ try {
       target: `<= 0.25 of ${paired.baseline}`,
       met: paired.ratio <= 0.25,
     });
+    if (paired.minimalMs !== undefined) {
+      rows.push({
+        figure: 'full chat cycle, 1 agent, postgres: CPU ms per cycle against the minimal chat cycle (5 statements, 6 HTTP exchanges; same rounds)',
+        value: String(paired.currentMs),
+        baseline: `minimal chat cycle: ${paired.minimalMs} ms`,
+        ratio: paired.ofMinimal ?? null,
+        target: null,
+        met: null,
+      });
+    }
   } else if (paired?.skipped) {
     rows.push({
       figure: 'full chat cycle against the main the target was set on',

@@ -4,6 +4,8 @@
  * fast path is a quarter of what `e9c8266` (the `main` of the day it was set) spends. Each side is its
  * own checkout and build, running its own `bench/run.ts` (cycles only, PostgreSQL), in alternating
  * rounds so that both see the same machine; the figure of each side is the median of its rounds.
+ * This checkout's run also measures the minimal chat cycle (bench/support/minimal-chat-cycle.ts) right
+ * after its own cycles: the floor of the same exchanges, so the figure says how much is twokey's own.
  *
  * The earlier commit is unpacked from this repository's history (`git archive`, so no worktree is
  * registered) into <tmpdir>/twokey-bench-baseline/<commit>, installed and built there once, and kept
@@ -66,20 +68,27 @@ async function baselineCheckout(commit: string): Promise<string> {
   return dir;
 }
 
-/** One side's CPU ms per cycle at one agent, from the figures its own bench/run.ts wrote. */
-async function cpuPerCycle(dir: string): Promise<number> {
+/**
+ * One side's CPU ms per cycle at one agent, from the figures its own bench/run.ts wrote; with
+ * `minimal`, this checkout's run also measures the minimal chat cycle right after its own cycles.
+ */
+async function cpuPerCycle(dir: string, minimal = false): Promise<{ twokey: number; minimal: number | null }> {
   await inherit(process.execPath, ['--import', 'tsx', 'bench/run.ts'], dir, {
     BENCH_DRIVERS: 'postgres',
-    BENCH_SECTIONS: 'cycles',
+    BENCH_SECTIONS: minimal ? 'cycles,minimalchat' : 'cycles',
     BENCH_CONCURRENCY: '1',
     BENCH_SEQUENTIAL: cycles,
   });
+  type Run = Array<{ concurrency: number; cpuMsPerCycle: number }>;
   const written = JSON.parse(await readFile(join(dir, 'bench/results/latest.json'), 'utf8')) as {
-    run?: { drivers?: Array<{ driver: string; cycles?: Array<{ concurrency: number; cpuMsPerCycle: number }> }> };
+    run?: { drivers?: Array<{ driver: string; cycles?: Run; minimalChat?: Run | null }> };
   };
-  const figure = written.run?.drivers?.find((d) => d.driver === 'postgres')?.cycles?.find((c) => c.concurrency === 1)?.cpuMsPerCycle;
+  const driver = written.run?.drivers?.find((d) => d.driver === 'postgres');
+  const figure = driver?.cycles?.find((c) => c.concurrency === 1)?.cpuMsPerCycle;
   if (figure === undefined) throw new Error(`no chat-cycle figure in ${dir}/bench/results/latest.json`);
-  return figure;
+  const floor = driver?.minimalChat?.find((c) => c.concurrency === 1)?.cpuMsPerCycle;
+  if (minimal && floor === undefined) throw new Error(`no minimal chat-cycle figure in ${dir}/bench/results/latest.json`);
+  return { twokey: figure, minimal: floor ?? null };
 }
 
 const commit = wanted === 'none' ? null : await resolveCommit(wanted);
@@ -92,12 +101,16 @@ if (!commit) {
   // This checkout's own run writes its figures to bench/results/latest.json ("run"); what was there is put back.
   const resultsFile = join(root, 'bench/results/latest.json');
   const before = await readFile(resultsFile, 'utf8').catch(() => null);
-  const figures = { baseline: [] as number[], current: [] as number[] };
+  const figures = { baseline: [] as number[], current: [] as number[], minimal: [] as number[] };
   try {
     for (let roundNumber = 1; roundNumber <= rounds; roundNumber += 1) {
-      figures.baseline.push(await cpuPerCycle(baselineDir));
-      figures.current.push(await cpuPerCycle(root));
-      console.log(`round ${roundNumber}: ${wanted} ${figures.baseline.at(-1)} ms, this checkout ${figures.current.at(-1)} ms of CPU per cycle`);
+      figures.baseline.push((await cpuPerCycle(baselineDir)).twokey);
+      const current = await cpuPerCycle(root, true);
+      figures.current.push(current.twokey);
+      figures.minimal.push(current.minimal!);
+      console.log(
+        `round ${roundNumber}: ${wanted} ${figures.baseline.at(-1)} ms, this checkout ${current.twokey} ms, the minimal chat cycle ${current.minimal} ms of CPU per cycle`,
+      );
     }
   } finally {
     if (before !== null) await writeFile(resultsFile, before);
@@ -105,8 +118,11 @@ if (!commit) {
   const baselineMs = round(median(figures.baseline), 2);
   const currentMs = round(median(figures.current), 2);
   const ratio = round(currentMs / baselineMs, 2);
+  const minimalMs = round(median(figures.minimal), 2);
+  const ofMinimal = round(currentMs / minimalMs, 2);
   console.log(`\nCPU per full chat cycle at one agent (PostgreSQL, medians of ${rounds} alternating rounds of ${cycles} cycles):`);
   console.log(`  ${wanted}: ${baselineMs} ms; this checkout: ${currentMs} ms; ratio ${ratio} (target ≤ 0.25)`);
+  console.log(`  the minimal chat cycle (5 statements, 6 HTTP exchanges): ${minimalMs} ms; this checkout is ${ofMinimal} times it`);
   await recordResults('chat-cycle-baseline', {
     baseline: wanted,
     baselineCommit: commit,
@@ -116,5 +132,7 @@ if (!commit) {
     baselineMs,
     currentMs,
     ratio,
+    minimalMs,
+    ofMinimal,
   });
 }

@@ -17,15 +17,12 @@
  * Each row's calls go in turns (see TURN_CALLS_PER_CLIENT): direct, minimal and twokey share the
  * same seconds of the machine, and each is compared with the others measured alongside it.
  */
-import { spawn } from 'node:child_process';
-import { once } from 'node:events';
 import { performance } from 'node:perf_hooks';
-import { createInterface } from 'node:readline';
-import { fileURLToPath } from 'node:url';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { readOnlyNotesConfig, startFakeUpstream } from '../test/mcp/support.js';
 import { percentiles, recordResults, round, runConcurrently, threadsCpuMs, type Percentiles } from './support/stats.js';
+import { startListeningScript } from './support/listening-script.js';
 import { createAgents, createBenchDatabase, startTwokeyProcess } from './support/twokey-process.js';
 
 const CALLS = Number(process.env.BENCH_MCP_CALLS ?? 200);
@@ -129,34 +126,6 @@ const minimalRow = (m: Percentiles, direct: Percentiles, callsPerSecond: number,
   cpuMsPerCall: round(cpuMsPerCall, 2),
 });
 
-/** bench/support/minimal-pass-through.ts in a process of its own, taking calls at `url`. */
-async function startMinimalPassThrough(databaseUrl: string, upstreamUrl: string): Promise<{ url: string; pid: number; stop(): Promise<void> }> {
-  const script = fileURLToPath(new URL('./support/minimal-pass-through.ts', import.meta.url));
-  const child = spawn(process.execPath, ['--import', 'tsx', script], {
-    env: { ...process.env, DATABASE_URL: databaseUrl, UPSTREAM_URL: upstreamUrl, UPSTREAM_TOKEN: TOKEN },
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
-  const exited = once(child, 'exit').then(([code]) => {
-    throw new Error(`the minimal pass-through exited with ${String(code)} before it listened`);
-  });
-  const listening = (async () => {
-    for await (const line of createInterface({ input: child.stdout! })) {
-      const port = /^listening (\d+)$/.exec(line)?.[1];
-      if (port) return port;
-    }
-    throw new Error('the minimal pass-through closed its output before it listened');
-  })();
-  const port = await Promise.race([listening, exited]);
-  return {
-    url: `http://127.0.0.1:${port}/mcp`,
-    pid: child.pid!,
-    async stop() {
-      child.kill('SIGTERM');
-      if (child.exitCode === null) await once(child, 'exit');
-    },
-  };
-}
-
 /** JIT_WARMUP calls through each way, JIT_WARMUP_CLIENTS at a time (see JIT_WARMUP). */
 async function warmUpJit(directUrl: string, twokeyUrl: string, minimalUrl: string | null, agents: Array<{ apiKey: string }>): Promise<void> {
   const clientsOf = (url: string, headers: Record<string, string>) => Promise.all(Array.from({ length: JIT_WARMUP_CLIENTS }, () => connect(url, headers)));
@@ -180,7 +149,10 @@ async function benchOn(serverUrl: string | undefined) {
   const config = readOnlyNotesConfig(upstream, TOKEN, 'web:operator');
   const profileDir = process.env.BENCH_PROFILE_DIR;
   const twokey = await startTwokeyProcess(database, config, {}, profileDir ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : []);
-  const minimal = database.url ? await startMinimalPassThrough(database.url, upstream.url) : null;
+  const minimalProcess = database.url
+    ? await startListeningScript('minimal-pass-through', { DATABASE_URL: database.url, UPSTREAM_URL: upstream.url, UPSTREAM_TOKEN: TOKEN })
+    : null;
+  const minimal = minimalProcess ? { url: `${minimalProcess.origin}/mcp`, pid: minimalProcess.pid, stop: () => minimalProcess.stop() } : null;
   const rows = [];
   try {
     // One agent per row: each stays within its own rate limit (600 calls a minute) through its warm-up and run.

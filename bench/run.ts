@@ -17,7 +17,7 @@
  * Knobs: BENCH_SEQUENTIAL (cycles one at a time, default 100), BENCH_CYCLES (cycles per concurrent
  * run, default 400), BENCH_BULK (proposals before the second memory reading, default 10000),
  * BENCH_PROFILE_DIR (write CPU profiles of the measured twokey there, to see where time goes),
- * BENCH_SECTIONS (comma list of startup,cycles,clicks,raw,minimal,core,agp,memory; default all),
+ * BENCH_SECTIONS (comma list of startup,cycles,minimalchat,clicks,raw,minimal,core,agp,memory; default all),
  * BENCH_DRIVERS=postgres (skip PGlite), BENCH_WARMUP_CYCLES (full cycles before the first measured
  * one, default 20: what `npm run bench:baseline` compares, each side its own harness with 20; more
  * measures a server whose JIT has settled, see docs/performance.md).
@@ -25,9 +25,12 @@
  * transactions per step, the minimal raw propose + commit cycle (2 transactions) and twokey's core
  * cycle over HTTP as a ratio of it (and on PostgreSQL with two replicas against one, with the share of
  * busy backends waiting on a lock meanwhile), AGP `open` execute on echo at 16 agents and at one, with
- * twokey's CPU per execute.
+ * twokey's CPU per execute; on PostgreSQL, the same full cycles through the minimal chat cycle
+ * (bench/support/minimal-chat-cycle.ts: five statements and six HTTP exchanges, nothing else), whose
+ * CPU per cycle is the floor twokey's is judged against.
  * Figures are printed and written to bench/results/latest.json (section "run").
  */
+import { randomBytes } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -51,7 +54,8 @@ import {
   type TwokeyProcess,
 } from './support/twokey-process.js';
 import { agpOpenExecutes, coreCycles, createApprover, minimalCycles, sampleLockWaits, withCpu } from './support/hotpath.js';
-import { startWorld, type World } from './support/world.js';
+import { startListeningScript } from './support/listening-script.js';
+import { EXECUTOR_SECRET, SLACK_APPROVER, SLACK_BOT_TOKEN, SLACK_CHANNEL, SLACK_SIGNING_SECRET, startWorld, type World } from './support/world.js';
 
 const SEQUENTIAL = Number(process.env.BENCH_SEQUENTIAL ?? 100);
 const WARMUP_CYCLES = Number(process.env.BENCH_WARMUP_CYCLES ?? 20);
@@ -93,6 +97,31 @@ async function fullCycles(world: World, url: string, agents: AgentClient[], pid:
     world.forget();
   }
   return runs;
+}
+
+/**
+ * The same full cycles, warm-up and CPU count through bench/support/minimal-chat-cycle.ts, in a
+ * process of its own on the same database and fakes: what the exchanges of a chat cycle cost on this
+ * machine with none of twokey's own work (PostgreSQL only: it speaks postgres.js).
+ */
+async function minimalChatCycles(world: World, databaseUrl: string) {
+  const apiKey = `minimal-${randomBytes(12).toString('hex')}`;
+  const minimal = await startListeningScript('minimal-chat-cycle', {
+    DATABASE_URL: databaseUrl,
+    SLACK_API_URL: world.slack.url,
+    SLACK_BOT_TOKEN,
+    SLACK_SIGNING_SECRET,
+    SLACK_CHANNEL,
+    DOWNSTREAM_URL: world.downstream.url,
+    EXECUTOR_SECRET,
+    AGENT_KEY: apiKey,
+    APPROVER: SLACK_APPROVER,
+  });
+  try {
+    return await fullCycles(world, minimal.origin, [agentClient(minimal.origin, { id: 'minimal', apiKey })], minimal.pid);
+  } finally {
+    await minimal.stop();
+  }
 }
 
 /** 100 approvers click at once, each on a different proposal already posted to chat. */
@@ -176,7 +205,7 @@ async function memoryAfterBulk(world: World, pid: number, agents: AgentClient[])
   return rss;
 }
 
-const SECTIONS = new Set((process.env.BENCH_SECTIONS ?? 'startup,cycles,clicks,raw,minimal,core,agp,memory').split(','));
+const SECTIONS = new Set((process.env.BENCH_SECTIONS ?? 'startup,cycles,minimalchat,clicks,raw,minimal,core,agp,memory').split(','));
 
 /** The minimal raw cycle, and twokey's core cycle over HTTP (one replica, and two on PostgreSQL), at 16 agents. */
 async function coreFigures(world: World, database: BenchDatabase, twokey: TwokeyProcess, benchAgents: BenchAgent[]) {
@@ -284,6 +313,7 @@ async function benchDriver(serverUrl: string | undefined) {
       const benchAgents = await createAgents(database, world.configYaml, world.env, AGENTS);
       const agents = benchAgents.map((agent) => agentClient(twokey.url, agent));
       const cycles = SECTIONS.has('cycles') ? await fullCycles(world, twokey.url, agents, twokey.pid) : [];
+      const minimalChat = SECTIONS.has('minimalchat') && serverUrl ? await minimalChatCycles(world, database.url!) : null;
       const clicks = SECTIONS.has('clicks')
         ? { slack: await clickBurst(world, twokey.url, 'slack', agents), discord: await clickBurst(world, twokey.url, 'discord', agents) }
         : null;
@@ -297,6 +327,7 @@ async function benchDriver(serverUrl: string | undefined) {
         rssMiB: { atRest: rssAtRestMiB, [`after${BULK}Proposals`]: rssAfterBulkMiB },
         idleCpuMsPerSecond,
         cycles,
+        minimalChat,
         raw,
         ...hotpath,
         agp,
@@ -331,6 +362,24 @@ function printReport(drivers: Array<Awaited<ReturnType<typeof benchDriver>>>) {
     ),
   );
   console.log("(step columns: p50 / p99; raw SQL = the same statements and transactions, replayed directly; CPU = twokey serve's user+system time / cycles)");
+  if (drivers.some((figures) => figures.minimalChat)) {
+    console.log('\nThe same full cycles through the minimal chat cycle (5 statements, 6 HTTP exchanges): CPU ms per cycle, twokey beside it');
+    console.table(
+      drivers.flatMap((figures) =>
+        (figures.minimalChat ?? []).map((run) => {
+          const twokey = figures.cycles.find((r) => r.concurrency === run.concurrency);
+          return {
+            database: figures.driver,
+            agents: run.concurrency,
+            'minimal CPU ms/cycle': run.cpuMsPerCycle,
+            'twokey CPU ms/cycle': twokey?.cpuMsPerCycle ?? null,
+            'twokey/minimal': twokey ? round(twokey.cpuMsPerCycle / run.cpuMsPerCycle, 2) : null,
+            'minimal cycles/s': run.cyclesPerSecond,
+          };
+        }),
+      ),
+    );
+  }
   if (drivers.some((figures) => figures.raw)) {
     console.log('\nSQL per step of one full cycle (statements / transactions / round trips), recorded at the driver');
     const roundTrips = (count: number | null) => (count === null ? '' : ` / ${count}`);

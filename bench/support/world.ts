@@ -13,8 +13,8 @@ import { startFakeDownstream, type FakeDownstream } from '../../test/support/fak
 
 export const SLACK_SIGNING_SECRET = `bench-slack-${randomBytes(12).toString('hex')}`;
 export const SLACK_BOT_TOKEN = 'xoxb-bench-0000-benchbottoken';
-const SLACK_CHANNEL = 'C0BENCH';
-const SLACK_APPROVER = 'U0ALICE';
+export const SLACK_CHANNEL = 'C0BENCH';
+export const SLACK_APPROVER = 'U0ALICE';
 export const EXECUTOR_SECRET = `bench-executor-${randomBytes(12).toString('hex')}`;
 
 /** One event per key, remembered until someone waits for it (arrivals often beat the waiter). */
