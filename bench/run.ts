@@ -54,8 +54,8 @@ import {
   type TwokeyProcess,
 } from './support/twokey-process.js';
 import { agpOpenExecutes, coreCycles, createApprover, minimalCycles, sampleLockWaits, withCpu } from './support/hotpath.js';
-import { startListeningScript } from './support/listening-script.js';
-import { EXECUTOR_SECRET, SLACK_APPROVER, SLACK_BOT_TOKEN, SLACK_CHANNEL, SLACK_SIGNING_SECRET, startWorld, type World } from './support/world.js';
+import { startMinimalChatCycle } from './support/listening-script.js';
+import { startWorld, type World } from './support/world.js';
 
 const SEQUENTIAL = Number(process.env.BENCH_SEQUENTIAL ?? 100);
 const WARMUP_CYCLES = Number(process.env.BENCH_WARMUP_CYCLES ?? 20);
@@ -106,17 +106,7 @@ async function fullCycles(world: World, url: string, agents: AgentClient[], pid:
  */
 async function minimalChatCycles(world: World, databaseUrl: string) {
   const apiKey = `minimal-${randomBytes(12).toString('hex')}`;
-  const minimal = await startListeningScript('minimal-chat-cycle', {
-    DATABASE_URL: databaseUrl,
-    SLACK_API_URL: world.slack.url,
-    SLACK_BOT_TOKEN,
-    SLACK_SIGNING_SECRET,
-    SLACK_CHANNEL,
-    DOWNSTREAM_URL: world.downstream.url,
-    EXECUTOR_SECRET,
-    AGENT_KEY: apiKey,
-    APPROVER: SLACK_APPROVER,
-  });
+  const minimal = await startMinimalChatCycle(world, databaseUrl, apiKey);
   try {
     return await fullCycles(world, minimal.origin, [agentClient(minimal.origin, { id: 'minimal', apiKey })], minimal.pid);
   } finally {

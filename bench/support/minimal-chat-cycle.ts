@@ -26,6 +26,7 @@
 import { createHmac, randomUUID, timingSafeEqual } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import Fastify from 'fastify';
+import { listenAndAnnounce } from './listening-script.js';
 import postgres from 'postgres';
 import { request } from 'undici';
 
@@ -149,13 +150,4 @@ app.get('/v1/proposals/:id', async (req, reply) => {
   return answer;
 });
 
-await app.listen({ host: '127.0.0.1', port: 0 });
-const address = app.server.address();
-console.log(`listening ${typeof address === 'object' && address ? address.port : ''}`);
-
-process.once('SIGTERM', () => {
-  void app
-    .close()
-    .then(() => sql.end())
-    .finally(() => process.exit(0));
-});
+await listenAndAnnounce(app, () => sql.end());

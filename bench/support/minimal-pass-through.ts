@@ -13,6 +13,7 @@
  * Prints `listening <port>` once it takes calls.
  */
 import Fastify from 'fastify';
+import { listenAndAnnounce } from './listening-script.js';
 import postgres from 'postgres';
 import { Pool } from 'undici';
 
@@ -50,13 +51,4 @@ app.post('/mcp', async (request, reply) => {
   if (message === null) reply.raw.writeHead(202).end();
   else reply.raw.writeHead(200, { 'content-type': 'application/json' }).end(message);
 });
-await app.listen({ host: '127.0.0.1', port: 0 });
-const address = app.server.address();
-console.log(`listening ${typeof address === 'object' && address ? address.port : ''}`);
-
-process.once('SIGTERM', () => {
-  void app
-    .close()
-    .then(() => Promise.all([sql.end(), pool.close()]))
-    .finally(() => process.exit(0));
-});
+await listenAndAnnounce(app, () => Promise.all([sql.end(), pool.close()]));

@@ -1,8 +1,8 @@
 import postgres from 'postgres';
 import { afterAll, beforeAll, expect, it, vi } from 'vitest';
-import { startListeningScript, type ListeningScript } from '../../bench/support/listening-script.js';
+import { startMinimalChatCycle, type ListeningScript } from '../../bench/support/listening-script.js';
 import { agentClient } from '../../bench/support/twokey-process.js';
-import { EXECUTOR_SECRET, SLACK_APPROVER, SLACK_BOT_TOKEN, SLACK_CHANNEL, SLACK_SIGNING_SECRET, startWorld, type World } from '../../bench/support/world.js';
+import { SLACK_APPROVER, SLACK_BOT_TOKEN, SLACK_CHANNEL, startWorld, type World } from '../../bench/support/world.js';
 import { describeOnPostgres, openTestDatabase } from '../support/database.js';
 
 /**
@@ -20,17 +20,7 @@ describeOnPostgres('the minimal chat cycle (bench/support/minimal-chat-cycle.ts)
   beforeAll(async () => {
     world = await startWorld();
     database = await openTestDatabase('postgres', { poolSize: 1 });
-    minimal = await startListeningScript('minimal-chat-cycle', {
-      DATABASE_URL: database.url!,
-      SLACK_API_URL: world.slack.url,
-      SLACK_BOT_TOKEN,
-      SLACK_SIGNING_SECRET,
-      SLACK_CHANNEL,
-      DOWNSTREAM_URL: world.downstream.url,
-      EXECUTOR_SECRET,
-      AGENT_KEY: apiKey,
-      APPROVER: SLACK_APPROVER,
-    });
+    minimal = await startMinimalChatCycle(world, database.url!, apiKey);
     sql = postgres(database.url!, { max: 1, onnotice: () => {} });
   });
 
