@@ -153,6 +153,14 @@ module.exports = {
       from: { path: '^src/' },
       to: { path: '^(?:test|bench|scripts)/' },
     },
+    {
+      name: 'minimal-servers-stand-alone',
+      comment:
+        "The benchmarks' minimal servers are the floor twokey is measured against: they load fastify, the driver and undici, never twokey, the tests' fakes or the harness (whose imports would run in their process).",
+      severity: 'error',
+      from: { path: '^bench/support/minimal-' },
+      to: { path: '^(?:src|test|scripts)/|^bench/', pathNot: '^bench/support/minimal-server\\.ts$' },
+    },
   ],
   options: {
     doNotFollow: { path: 'node_modules' },

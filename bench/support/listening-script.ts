@@ -2,7 +2,6 @@ import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
-import type { FastifyInstance } from 'fastify';
 import { EXECUTOR_SECRET, SLACK_APPROVER, SLACK_BOT_TOKEN, SLACK_CHANNEL, SLACK_SIGNING_SECRET, type World } from './world.js';
 
 export interface ListeningScript {
@@ -39,19 +38,6 @@ export async function startListeningScript(name: string, env: Record<string, str
       if (child.exitCode === null) await once(child, 'exit');
     },
   };
-}
-
-/** The script's side: listens on a free port of 127.0.0.1, says which, and closes `app` then `close` on SIGTERM. */
-export async function listenAndAnnounce(app: FastifyInstance, close: () => Promise<unknown>): Promise<void> {
-  await app.listen({ host: '127.0.0.1', port: 0 });
-  const address = app.server.address();
-  console.log(`listening ${typeof address === 'object' && address ? address.port : ''}`);
-  process.once('SIGTERM', () => {
-    void app
-      .close()
-      .then(close)
-      .finally(() => process.exit(0));
-  });
 }
 
 /** bench/support/minimal-chat-cycle.ts on `world`'s fakes and the database at `databaseUrl`, taking the agent key `apiKey`. */

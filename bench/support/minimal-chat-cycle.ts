@@ -26,7 +26,7 @@
 import { createHmac, randomUUID, timingSafeEqual } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import Fastify from 'fastify';
-import { listenAndAnnounce } from './listening-script.js';
+import { listenAndAnnounce } from './minimal-server.js';
 import postgres from 'postgres';
 import { request } from 'undici';
 

@@ -13,7 +13,7 @@
  * Prints `listening <port>` once it takes calls.
  */
 import Fastify from 'fastify';
-import { listenAndAnnounce } from './listening-script.js';
+import { listenAndAnnounce } from './minimal-server.js';
 import postgres from 'postgres';
 import { Pool } from 'undici';
 
