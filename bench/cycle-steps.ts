@@ -12,6 +12,7 @@
  *
  * Knobs: BENCH_STEPS_CYCLES (measured cycles a side, default 200, after 30 to warm up).
  */
+import { approveCycle } from './support/cycles.js';
 import { startMinimalChatCycle } from './support/listening-script.js';
 import { round, sleep, threadsCpuMs } from './support/stats.js';
 import { agentClient, createAgents, createBenchDatabase, startTwokeyProcess, type AgentClient } from './support/twokey-process.js';
@@ -30,18 +31,8 @@ if (!databaseUrl) throw new Error('bench/cycle-steps.ts compares with the minima
 async function stepsOf(world: World, url: string, agents: AgentClient[], pid: number, count: number): Promise<Record<(typeof STEPS)[number], number>> {
   const sums = STEPS.map(() => 0);
   for (let i = 0; i < count; i += 1) {
-    const agent = agents[i % agents.length]!;
     const marks = [await threadsCpuMs(pid)];
-    const id = await agent.propose('bench_slack', { n: i });
-    marks.push(await threadsCpuMs(pid));
-    await world.arrivals.wait(`slack:${id}`);
-    marks.push(await threadsCpuMs(pid));
-    await world.slackClick(url, id);
-    marks.push(await threadsCpuMs(pid));
-    await world.arrivals.wait(`executed:${id}`);
-    marks.push(await threadsCpuMs(pid));
-    await agent.until(id, 'committed');
-    marks.push(await threadsCpuMs(pid));
+    await approveCycle(world, url, 'slack', agents[i % agents.length]!, i, async () => void marks.push(await threadsCpuMs(pid)));
     await sleep(EDIT_WAIT_MS);
     marks.push(await threadsCpuMs(pid));
     STEPS.forEach((_, step) => (sums[step]! += marks[step + 1]! - marks[step]!));

@@ -23,16 +23,32 @@ export interface CycleTimes {
 
 export type Chat = 'slack' | 'discord';
 
-export async function approveCycle(world: World, baseUrl: string, chat: Chat, agent: AgentClient, n: number): Promise<CycleTimes> {
+/**
+ * One cycle, timed by step. `between`, when given, runs after each step (propose, post, click,
+ * execute, commit) and is not counted in its times: bench/cycle-steps.ts reads the server's CPU there.
+ */
+export async function approveCycle(
+  world: World,
+  baseUrl: string,
+  chat: Chat,
+  agent: AgentClient,
+  n: number,
+  between: () => Promise<void> = async () => {},
+): Promise<CycleTimes> {
   const started = performance.now();
   const id = await agent.propose(`bench_${chat}`, { n });
   const proposed = performance.now();
+  await between();
   const posted = await world.arrivals.wait(`${chat}:${id}`);
+  await between();
   const clicked = performance.now();
   const ack = chat === 'slack' ? await world.slackClick(baseUrl, id) : await world.discordClick(baseUrl, id);
+  await between();
   const executed = await world.arrivals.wait(`executed:${id}`);
+  await between();
   await agent.until(id, 'committed');
   const committed = performance.now();
+  await between();
   return { propose: proposed - started, post: posted - started, ack, execute: executed - clicked, commit: committed - executed, cycle: committed - started };
 }
 
