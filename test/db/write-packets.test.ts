@@ -1,6 +1,7 @@
 import { connect, type Socket } from 'node:net';
 import postgres from 'postgres';
 import { afterAll, beforeAll, expect, it } from 'vitest';
+import { pooledClient } from '../../src/db/postgres-client.js';
 import { describeOnPostgres, openTestDatabase } from '../support/database.js';
 
 /**
@@ -9,6 +10,13 @@ import { describeOnPostgres, openTestDatabase } from '../support/database.js';
  * often 1 to 2 KiB) and the COMMIT sent after it reach PostgreSQL together, one write and one wake-up
  * of the backend where the unpatched driver made two (see sendBeforeCommit, src/db/transactions.ts).
  */
+/** The types of the protocol messages in one write (each a type byte, then its length, itself included). */
+function messageTypes(packet: Buffer): string[] {
+  const types: string[] = [];
+  for (let at = 0; at < packet.length; at += 1 + packet.readInt32BE(at + 1)) types.push(String.fromCharCode(packet[at]!));
+  return types;
+}
+
 describeOnPostgres('writes to the database socket', (driver) => {
   let database: Awaited<ReturnType<typeof openTestDatabase>>;
   let client: postgres.Sql;
@@ -59,5 +67,26 @@ describeOnPostgres('writes to the database socket', (driver) => {
     } finally {
       reserved.release();
     }
+  });
+
+  it("sends a transaction's statement handed over before its work returns in the packet of its COMMIT, through twokey's transactions", async () => {
+    const big = 'y'.repeat(2_000);
+    const statement = 'select length($1::text) as n';
+    // As the store's transactions run (src/db/postgres-client.ts): BEGIN awaited, COMMIT once the work returns.
+    const pooled = pooledClient(client);
+    await pooled.begin(async (tx) => tx.unsafe(statement, [big]));
+    writes.length = 0;
+    let sent: Promise<unknown> | null = null;
+    await pooled.begin(async (tx) => {
+      // What sendBeforeCommit (src/db/transactions.ts) does with a transaction's buffered rows.
+      sent = tx.unsafe(statement, [big]).execute();
+    });
+    expect(await sent).toEqual([{ n: 2_000 }]);
+    // BEGIN, awaited; then one write: the statement's Bind and Execute, and the COMMIT's (a named
+    // statement by now), each with its Sync.
+    expect(writes).toHaveLength(2);
+    expect(writes[0]!.toString('latin1')).toContain('begin');
+    expect(writes[1]!.includes(Buffer.from(big))).toBe(true);
+    expect(messageTypes(writes[1]!)).toEqual(['B', 'E', 'S', 'B', 'E', 'S']);
   });
 });
