@@ -200,6 +200,18 @@ export function approversOf(proposal: Pick<ProposalRecord, 'approvers'>, operati
   return proposal.approvers ?? [...operation.approval.approvers];
 }
 
+/**
+ * Every approver identity an operation's configuration can put before a click: its approvers, its
+ * escalation's, those its policy rules require, and the groups its approver rule asks about. A
+ * proposal's own approvers list comes from these (a policy rule's or an escalation's), unless it was
+ * made under an earlier configuration.
+ */
+export function configuredApproverIdentities(operation: Pick<OperationSpec, 'approval' | 'policy'>): string[] {
+  const { approvers, escalate, approverRule } = operation.approval;
+  const required = (operation.policy ?? []).flatMap((rule) => rule.approvers ?? []);
+  return [...new Set([...approvers, ...(escalate?.approvers ?? []), ...required, ...(approverRule?.mentionedGroups ?? [])])];
+}
+
 /** The operation as this proposal sees it (its own approvers list), for the decider rules. */
 export function operationFor<T extends { approval: { approvers: readonly string[] } }>(proposal: Pick<ProposalRecord, 'approvers'>, operation: T): T {
   return proposal.approvers ? { ...operation, approval: { ...operation.approval, approvers: proposal.approvers } } : operation;

@@ -3,7 +3,7 @@ import { explainDecisionError, NOTHING_CHANGED, type DecisionAction, type Decisi
 import { TwokeyError } from '../core/errors.js';
 import { SLACK_USER_ID, slackGroupIdentity, slackUserIdentity } from './platform.js';
 import type { Decider, ProposalRecord } from '../core/model.js';
-import { approversOf } from '../core/model.js';
+import { approversOf, configuredApproverIdentities } from '../core/model.js';
 import { INBOX_UNAVAILABLE_WORDS, type ClickInbox } from '../outbox/inbox.js';
 import { SLACK_CLICK_JOB } from './platform.js';
 import {
@@ -31,7 +31,7 @@ import type { UsergroupDirectory } from './usergroups.js';
 
 type WebClient = InstanceType<typeof webApi.WebClient>;
 
-export interface SlackApproverDeps extends Pick<SlackServices, 'proposals' | 'store' | 'operation'> {
+export interface SlackApproverDeps extends Pick<SlackServices, 'proposals' | 'store' | 'operation' | 'operations'> {
   /** "Approve for…": approve and grant (absent: the button is refused). */
   grants?: SlackServices['grants'];
   client: WebClient;
@@ -76,7 +76,7 @@ export function registerSlackApprover(bolt: App, deps: SlackApproverDeps) {
   registerGrantFlow(bolt, deps, people, receive);
   return {
     /** The outbox handler that decides stored clicks. */
-    decideClick: createSlackClickJob({ ...deps, deciderFor: people.deciderFor, tell: people.tell, explain: explainRefusal }),
+    decideClick: createSlackClickJob({ ...deps, deciderFor: people.deciderFor, clickDecider: people.clickDecider, tell: people.tell, explain: explainRefusal }),
     /**
      * Takes an Approve or Retry press straight from the HTTP receiver, without Bolt's routing (which
      * in a burst of clicks would hold each answer behind the others): resolves once it may be
@@ -116,6 +116,22 @@ function slackPeople(deps: SlackApproverDeps) {
     }
   }
 
+  // The configuration is fixed for the life of the process: read once, at the first stored click.
+  let groupsConfigured: boolean | undefined;
+
+  /**
+   * A stored click's decider. When no operation names a Slack user group (as approver, escalation
+   * approver, policy-required approver or in an approver rule), `deciderFor` would look up no group
+   * whatever the proposal says, so the proposal is not read for it: a round trip fewer per click.
+   * `complete` is false then: only a proposal made under an earlier configuration can still name a
+   * group, and a refusal tells the caller to look again (`deciderFor` with the proposal).
+   */
+  async function clickDecider(userId: string, read: () => Promise<ProposalRecord | null>): Promise<{ decider: Decider; complete: boolean }> {
+    groupsConfigured ??= deps.operations().some((operation) => configuredApproverIdentities(operation).some((identity) => identity.startsWith(GROUP_PREFIX)));
+    if (groupsConfigured) return { decider: await deciderFor(userId, await read()), complete: true };
+    return { decider: await deciderFor(userId, null), complete: false };
+  }
+
   /** Says it privately: an ephemeral message in the channel, or a direct message when there is none. */
   async function tell(userId: string, channel: string | undefined, text: string): Promise<void> {
     try {
@@ -137,7 +153,7 @@ function slackPeople(deps: SlackApproverDeps) {
     await tell(userId, channel, INBOX_UNAVAILABLE_WORDS);
   }
 
-  return { deciderFor, tell, refuse };
+  return { deciderFor, clickDecider, tell, refuse };
 }
 
 type FormAck = AckFn<ViewResponseAction>;

@@ -19,6 +19,8 @@ export interface SlackClickDeps extends Pick<SlackServices, 'proposals' | 'store
   grants?: SlackServices['grants'];
   log: () => SlackLog;
   deciderFor(userId: string, proposal: ProposalRecord | null): Promise<Decider>;
+  /** A stored click's decider, reading the proposal (`read`) only when a configured group could count; `complete` false when it did not. */
+  clickDecider(userId: string, read: () => Promise<ProposalRecord | null>): Promise<{ decider: Decider; complete: boolean }>;
   /** Says it privately: ephemeral in the channel, or a direct message without one. */
   tell(userId: string, channel: string | undefined, text: string): Promise<void>;
   /** The core's words for a refusal, with the proposal id set apart. */
@@ -43,7 +45,22 @@ const CAUSED_BY_AN_EARLIER_RUN = new Set(['not_pending', 'nothing_to_retry']);
  */
 export function createSlackClickJob(deps: SlackClickDeps): JobHandler<'slack.click'> {
   async function decide(click: SlackClick): Promise<void> {
-    const decider = await deps.deciderFor(click.userId, await deps.store.getProposal(click.proposalId));
+    const read = () => deps.store.getProposal(click.proposalId);
+    const { decider, complete } = await deps.clickDecider(click.userId, read);
+    try {
+      await decideAs(click, decider);
+    } catch (error) {
+      if (complete || !(error instanceof TwokeyError) || error.code !== 'not_an_approver') throw error;
+      // Refused without the proposal read: it may name a group the configuration no longer does (made
+      // before a restart with another configuration). Decided again as `deciderFor` sees it, if that
+      // finds the person in a group; nothing was written by the refusal.
+      const withGroups = await deps.deciderFor(click.userId, await read());
+      if (!withGroups.memberOf?.length) throw error;
+      await decideAs(click, withGroups);
+    }
+  }
+
+  async function decideAs(click: SlackClick, decider: Decider): Promise<void> {
     switch (click.action) {
       case 'approve': {
         const { outcome, proposal } = await deps.proposals.approve(click.proposalId, decider);

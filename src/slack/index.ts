@@ -127,6 +127,7 @@ export function createSlackIntegration(options: SlackIntegrationOptions): ChatIn
     ...(services.grants ? { grants: services.grants } : {}),
     store: services.store,
     operation: (name) => services.operation(name),
+    operations: () => services.operations(),
     client,
     usergroups: createUsergroupDirectory({ client }),
     log: currentLog,

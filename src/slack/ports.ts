@@ -1,5 +1,5 @@
 import type { GrantService } from '../core/grant-service.js';
-import type { Clock, OperationApprovalView } from '../core/model.js';
+import type { Clock, OperationApprovalView, OperationSpec } from '../core/model.js';
 import type { Store } from '../core/ports.js';
 import type { ProposalService } from '../core/proposals.js';
 import type { ClickInbox } from '../outbox/inbox.js';
@@ -15,6 +15,8 @@ export interface SlackServices {
   proposals: Pick<ProposalService, 'approve' | 'reject' | 'retry' | 'preview'>;
   store: Pick<Store, 'getProposal'>;
   operation(name: string): SlackOperationView | undefined;
+  /** Every configured operation: whether any names a Slack user group decides whether a click needs its proposal read. */
+  operations(): readonly Pick<OperationSpec, 'approval' | 'policy'>[];
   clock: Clock;
   /** Standing approvals ("Approve for 1 h…"), when the runtime offers them. */
   grants?: Pick<GrantService, 'approveAndGrant'>;
