@@ -4,6 +4,7 @@ import type { ApprovedClaim, ExecutionPipeline } from './execution.js';
 import { operationFor, type Clock, type Decider, type OperationSpec, type ProposalRecord } from './model.js';
 import type { People } from './people.js';
 import type { Store, StoreTransaction } from './ports.js';
+import type { JobClaim, JobCompletion } from './jobs.js';
 import { checkStepUp } from './step-up.js';
 import type { Transitions } from './transitions.js';
 
@@ -27,6 +28,18 @@ export type ApproveOutcome = 'counted' | 'already_counted' | 'quorum_reached';
 export interface DecisionResult {
   outcome: ApproveOutcome | 'rejected';
   proposal: ProposalRecord;
+  /** With `completing`: the job's completion, written by the decision's own transaction. */
+  jobCompleted?: Promise<JobCompletion>;
+}
+
+/**
+ * How a decision is asked for. `completing`: the stored click (an outbox job) this decision settles;
+ * it is completed in the decision's transaction, so it is done exactly when the decision is
+ * durable (an execution the decision starts has its own lease and recovery). A refused decision
+ * commits nothing and completes nothing: the job then ends as its handler does.
+ */
+export interface DecisionOptions {
+  completing?: JobClaim | undefined;
 }
 
 const MAX_REASON_LENGTH = 500;
@@ -108,27 +121,37 @@ export function createDecisions(deps: DecisionDeps) {
       : { outcome: 'quorum_reached', proposal: settled, claim: null };
   }
 
-  async function approve(proposalId: string, decider: Decider): Promise<DecisionResult> {
-    const decided = await store.transaction((tx) => recordApproval(tx, proposalId, decider, clock()));
-    const { outcome, proposal: decidedProposal, claim } = decided;
-    if (outcome === 'already_counted') return { outcome, proposal: decidedProposal };
+  async function approve(proposalId: string, decider: Decider, options: DecisionOptions = {}): Promise<DecisionResult> {
+    const decided = await store.transaction(async (tx) => {
+      const now = clock();
+      const recorded = await recordApproval(tx, proposalId, decider, now);
+      return { ...recorded, jobCompleted: completing(tx, options, now) };
+    });
+    const { outcome, proposal: decidedProposal, claim, jobCompleted } = decided;
+    const completed = jobCompleted ? { jobCompleted } : {};
+    if (outcome === 'already_counted') return { outcome, proposal: decidedProposal, ...completed };
     if (outcome === 'quorum_reached') announceDecision(decidedProposal);
     else announce(decidedProposal);
-    if (outcome !== 'quorum_reached' || decidedProposal.commitMode !== 'on_approve') return { outcome, proposal: decidedProposal };
+    if (outcome !== 'quorum_reached' || decidedProposal.commitMode !== 'on_approve') return { outcome, proposal: decidedProposal, ...completed };
     const executing = claim ? execution.runApprovedClaim(claim, decider.identity) : execution.executeApproved(decidedProposal.id, decider.identity);
     const proposal = await executing.catch((error: unknown) => {
       // The approval stands; the failure is recorded on the proposal and can be retried.
       if (error instanceof TwokeyError && error.code === 'execution_failed') return null;
       throw error;
     });
-    return { outcome, proposal: proposal ?? (await getProposal(decidedProposal.id)) };
+    return { outcome, proposal: proposal ?? (await getProposal(decidedProposal.id)), ...completed };
   }
 
-  async function reject(proposalId: string, decider: Decider, reason?: string | null): Promise<DecisionResult> {
+  /** The job this decision completes, in its transaction (`DecisionOptions`). */
+  function completing(tx: StoreTransaction, options: DecisionOptions, now: Date): Promise<JobCompletion> | undefined {
+    return options.completing ? tx.completeJob(options.completing, now) : undefined;
+  }
+
+  async function reject(proposalId: string, decider: Decider, reason?: string | null, options: DecisionOptions = {}): Promise<DecisionResult> {
     const now = clock();
     // PostgreSQL text cannot hold NUL; it is invisible anyway, so it goes rather than the rejection failing.
     const cleanReason = reason?.replaceAll('\u0000', '').trim().slice(0, MAX_REASON_LENGTH) || null;
-    const proposal = await store.transaction(async (tx) => {
+    const { proposal, jobCompleted } = await store.transaction(async (tx) => {
       const { proposal: current, agent } = await authorize(tx, proposalId, decider, 'reject', now);
       const rejected = tx.updateProposal(current, {
         status: 'rejected',
@@ -141,9 +164,9 @@ export function createDecisions(deps: DecisionDeps) {
         { type: 'proposal.rejected', actor: decider.identity, proposalId: current.id, agentId: agent.id, data: { via: decider.via, reason: cleanReason } },
         now,
       );
-      return settle(tx, rejected);
+      return { proposal: await settle(tx, rejected), jobCompleted: completing(tx, options, now) };
     });
-    return { outcome: 'rejected', proposal: announceDecision(proposal) };
+    return { outcome: 'rejected', proposal: announceDecision(proposal), ...(jobCompleted ? { jobCompleted } : {}) };
   }
 
   /** A human's "Retry" after a failed execution: the same people as an approval, and only a failed execution. */

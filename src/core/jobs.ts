@@ -81,6 +81,8 @@ export interface JobContext {
   /** 1 on the first run; more when an earlier run failed, or its worker died before recording it. */
   attempt: number;
   jobId: number;
+  /** The claim the job runs under (the worker always gives it): a decision may complete the job in its own transaction. */
+  claim?: JobClaim;
 }
 
 /** The claim a running job holds, as its completion names it. */
@@ -107,6 +109,15 @@ export interface LastWrite {
   completing(job: JobClaim, now: Date): Promise<JobCompletion>;
   /** The write alone, for a caller outside the outbox. */
   send(): Promise<void>;
+}
+
+/**
+ * The last write of a job whose completion is written already, by a state change's own transaction
+ * (`StoreTransaction.completeJob`, a click's decision): its answer is that completion's, and nothing
+ * is left to send.
+ */
+export function completedBy(completion: JobCompletion): LastWrite {
+  return { completing: async () => completion, send: async () => {} };
 }
 
 /** Runs a job; what it returns is its last write, sent with its completion (none: the completion alone). */

@@ -1,5 +1,5 @@
 import type { GrantTransaction } from './grants.js';
-import type { JobOf, JobPayloadInputs } from './jobs.js';
+import type { JobClaim, JobCompletion, JobOf, JobPayloadInputs } from './jobs.js';
 import type { AgentRecord, ApprovalRecord, AuditEventInput, AuditEventRecord, ProposalPatch, ProposalRecord, ProposalStatus } from './model.js';
 
 /** Work done inside one database transaction. Every state change and its audit row go through one. */
@@ -37,6 +37,13 @@ export interface StoreTransaction {
    * `NoLongerExecutingError`. A remote result is then one statement, with no BEGIN or COMMIT.
    */
   finishExecutingProposal(id: string, executionAttempts: number, patch: ProposalPatch): void;
+  /**
+   * Completes the running outbox job that made this change (a stored click deciding), in the
+   * transaction's statement, fenced by its claim stamp like any completion: the job is done exactly
+   * when its decision is durable, with no statement of its own. Only in a transaction that began (a
+   * lock); the answer comes once the transaction committed.
+   */
+  completeJob(job: JobClaim, at: Date): Promise<JobCompletion>;
   /**
    * Adds an approval, with the buffered rows, under the proposal's row lock and once its approvals
    * were read under it (`lockProposalWithContext`): the caller has checked that this approver is

@@ -189,6 +189,19 @@ const completion = {
   values: (job: JobClaim, now: Date) => ({ completedJob: job.id, completedStamp: job.lockedBy, completedAt: now.toISOString() }),
 } as const;
 
+/**
+ * A running job's completion as the CTE `completed_job` of another statement (a click's decision,
+ * src/db/transactions.ts), fenced by its claim stamp like every completion; it answers the job's id
+ * while the claim held, and whether a job of its ordering key waits behind it.
+ */
+export function jobCompletionCte(job: JobClaim, now: Date): SQL {
+  const at = sql`${now.toISOString()}::timestamptz`;
+  return sql`completed_job as (
+    update jobs set status = 'done', locked_until = null, locked_by = null, last_error = null, updated_at = ${at}
+    where jobs.id = ${job.id} and jobs.status = 'running' and jobs.locked_by = ${job.lockedBy}
+    returning jobs.id, ${followedSql(at)} as followed)`;
+}
+
 /** A write built with placeholders: a data-modifying statement with RETURNING, which can be prepared. */
 type PreparableWrite = TypedQueryBuilder<ColumnsSelection> & { prepare(name: string): { execute(values?: Record<string, unknown>): Promise<unknown> } };
 

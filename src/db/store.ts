@@ -141,6 +141,7 @@ function transactionStore(tx: Queryable, hot: HotStatements, writes: WriteBuffer
     enqueue: writes.enqueue,
     notifyChange: writes.notifyChange,
     finishExecutingProposal: writes.finishExecutingProposal,
+    completeJob: writes.completeJob,
     async begin() {
       // Open already: the store that defers the transaction answers this one.
     },

@@ -1,12 +1,14 @@
 import { and, eq, isNull, sql, type SQL } from 'drizzle-orm';
 import { PgDialect } from 'drizzle-orm/pg-core';
 import type postgres from 'postgres';
+import type { JobClaim, JobCompletion } from '../core/jobs.js';
 import type { ApprovalRecord, AuditEventInput, ProposalPatch, ProposalRecord } from '../core/model.js';
 import { NoLongerExecutingError, type OutboxJobSpec, type StoreTransaction } from '../core/ports.js';
 import { auditInsertCtes, auditRowsJson } from './audit-log.js';
 import { JOBS_CHANNEL, jobsNotice, PROPOSAL_CHANNEL } from './channels.js';
 import type { Db, Queryable } from './database.js';
 import { createGroupCommit } from '../lib/group-commit.js';
+import { jobCompletionCte } from './jobs-store.js';
 import { rowsInsertCte, rowsJson } from './row-inserts.js';
 import { approvals, proposals } from './schema.js';
 import { rowsOf } from './rows.js';
@@ -44,7 +46,17 @@ interface BufferedWrites {
   locked: SQL[];
   /** The result the statement records, if any: it then reads back whether its update matched (`matched`). */
   finishing: { id: string; update: SQL } | null;
+  /** The running job this transaction completes (`completeJob`), and who waits for the completion's answer. */
+  completion: JobCompletionWrite | null;
   changed: string[];
+}
+
+/** A job completed by a transaction's statement: told how it went once the transaction committed, or why it did not. */
+interface JobCompletionWrite {
+  job: JobClaim;
+  at: Date;
+  resolve(completion: JobCompletion): void;
+  reject(error: unknown): void;
 }
 
 /** What a committed transaction wakes: the job kinds it queued to run now, those due later, and other replicas. */
@@ -107,7 +119,7 @@ function sendBeforeCommit(tx: Queryable, statement: SQL | RenderedStatement): Pr
 /** The writes of a transaction that only add rows, kept until it ends (`take`). */
 export type WriteBuffer = Pick<
   StoreTransaction,
-  'insertProposal' | 'updateProposal' | 'addApproval' | 'appendAudit' | 'enqueue' | 'notifyChange' | 'finishExecutingProposal'
+  'insertProposal' | 'updateProposal' | 'addApproval' | 'appendAudit' | 'enqueue' | 'notifyChange' | 'finishExecutingProposal' | 'completeJob'
 > & {
   /** Takes what was buffered: the rows and result of its one statement, and the proposals it changed. */
   take(): BufferedWrites;
@@ -137,6 +149,7 @@ function writeBuffer(db: Db): WriteBuffer {
   const updates = new Map<string, ProposalPatch>();
   const approved: ApprovalRecord[] = [];
   let finishing: { id: string; update: SQL } | null = null;
+  let completion: JobCompletionWrite | null = null;
   const audit: Array<{ event: AuditEventInput; at: Date }> = [];
   const queued: Array<{ spec: OutboxJobSpec; at: Date }> = [];
   const notify = new Set<string>();
@@ -180,10 +193,19 @@ function writeBuffer(db: Db): WriteBuffer {
       // Only rendered here, never run by itself: it becomes the first part of the buffered statement.
       finishing = { id, update: db.update(proposals).set(patch).where(claimed).returning({ id: proposals.id }).getSQL() };
     },
+    completeJob(job, at) {
+      if (completion) throw new Error('one job completion per transaction');
+      const answer = new Promise<JobCompletion>((resolve, reject) => (completion = { job, at, resolve, reject }));
+      // Nobody may be waiting for it when the transaction fails: that failure is the transaction's own.
+      answer.catch(() => undefined);
+      return answer;
+    },
     take() {
       const rows: AddedRows = { inserted: [...inserted], audit: [...audit], queued: [...queued] };
       const finished = finishing;
       finishing = null;
+      const completed = completion;
+      completion = null;
       const locked = [
         // Rendered per call: which columns a transition sets differs from one to the next.
         ...[...updates].map(
@@ -199,7 +221,7 @@ function writeBuffer(db: Db): WriteBuffer {
       queued.length = 0;
       const changed = [...notify];
       notify.clear();
-      return { rows, locked, finishing: finished, changed };
+      return { rows, locked, finishing: finished, completion: completed, changed };
     },
   };
 }
@@ -214,14 +236,29 @@ function addedRowsCtes(rows: AddedRows, onlyIf?: SQL): SQL[] {
 }
 
 /** The one statement that sends what a transaction buffered; null for nothing. */
-function bufferedStatement({ rows, locked, finishing }: Pick<BufferedWrites, 'rows' | 'locked' | 'finishing'>): SQL | RenderedStatement | null {
+function bufferedStatement({
+  rows,
+  locked,
+  finishing,
+  completion,
+}: Pick<BufferedWrites, 'rows' | 'locked' | 'finishing' | 'completion'>): SQL | RenderedStatement | null {
   if (finishing) {
     // Its writes are conditioned on the result's update; a locked row's would have to be too.
-    if (locked.length > 0) throw new Error('a transaction that records a result by its conditional update writes no locked row');
+    if (locked.length > 0 || completion) throw new Error('a transaction that records a result by its conditional update writes no locked row');
     return finishingStatement(finishing.update, rows);
   }
-  if (locked.length === 0) return hasRows(rows) ? addedRowsStatement(rows) : null;
-  return sql`with ${sql.join([...locked, ...addedRowsCtes(rows)], sql`, `)} select 1`;
+  if (locked.length === 0 && !completion) return hasRows(rows) ? addedRowsStatement(rows) : null;
+  if (!completion) return sql`with ${sql.join([...locked, ...addedRowsCtes(rows)], sql`, `)} select 1`;
+  // Reads back whether the claim still held (a job re-claimed elsewhere after its lease ran out is
+  // left to that worker, as any fenced completion), and whether a job of its key waits behind it.
+  return sql`with ${sql.join([...locked, ...addedRowsCtes(rows), jobCompletionCte(completion.job, completion.at)], sql`, `)}
+    select (select count(*)::int from completed_job) as held, coalesce((select bool_or(followed) from completed_job), false) as followed`;
+}
+
+/** What the statement that completed a job read back (postgres.js answers rows, PGlite `{ rows }`). */
+function jobCompletionResult(result: unknown): JobCompletion {
+  const [row] = rowsOf<{ held?: unknown; followed?: unknown }>(result);
+  return { held: Number(row?.held ?? 0) > 0, followed: row?.followed === true };
 }
 
 const hasRows = (rows: AddedRows): boolean => rows.inserted.length + rows.audit.length + rows.queued.length > 0;
@@ -352,6 +389,7 @@ function deferredStore(writes: WriteBuffer, open: () => Promise<StoreTransaction
     enqueue: writes.enqueue,
     notifyChange: writes.notifyChange,
     finishExecutingProposal: writes.finishExecutingProposal,
+    completeJob: writes.completeJob,
     lockAgentAndCountWaiting: inside('lockAgentAndCountWaiting'),
     countRecentProposals: inside('countRecentProposals'),
     async begin() {
@@ -392,6 +430,8 @@ function openTransaction(db: Db, replica: string, storeOn: TransactionStoreFacto
   return new Promise((opened, failedToOpen) => {
     let beforeCommit: Promise<unknown> | null = null;
     let begun = false;
+    let completion: JobCompletionWrite | null = null;
+    let statementResult: unknown;
     const committed = db
       .transaction(async (tx) => {
         begun = true;
@@ -399,6 +439,7 @@ function openTransaction(db: Db, replica: string, storeOn: TransactionStoreFacto
           opened({ store: storeOn(tx, writes), end: (error) => (error === undefined ? done() : failed(error)), committed });
         });
         const buffered = writes.take();
+        ({ completion } = buffered);
         const statement = bufferedStatement(buffered);
         if (buffered.finishing && statement) {
           // Whether its update matched decides whether this transaction commits: read before COMMIT.
@@ -408,14 +449,19 @@ function openTransaction(db: Db, replica: string, storeOn: TransactionStoreFacto
         }
         if (statement) {
           beforeCommit = sendBeforeCommit(tx, statement);
-          if (!beforeCommit) await tx.execute(asSql(statement));
+          if (!beforeCommit) statementResult = await tx.execute(asSql(statement));
         }
         return wakeUpsOf(replica, buffered);
       })
       .finally(async () => {
         // Its own error says what failed, rather than the COMMIT that PostgreSQL answered with a rollback.
-        if (beforeCommit) await beforeCommit;
+        if (beforeCommit) statementResult = await beforeCommit;
       });
+    // A job the transaction completed is done only once it committed.
+    committed.then(
+      () => completion?.resolve(jobCompletionResult(statementResult)),
+      (error: unknown) => completion?.reject(error),
+    );
     committed.catch((error: unknown) => {
       if (!begun) failedToOpen(error);
     });
@@ -461,6 +507,7 @@ export async function inTransaction<T>(
   const { rows, finishing } = buffered;
   // A lock is a statement that begins the transaction: work that never began one holds no lock.
   if (buffered.locked.length > 0) throw new Error('a locked row was written in a transaction that never began, so took no lock');
+  if (buffered.completion) throw new Error('a job is completed only by a transaction that began (a decision, under its lock)');
   if (finishing) {
     const finished = finishingResult(await db.execute(finishingStatement(finishing.update, rows)));
     // Its inserts were conditioned on the update: nothing was written.

@@ -2,7 +2,7 @@ import type { FastifyBaseLogger } from 'fastify';
 import type { DecisionAction } from '../core/decision-preview.js';
 import { isTwokeyError, TwokeyError } from '../core/errors.js';
 import { seal, unseal } from '../idempotency/seal.js';
-import type { JobHandler, JobPayloads } from '../core/jobs.js';
+import { completedBy, type JobClaim, type JobCompletion, type JobHandler, type JobPayloads } from '../core/jobs.js';
 import type { InteractionMeta } from './interaction-payload.js';
 import type { DiscordServices } from './ports.js';
 import { explainRefusal } from './private-replies.js';
@@ -61,22 +61,22 @@ export interface DiscordClickJobOptions {
 export function createDiscordClickJob(options: DiscordClickJobOptions): JobHandler<'discord.click'> {
   const { services } = options;
 
-  async function decide(click: DiscordClick): Promise<void> {
+  /** Decides the click; an approval or a rejection completes the click's job in its own transaction, and answers how that went. */
+  async function decide(click: DiscordClick, job: JobClaim | undefined): Promise<JobCompletion | undefined> {
     const { proposalId, decider } = click;
     switch (click.action) {
       case 'approve':
-        await services.proposals.approve(proposalId, decider);
-        return;
+        return (await services.proposals.approve(proposalId, decider, { completing: job })).jobCompleted;
       case 'retry':
         await services.proposals.retry(proposalId, decider);
-        return;
+        return undefined;
       case 'reject':
-        await services.proposals.reject(proposalId, decider, click.reason);
-        return;
+        return (await services.proposals.reject(proposalId, decider, click.reason, { completing: job })).jobCompleted;
       case 'grant': {
         if (!services.grants) throw new TwokeyError('invalid_request', 'This operation does not allow approving for a while');
         const { grant } = await services.grants.approveAndGrant(proposalId, decider, click.grant);
         options.logger().info({ proposalId, approver: decider.identity, grantId: grant.id }, 'Discord approval with a grant');
+        return undefined;
       }
     }
   }
@@ -92,9 +92,10 @@ export function createDiscordClickJob(options: DiscordClickJobOptions): JobHandl
     await options.followUp({ id: click.interaction.id, applicationId: click.interaction.applicationId, token, decider: click.decider }, content);
   }
 
-  return async (click, { attempt }) => {
+  return async (click, { attempt, claim }) => {
     try {
-      await decide(click);
+      const completed = await decide(click, claim);
+      return completed ? completedBy(completed) : undefined;
     } catch (error) {
       // Not a refusal (the database went away, a bug): the outbox runs the click again, with backoff.
       if (!isTwokeyError(error)) throw error;

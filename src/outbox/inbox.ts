@@ -78,7 +78,7 @@ export interface ClickInbox {
   withdraw(id: number): Promise<boolean>;
   /**
    * Resolves once every click this process stored (of this kind) has been decided, by any process,
-   * or after `timeoutMs`.
+   * and whatever a decision here started (an approval's execution) has ended, or after `timeoutMs`.
    */
   settle(kind?: ClickJobKind, timeoutMs?: number): Promise<void>;
   /** A worker of this process settled a job: one id fewer for `settle` to look up. */
@@ -177,6 +177,12 @@ export function createClickInbox(options: ClickInboxOptions): ClickInbox {
    * then counts, as if stored in time, and the message shows it.)
    */
   const withdrawn = new Set<number>();
+  /**
+   * The clicks whose handler runs in this process now. A decision completes its click's job in its
+   * own transaction, so the job is done while the execution the approval started still runs in the
+   * handler: `settle` waits for that too.
+   */
+  const runningHere = new Set<number>();
   async function withdrawLate(id: number): Promise<void> {
     withdrawn.add(id);
     if (withdrawn.size > MAX_TRACKED) withdrawn.delete(withdrawn.values().next().value as number);
@@ -261,8 +267,8 @@ export function createClickInbox(options: ClickInboxOptions): ClickInbox {
         const ids = [...tracked].filter(([, of]) => !kind || of === kind).map(([id]) => id);
         if (ids.length === 0) return;
         const left = await options.jobs.unfinished(ids);
-        for (const id of ids) if (!left.has(id)) tracked.delete(id);
-        if (left.size === 0 || Date.now() >= until) return;
+        for (const id of ids) if (!left.has(id) && !runningHere.has(id)) tracked.delete(id);
+        if ((left.size === 0 && !ids.some((id) => runningHere.has(id))) || Date.now() >= until) return;
         await sleep(pollMs);
       }
     },
@@ -274,7 +280,13 @@ export function createClickInbox(options: ClickInboxOptions): ClickInbox {
         // A worker's claim can see a write's row before this process has read the write's answer
         // (two connections): wait until the write in progress has withdrawn what came too late.
         while (writing) await writeOver;
-        if (!withdrawn.has(context.jobId)) await handler(payload, context);
+        if (withdrawn.has(context.jobId)) return undefined;
+        runningHere.add(context.jobId);
+        try {
+          return await handler(payload, context);
+        } finally {
+          runningHere.delete(context.jobId);
+        }
       };
     },
     admitDecisions({ running }) {

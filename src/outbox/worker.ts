@@ -202,7 +202,7 @@ function createJobRunner(
   function runWithDeadline(run: (context: JobContext) => Promise<LastWrite | void>, job: JobRow, handlerDeadlineMs: number): Promise<LastWrite | void> {
     return withDeadline(
       handlerDeadlineMs,
-      (signal) => run({ signal, attempt: job.attempts, jobId: job.id }),
+      (signal) => run({ signal, attempt: job.attempts, jobId: job.id, claim: { id: job.id, lockedBy: job.lockedBy } }),
       () => new DeliveryError(`no answer within ${handlerDeadlineMs} ms`),
     );
   }
@@ -225,7 +225,8 @@ function createJobRunner(
   function superseded(job: JobRow): undefined {
     options.logger.warn(
       { jobId: job.id, kind: job.kind, attempts: job.attempts },
-      'outbox job was re-claimed by another worker after its lease ran out; this outcome is dropped',
+      // Or: the decision the job made completed it (a stored click), and what failed came after.
+      'outbox job is no longer held by this worker (re-claimed after its lease ran out, or completed by the decision it made); this outcome is dropped',
     );
     options.onSettled?.(job, 'superseded');
     return undefined;

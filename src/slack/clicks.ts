@@ -1,7 +1,7 @@
 import { failedExecutionWords, type DecisionAction } from '../core/decision-preview.js';
 import { TwokeyError } from '../core/errors.js';
 import { isFailedExecution } from '../core/outcome.js';
-import type { JobHandler, JobPayloads } from '../core/jobs.js';
+import { completedBy, type JobClaim, type JobCompletion, type JobHandler, type JobPayloads } from '../core/jobs.js';
 import type { SlackLog } from './log.js';
 import type { SlackServices } from './ports.js';
 import type { Decider, ProposalRecord } from '../core/model.js';
@@ -44,11 +44,12 @@ const CAUSED_BY_AN_EARLIER_RUN = new Set(['not_pending', 'nothing_to_retry']);
  * for the same proposal is found rather than made twice.
  */
 export function createSlackClickJob(deps: SlackClickDeps): JobHandler<'slack.click'> {
-  async function decide(click: SlackClick): Promise<void> {
+  /** Decides the click; an approval or a rejection completes the click's job in its own transaction, and answers how that went. */
+  async function decide(click: SlackClick, job: JobClaim | undefined): Promise<JobCompletion | undefined> {
     const read = () => deps.store.getProposal(click.proposalId);
     const { decider, complete } = await deps.clickDecider(click.userId, read);
     try {
-      await decideAs(click, decider);
+      return await decideAs(click, decider, job);
     } catch (error) {
       if (complete || !(error instanceof TwokeyError) || error.code !== 'not_an_approver') throw error;
       // Refused without the proposal read: it may name a group the configuration no longer does (made
@@ -56,41 +57,44 @@ export function createSlackClickJob(deps: SlackClickDeps): JobHandler<'slack.cli
       // finds the person in a group; nothing was written by the refusal.
       const withGroups = await deps.deciderFor(click.userId, await read());
       if (!withGroups.memberOf?.length) throw error;
-      await decideAs(click, withGroups);
+      return decideAs(click, withGroups, job);
     }
   }
 
-  async function decideAs(click: SlackClick, decider: Decider): Promise<void> {
+  async function decideAs(click: SlackClick, decider: Decider, job: JobClaim | undefined): Promise<JobCompletion | undefined> {
     switch (click.action) {
       case 'approve': {
-        const { outcome, proposal } = await deps.proposals.approve(click.proposalId, decider);
+        const { outcome, proposal, jobCompleted } = await deps.proposals.approve(click.proposalId, decider, { completing: job });
         deps.log().info({ proposalId: click.proposalId, approver: decider.identity, outcome, status: proposal.status }, 'Slack approval');
         // The message shows every other outcome; a failed execution deserves a word to the one who caused it.
         if (outcome === 'quorum_reached' && isFailedExecution(proposal)) {
           await deps.tell(click.userId, click.channel ?? undefined, failedExecutionWords('approve', proposal.error ?? ''));
         }
-        return;
+        return jobCompleted;
       }
       case 'retry': {
         const proposal = await deps.proposals.retry(click.proposalId, decider);
         deps.log().info({ proposalId: click.proposalId, approver: decider.identity, status: proposal.status }, 'Slack retry');
-        return;
+        return undefined;
       }
-      case 'reject':
-        await deps.proposals.reject(click.proposalId, decider, click.reason);
+      case 'reject': {
+        const { jobCompleted } = await deps.proposals.reject(click.proposalId, decider, click.reason, { completing: job });
         deps.log().info({ proposalId: click.proposalId, approver: decider.identity, withReason: Boolean(click.reason) }, 'Slack rejection');
-        return;
+        return jobCompleted;
+      }
       case 'grant': {
         if (!deps.grants) throw new TwokeyError('invalid_request', 'grants are not available');
         const { grant } = await deps.grants.approveAndGrant(click.proposalId, decider, click.grant);
         deps.log().info({ proposalId: click.proposalId, approver: decider.identity, grantId: grant.id }, 'Slack approval with a grant');
+        return undefined;
       }
     }
   }
 
-  return async (click, { attempt }) => {
+  return async (click, { attempt, claim }) => {
     try {
-      await decide(click);
+      const completed = await decide(click, claim);
+      return completed ? completedBy(completed) : undefined;
     } catch (error) {
       // Not a refusal (the database went away, a bug): the outbox runs the click again, with backoff.
       if (!(error instanceof TwokeyError)) throw error;

@@ -94,11 +94,14 @@ describe('Discord interactions when the database is slow', () => {
   const handlerFor = (services: DiscordServices, options: { ackBudgetMs: number; burstGapMs?: number }) =>
     createInteractionHandler({ services, rest, logger: () => silentLogger, botToken: BOT_TOKEN, ...options });
 
+  /** The claim the outbox runs a stored click under; the decision completes the job with it. */
+  const STORED_CLAIM = { id: 0, lockedBy: 'w_test:1' };
+
   /** Runs the stored clicks as the outbox would, first attempt each. */
   async function decideStored(handler: ReturnType<typeof handlerFor>, stored: StoredClick[]): Promise<void> {
     for (const click of stored.splice(0)) {
       const payload = jobPayloadSchemas['discord.click'].parse(click.payload);
-      await handler.decideClick(payload, { signal: new AbortController().signal, attempt: 1, jobId: 0 });
+      await handler.decideClick(payload, { signal: new AbortController().signal, attempt: 1, jobId: 0, claim: STORED_CLAIM });
     }
   }
 
@@ -126,7 +129,11 @@ describe('Discord interactions when the database is slow', () => {
     release();
     await decideStored(handler, stored);
     expect(approve).toHaveBeenCalledTimes(1);
-    expect(approve).toHaveBeenCalledWith(proposal.id, { identity: `discord:user:${ALICE}`, memberOf: [`discord:role:${GUILD}`], via: 'discord' });
+    expect(approve).toHaveBeenCalledWith(
+      proposal.id,
+      { identity: `discord:user:${ALICE}`, memberOf: [`discord:role:${GUILD}`], via: 'discord' },
+      { completing: STORED_CLAIM },
+    );
   });
 
   it('answers a click at once while another is still being checked, whatever the budget', async () => {
