@@ -3,7 +3,7 @@ import { CARD_WORDS } from '../chat/card-words.js';
 import type { DecisionResult } from '../core/decisions.js';
 import { explainDecisionError, NOTHING_CHANGED, type DecisionAction } from '../core/decision-preview.js';
 import { isTwokeyError, TwokeyError } from '../core/errors.js';
-import type { JobHandler, JobPayloads } from '../core/jobs.js';
+import { completedBy, type JobClaim, type JobCompletion, type JobHandler, type JobPayloads } from '../core/jobs.js';
 import type { Decider, ProposalRecord } from '../core/model.js';
 import type { TeamsAction } from './adaptive-card.js';
 import type { TeamsServices } from './ports.js';
@@ -76,29 +76,35 @@ export function createTeamsClickJob(options: TeamsClickJobOptions): JobHandler<'
     return `You approved; ${CARD_WORDS.status.waiting(missing, CARD_WORDS.approvalsCount(count, result.proposal.quorum))}.`;
   }
 
-  async function decide(click: TeamsClick): Promise<string> {
+  /** What the clicker is told; an approval or a rejection also completes the click's job in its own transaction, and answers how that went. */
+  async function decide(click: TeamsClick, job: JobClaim | undefined): Promise<{ words: string; completed?: JobCompletion | undefined }> {
     const { proposalId, decider } = click;
     switch (click.action) {
-      case 'approve':
-        return approvedWords('approve', await services.proposals.approve(proposalId, decider));
+      case 'approve': {
+        const result = await services.proposals.approve(proposalId, decider, { completing: job });
+        return { words: await approvedWords('approve', result), completed: await result.jobCompleted };
+      }
       case 'retry':
         await services.proposals.retry(proposalId, decider);
-        return DECIDED_WORDS.retry;
-      case 'reject':
-        await services.proposals.reject(proposalId, decider, click.reason);
-        return DECIDED_WORDS.reject;
+        return { words: DECIDED_WORDS.retry };
+      case 'reject': {
+        const result = await services.proposals.reject(proposalId, decider, click.reason, { completing: job });
+        return { words: DECIDED_WORDS.reject, completed: await result.jobCompleted };
+      }
       case 'grant': {
         if (!services.grants) throw new TwokeyError('invalid_request', 'This operation does not allow approving for a while');
         const result = await services.grants.approveAndGrant(proposalId, decider, click.grant);
         options.logger().info({ proposalId, approver: decider.identity, grantId: result.grant.id }, 'Teams approval with a grant');
-        return approvedWords('grant', result);
+        return { words: await approvedWords('grant', result) };
       }
     }
   }
 
-  return async (click, { attempt, jobId }) => {
+  return async (click, { attempt, jobId, claim }) => {
     try {
-      options.onOutcome(jobId, await decide(click));
+      const { words, completed } = await decide(click, claim);
+      options.onOutcome(jobId, words);
+      return completed ? completedBy(completed) : undefined;
     } catch (error) {
       // Not a refusal (the database went away, a bug): the outbox runs the click again, with backoff.
       if (!isTwokeyError(error)) throw error;

@@ -1,4 +1,6 @@
+import { sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { rowsOf } from '../../src/db/rows.js';
 import { drivers } from '../support/database.js';
 import { startFakeDownstream, type FakeDownstream } from '../support/fake-downstream.js';
 import {
@@ -110,6 +112,27 @@ describe.each(drivers)('Teams: cards and clicks (%s)', (driver) => {
       expect(executeActions(replaced?.body.attachments[0].content)).toEqual([]);
     });
     expect(t.fake.activities.get(card.id)?.edits).toBeGreaterThan(0);
+  });
+
+  it("an Approve's stored click is done once the decision commits, while the operation it started still runs", async () => {
+    downstream.setBehaviour('slow', 1_500);
+    try {
+      const { id } = await t.propose('delete_workspace', { workspace: 'slow' });
+      await t.cardOf(id);
+      // The clicker's answer waits for the outcome (up to its budget): looked at while it is on its way.
+      const answering = t.click('twokey.approve', { proposalId: id }, ALICE);
+      await eventually(async () => expect((await t.twokey.services.proposals.get(id)).status).toBe('executing'));
+      const jobs = rowsOf<{ status: string; attempts: number }>(
+        await t.twokey.services.database.db.execute(sql`select status, attempts from jobs where kind = 'teams.click' and payload->>'proposalId' = ${id}`),
+      );
+      expect(jobs).toEqual([{ status: 'done', attempts: 1 }]);
+      // Settling the stored clicks still waits for the operation.
+      await t.teams.settle();
+      expect((await t.twokey.services.proposals.get(id)).status).toBe('committed');
+      expect((await answering).status).toBe(200);
+    } finally {
+      downstream.setBehaviour('ok');
+    }
   });
 
   it('quorum 2: the first approval says how many more it waits for; the same person again, in Teams or the console, counts once', async () => {
