@@ -6,24 +6,12 @@ import { drivers } from '../support/database.js';
 import { freePort } from '../support/processes.js';
 import type { FakeSlack, SlackCall } from './support/fake-slack.js';
 import { BOT_TOKEN, SIGNING_SECRET } from './support/slack-requests.js';
+import { rotateKeyOperation } from './support/rotate-key.js';
 import { startSlackTwokey, type SlackTwokey } from './support/slack-twokey.js';
 
 const CONFIG = `
 operations:
-  - name: rotate_key
-    description: Rotate a production API key
-    params:
-      type: object
-      required: [key]
-      properties:
-        key: { type: string }
-    summary: "{{agent}} wants to rotate the {{params.key}} key."
-    approval:
-      approvers: [slack:U0ALICE]
-      slack: { channel: C0KEYS }
-    commit: on_approve
-    executor: { type: echo }
-  - name: drop_table
+${rotateKeyOperation('{ type: echo }', '    commit: on_approve\n')}  - name: drop_table
     description: Drop a table
     params:
       type: object

@@ -3,24 +3,11 @@ import { EXECUTING_EDIT_DELAY_MS } from '../../src/core/effects.js';
 import { drivers } from '../support/database.js';
 import { startFakeDownstream, type FakeDownstream } from '../support/fake-downstream.js';
 import type { SlackCall } from './support/fake-slack.js';
+import { rotateKeyConfig } from './support/rotate-key.js';
 import { startSlackTwokey, type SlackTwokey } from './support/slack-twokey.js';
 
 const SECRET = 'executing-edit-downstream-secret';
-const config = (downstream: string) => `
-operations:
-  - name: rotate_key
-    description: Rotate a production API key
-    params:
-      type: object
-      required: [key]
-      properties:
-        key: { type: string }
-    summary: "{{agent}} wants to rotate the {{params.key}} key."
-    approval:
-      approvers: [slack:U0ALICE]
-      slack: { channel: C0KEYS }
-    executor: { type: http, url: "${downstream}/rotate", secret: "${SECRET}", timeout: 30s }
-`;
+const config = (downstream: string) => rotateKeyConfig(downstream, SECRET);
 
 const WAIT = { timeout: 8_000, interval: 20 };
 
