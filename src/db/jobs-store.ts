@@ -190,16 +190,21 @@ const completion = {
 } as const;
 
 /**
- * A running job's completion as the CTE `completed_job` of another statement (a click's decision,
- * src/db/transactions.ts), fenced by its claim stamp like every completion; it answers the job's id
- * while the claim held, and whether a job of its ordering key waits behind it.
+ * The completion of held jobs, each fenced by its own claim stamp: answers the id of each whose claim
+ * still held, and whether a job of its ordering key waits behind it. `completeAll`'s statement, and
+ * the CTE of a click's decision (`jobCompletionCte`).
  */
-export function jobCompletionCte(job: JobClaim, now: Date): SQL {
+function heldJobsDone(held: readonly ClaimedJob[], now: Date): SQL {
   const at = sql`${now.toISOString()}::timestamptz`;
-  return sql`completed_job as (
-    update jobs set status = 'done', locked_until = null, locked_by = null, last_error = null, updated_at = ${at}
-    where jobs.id = ${job.id} and jobs.status = 'running' and jobs.locked_by = ${job.lockedBy}
-    returning jobs.id, ${followedSql(at)} as followed)`;
+  return sql`update jobs set status = 'done', locked_until = null, locked_by = null, last_error = null, updated_at = ${at}
+    from jsonb_to_recordset(${claimsJson(held)}::jsonb) as claim(id bigint, stamp text)
+    where jobs.id = claim.id and jobs.status = 'running' and jobs.locked_by = claim.stamp
+    returning jobs.id, ${followedSql(at)} as followed`;
+}
+
+/** A running job's completion as the CTE `completed_job` of another statement (a click's decision, src/db/transactions.ts). */
+export function jobCompletionCte(job: JobClaim, now: Date): SQL {
+  return sql`completed_job as (${heldJobsDone([job], now)})`;
 }
 
 /** A write built with placeholders: a data-modifying statement with RETURNING, which can be prepared. */
@@ -300,12 +305,7 @@ export function createJobStore(db: Db): JobStore {
       const held = claimed.filter((job) => job.lockedBy !== null);
       if (held.length === 0) return new Map();
       if (held.length === 1) return completeOne(held[0] as ClaimedJob, now);
-      const at = sql`${now.toISOString()}::timestamptz`;
-      const result = await db.execute(sql`
-        update jobs set status = 'done', locked_until = null, locked_by = null, last_error = null, updated_at = ${at}
-        from jsonb_to_recordset(${claimsJson(held)}::jsonb) as claim(id bigint, stamp text)
-        where jobs.id = claim.id and jobs.status = 'running' and jobs.locked_by = claim.stamp
-        returning jobs.id, ${followedSql(at)} as followed`);
+      const result = await db.execute(heldJobsDone(held, now));
       return new Map(rowsOf<{ id: string | number; followed: boolean }>(result).map((row) => [Number(row.id), { followed: Boolean(row.followed) }]));
     },
     async reschedule(job: ClaimedJob, runAt: Date, error: string, now: Date): Promise<boolean> {

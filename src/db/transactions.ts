@@ -252,13 +252,13 @@ function bufferedStatement({
   // Reads back whether the claim still held (a job re-claimed elsewhere after its lease ran out is
   // left to that worker, as any fenced completion), and whether a job of its key waits behind it.
   return sql`with ${sql.join([...locked, ...addedRowsCtes(rows), jobCompletionCte(completion.job, completion.at)], sql`, `)}
-    select (select count(*)::int from completed_job) as held, coalesce((select bool_or(followed) from completed_job), false) as followed`;
+    select exists (select 1 from completed_job) as held, exists (select 1 from completed_job where followed) as followed`;
 }
 
 /** What the statement that completed a job read back (postgres.js answers rows, PGlite `{ rows }`). */
 function jobCompletionResult(result: unknown): JobCompletion {
   const [row] = rowsOf<{ held?: unknown; followed?: unknown }>(result);
-  return { held: Number(row?.held ?? 0) > 0, followed: row?.followed === true };
+  return { held: row?.held === true, followed: row?.followed === true };
 }
 
 const hasRows = (rows: AddedRows): boolean => rows.inserted.length + rows.audit.length + rows.queued.length > 0;
