@@ -28,8 +28,8 @@ export type ApproveOutcome = 'counted' | 'already_counted' | 'quorum_reached';
 export interface DecisionResult {
   outcome: ApproveOutcome | 'rejected';
   proposal: ProposalRecord;
-  /** With `completing`: the job's completion, written by the decision's own transaction. */
-  jobCompleted?: Promise<JobCompletion>;
+  /** With `completing`: how the job's completion, written by the decision's own transaction, went. */
+  jobCompletion?: JobCompletion;
 }
 
 /**
@@ -127,8 +127,8 @@ export function createDecisions(deps: DecisionDeps) {
       const recorded = await recordApproval(tx, proposalId, decider, now);
       return { ...recorded, jobCompleted: completing(tx, options, now) };
     });
-    const { outcome, proposal: decidedProposal, claim, jobCompleted } = decided;
-    const completed = jobCompleted ? { jobCompleted } : {};
+    const { outcome, proposal: decidedProposal, claim } = decided;
+    const completed = await completionOf(decided);
     if (outcome === 'already_counted') return { outcome, proposal: decidedProposal, ...completed };
     if (outcome === 'quorum_reached') announceDecision(decidedProposal);
     else announce(decidedProposal);
@@ -142,16 +142,24 @@ export function createDecisions(deps: DecisionDeps) {
     return { outcome, proposal: proposal ?? (await getProposal(decidedProposal.id)), ...completed };
   }
 
-  /** The job this decision completes, in its transaction (`DecisionOptions`). */
+  /**
+   * The job this decision completes, in its transaction (`DecisionOptions`). Its answer comes once the
+   * transaction committed, so the work hands it out in an object (a promise the work returned would
+   * be awaited before the transaction could end) and `completionOf` reads it after.
+   */
   function completing(tx: StoreTransaction, options: DecisionOptions, now: Date): Promise<JobCompletion> | undefined {
     return options.completing ? tx.completeJob(options.completing, now) : undefined;
+  }
+
+  async function completionOf({ jobCompleted }: { jobCompleted: Promise<JobCompletion> | undefined }): Promise<Pick<DecisionResult, 'jobCompletion'>> {
+    return jobCompleted ? { jobCompletion: await jobCompleted } : {};
   }
 
   async function reject(proposalId: string, decider: Decider, reason?: string | null, options: DecisionOptions = {}): Promise<DecisionResult> {
     const now = clock();
     // PostgreSQL text cannot hold NUL; it is invisible anyway, so it goes rather than the rejection failing.
     const cleanReason = reason?.replaceAll('\u0000', '').trim().slice(0, MAX_REASON_LENGTH) || null;
-    const { proposal, jobCompleted } = await store.transaction(async (tx) => {
+    const decided = await store.transaction(async (tx) => {
       const { proposal: current, agent } = await authorize(tx, proposalId, decider, 'reject', now);
       const rejected = tx.updateProposal(current, {
         status: 'rejected',
@@ -166,7 +174,7 @@ export function createDecisions(deps: DecisionDeps) {
       );
       return { proposal: await settle(tx, rejected), jobCompleted: completing(tx, options, now) };
     });
-    return { outcome: 'rejected', proposal: announceDecision(proposal), ...(jobCompleted ? { jobCompleted } : {}) };
+    return { outcome: 'rejected', proposal: announceDecision(decided.proposal), ...(await completionOf(decided)) };
   }
 
   /** A human's "Retry" after a failed execution: the same people as an approval, and only a failed execution. */

@@ -66,12 +66,12 @@ export function createDiscordClickJob(options: DiscordClickJobOptions): JobHandl
     const { proposalId, decider } = click;
     switch (click.action) {
       case 'approve':
-        return (await services.proposals.approve(proposalId, decider, { completing: job })).jobCompleted;
+        return (await services.proposals.approve(proposalId, decider, { completing: job })).jobCompletion;
       case 'retry':
         await services.proposals.retry(proposalId, decider);
         return undefined;
       case 'reject':
-        return (await services.proposals.reject(proposalId, decider, click.reason, { completing: job })).jobCompleted;
+        return (await services.proposals.reject(proposalId, decider, click.reason, { completing: job })).jobCompletion;
       case 'grant': {
         if (!services.grants) throw new TwokeyError('invalid_request', 'This operation does not allow approving for a while');
         const { grant } = await services.grants.approveAndGrant(proposalId, decider, click.grant);

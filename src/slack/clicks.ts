@@ -64,13 +64,13 @@ export function createSlackClickJob(deps: SlackClickDeps): JobHandler<'slack.cli
   async function decideAs(click: SlackClick, decider: Decider, job: JobClaim | undefined): Promise<JobCompletion | undefined> {
     switch (click.action) {
       case 'approve': {
-        const { outcome, proposal, jobCompleted } = await deps.proposals.approve(click.proposalId, decider, { completing: job });
+        const { outcome, proposal, jobCompletion } = await deps.proposals.approve(click.proposalId, decider, { completing: job });
         deps.log().info({ proposalId: click.proposalId, approver: decider.identity, outcome, status: proposal.status }, 'Slack approval');
         // The message shows every other outcome; a failed execution deserves a word to the one who caused it.
         if (outcome === 'quorum_reached' && isFailedExecution(proposal)) {
           await deps.tell(click.userId, click.channel ?? undefined, failedExecutionWords('approve', proposal.error ?? ''));
         }
-        return jobCompleted;
+        return jobCompletion;
       }
       case 'retry': {
         const proposal = await deps.proposals.retry(click.proposalId, decider);
@@ -78,9 +78,9 @@ export function createSlackClickJob(deps: SlackClickDeps): JobHandler<'slack.cli
         return undefined;
       }
       case 'reject': {
-        const { jobCompleted } = await deps.proposals.reject(click.proposalId, decider, click.reason, { completing: job });
+        const { jobCompletion } = await deps.proposals.reject(click.proposalId, decider, click.reason, { completing: job });
         deps.log().info({ proposalId: click.proposalId, approver: decider.identity, withReason: Boolean(click.reason) }, 'Slack rejection');
-        return jobCompleted;
+        return jobCompletion;
       }
       case 'grant': {
         if (!deps.grants) throw new TwokeyError('invalid_request', 'grants are not available');

@@ -82,14 +82,14 @@ export function createTeamsClickJob(options: TeamsClickJobOptions): JobHandler<'
     switch (click.action) {
       case 'approve': {
         const result = await services.proposals.approve(proposalId, decider, { completing: job });
-        return { words: await approvedWords('approve', result), completed: await result.jobCompleted };
+        return { words: await approvedWords('approve', result), completed: result.jobCompletion };
       }
       case 'retry':
         await services.proposals.retry(proposalId, decider);
         return { words: DECIDED_WORDS.retry };
       case 'reject': {
         const result = await services.proposals.reject(proposalId, decider, click.reason, { completing: job });
-        return { words: DECIDED_WORDS.reject, completed: await result.jobCompleted };
+        return { words: DECIDED_WORDS.reject, completed: result.jobCompletion };
       }
       case 'grant': {
         if (!services.grants) throw new TwokeyError('invalid_request', 'This operation does not allow approving for a while');
