@@ -268,7 +268,7 @@ export function createClickInbox(options: ClickInboxOptions): ClickInbox {
         if (ids.length === 0) return;
         const left = await options.jobs.unfinished(ids);
         for (const id of ids) if (!left.has(id) && !runningHere.has(id)) tracked.delete(id);
-        if ((left.size === 0 && !ids.some((id) => runningHere.has(id))) || Date.now() >= until) return;
+        if (!ids.some((id) => tracked.has(id)) || Date.now() >= until) return;
         await sleep(pollMs);
       }
     },
