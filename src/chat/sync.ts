@@ -1,5 +1,5 @@
 import { canonicalJson, sha256Hex } from '../core/secrets.js';
-import type { JobPayloads, LastWrite } from '../core/jobs.js';
+import type { JobPayloads, LastWrite, ProposalSnapshot } from '../core/jobs.js';
 import type { AgentRecord, ApprovalRecord, ProposalRecord } from '../core/model.js';
 import type { Store } from '../core/ports.js';
 import type { ChatMessageStore, TrailEvent } from './ports.js';
@@ -66,10 +66,13 @@ export function createChatSync(deps: ChatSyncDeps) {
    * Returns its last write unsent (`LastWrite`): the outbox sends it with the job's completion. A
    * caller outside the outbox sends it itself (`send()`).
    */
-  async function sync(proposalId: string, platform: ChatPublisher['platform']): Promise<LastWrite | undefined> {
+  async function sync(proposalId: string, platform: ChatPublisher['platform'], known?: ProposalSnapshot): Promise<LastWrite | undefined> {
     const publisher = deps.publishers.find((p) => p.platform === platform);
     if (!publisher) return;
-    const found = await deps.messages.getForSync(proposalId, platform);
+    // Known: the first post of a proposal this process just inserted (src/outbox/README.md, "Taken as
+    // queued"). Its message cannot exist yet, nor a trail be due, and the state is the one its change
+    // committed: the read would find exactly this.
+    const found = known ? { ...known, approvals: [...known.approvals], message: null, trail: null } : await deps.messages.getForSync(proposalId, platform);
     if (!found) return;
     const { proposal } = found;
     const channel = deps.channelFor(proposal.operation, platform);

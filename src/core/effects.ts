@@ -1,6 +1,6 @@
 import { channelOfPart, chatPartOf, destinationOf } from './chat-platform.js';
 import type { ChatPlatformName, FollowUpKind } from './jobs.js';
-import { isAutomaticDecider, isFinalStatus, type OperationSpec, type ProposalRecord } from './model.js';
+import { isAutomaticDecider, isFinalStatus, type AgentRecord, type OperationSpec, type ProposalRecord } from './model.js';
 import type { OutboxJobSpec } from './ports.js';
 
 /**
@@ -12,8 +12,8 @@ import type { OutboxJobSpec } from './ports.js';
 
 /** What just happened to the proposal, as far as the jobs it queues depend on it. */
 export type ProposalChange =
-  /** Inserted (and perhaps decided at once by a rule or a grant). */
-  | { type: 'proposed' }
+  /** Inserted (and perhaps decided at once by a rule or a grant), by `agent`. */
+  | { type: 'proposed'; agent: AgentRecord }
   /** Any other change of its state: an approval counted, a decision, expiry, cancellation, an execution's outcome. */
   | { type: 'changed' }
   /** A reminder or an escalation was recorded: `mention` are the identities to ping. */
@@ -81,8 +81,20 @@ export function jobsForChange(proposal: ProposalRecord, change: ProposalChange, 
   const platforms = messagePlatforms(proposal, setting);
   const messageKey = (platform: ChatPlatformName) => `chat:${platform}:${proposal.id}`;
   const editDelay = proposal.status === 'executing' ? { runAt: new Date(setting.at.getTime() + EXECUTING_EDIT_DELAY_MS) } : {};
+  // A proposal left to people is posted as it was inserted, with no approval yet: its first post
+  // can run from what this change knows (one decided at once may show a result, which is rendered
+  // from the row as the database stores it).
+  const firstPost =
+    change.type === 'proposed' && proposal.status === 'pending' ? { firstOfItsKey: { known: { proposal, agent: change.agent, approvals: [] } } } : {};
   for (const platform of platforms) {
-    jobs.push({ kind: 'chat.sync', payload: { proposalId: proposal.id, platform }, orderingKey: messageKey(platform), coalesce: true, ...editDelay });
+    jobs.push({
+      kind: 'chat.sync',
+      payload: { proposalId: proposal.id, platform },
+      orderingKey: messageKey(platform),
+      coalesce: true,
+      ...editDelay,
+      ...firstPost,
+    });
   }
   if (proposal.callbackUrl && isFinalStatus(proposal.status)) {
     jobs.push({

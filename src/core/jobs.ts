@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import type { ChatPlatformJobs, ChatPlatformName } from './chat-platform.js';
-import { FINAL_STATUSES } from './model.js';
+import { FINAL_STATUSES, type AgentRecord, type ApprovalRecord, type ProposalRecord } from './model.js';
 
 /**
  * The job catalogue: every kind of outbox job twokey queues, with the schema of its payload. The
@@ -74,8 +74,26 @@ export type JobPayloadInputs = { [K in JobKind]: z.input<Schemas[K]> };
 /** A job of one kind with its payload: `{ kind: 'chat.sync', payload: { proposalId, platform } } | …`. */
 export type JobOf<Payloads extends Record<JobKind, unknown>> = { [K in JobKind]: { kind: K; payload: Payloads[K] } }[JobKind];
 
+/** A proposal with what its chat message shows besides it, as its change left them. */
+export interface ProposalSnapshot {
+  proposal: ProposalRecord;
+  agent: AgentRecord;
+  approvals: readonly ApprovalRecord[];
+}
+
+/**
+ * Kind → what a job of that kind would read first, when the transaction that queued it knows it
+ * already (a new proposal's first post). Handed over in memory only, to a job taken as it was
+ * queued (`OutboxJobOptions.firstOfItsKey`); a kind not named here is never handed one.
+ */
+export interface JobKnownStates {
+  'chat.sync': ProposalSnapshot;
+}
+
+export type JobKnownState<K extends JobKind> = K extends keyof JobKnownStates ? JobKnownStates[K] : never;
+
 /** What a handler is told besides its payload. */
-export interface JobContext {
+export interface JobContext<K extends JobKind = JobKind> {
   /** Aborted when the job's deadline passes: stop waiting on the outside world. */
   signal: AbortSignal;
   /** 1 on the first run; more when an earlier run failed, or its worker died before recording it. */
@@ -83,6 +101,11 @@ export interface JobContext {
   jobId: number;
   /** The claim the job runs under (the worker always gives it): a decision may complete the job in its own transaction. */
   claim?: JobClaim;
+  /**
+   * What the job would read first, as the transaction that queued it left it: given only to the
+   * first run of a job this process took as it was queued, never to a retry or a claimed job.
+   */
+  known?: JobKnownState<K>;
 }
 
 /** The claim a running job holds, as its completion names it. */
@@ -121,7 +144,7 @@ export function completedBy(completion: JobCompletion): LastWrite {
 }
 
 /** Runs a job; what it returns is its last write, sent with its completion (none: the completion alone). */
-export type JobHandler<K extends JobKind = JobKind> = (payload: JobPayloads[K], context: JobContext) => Promise<LastWrite | void>;
+export type JobHandler<K extends JobKind = JobKind> = (payload: JobPayloads[K], context: JobContext<K>) => Promise<LastWrite | void>;
 
 /** A handler for every kind: a handler whose payload type is not its kind's is a type error. */
 export type JobHandlers = { [K in JobKind]: JobHandler<K> };

@@ -1,5 +1,5 @@
 import type { GrantTransaction } from './grants.js';
-import type { JobClaim, JobCompletion, JobOf, JobPayloadInputs } from './jobs.js';
+import type { JobClaim, JobCompletion, JobKind, JobKnownState, JobPayloadInputs } from './jobs.js';
 import type { AgentRecord, ApprovalRecord, AuditEventInput, AuditEventRecord, ProposalPatch, ProposalRecord, ProposalStatus } from './model.js';
 
 /** Work done inside one database transaction. Every state change and its audit row go through one. */
@@ -87,7 +87,21 @@ export interface LockedProposal {
  * and its payload come from the job catalogue (jobs.ts): a payload of another kind's shape does not
  * compile.
  */
-export type OutboxJobSpec = JobOf<JobPayloadInputs> & OutboxJobOptions;
+export type OutboxJobSpec = {
+  [K in JobKind]: {
+    kind: K;
+    payload: JobPayloadInputs[K];
+    /**
+     * The job is the first of its ordering key, queued by the transaction that makes what the key
+     * names (a new proposal's first post): no job of the key can come before it, so a worker of this
+     * process may take it as it is inserted (claimed by the insert) and run it once the transaction
+     * committed, with `known`, what it would otherwise read first (src/outbox/README.md, "Taken as
+     * queued"). Without a free slot here it is queued as any job, and `known` is dropped.
+     */
+    firstOfItsKey?: { known: JobKnownState<K> };
+  };
+}[JobKind] &
+  OutboxJobOptions;
 
 export interface OutboxJobOptions {
   /** Jobs sharing a key run one at a time, in the order they were queued. */

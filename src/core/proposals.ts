@@ -205,7 +205,7 @@ export function createProposalService(deps: ProposalServiceDeps) {
         }
         const stored = await tx.insertProposal(row);
         for (const { event, at } of audit) await tx.appendAudit(event, at);
-        return { decided: decided.proposal, stored: await settle(tx, stored, { type: 'proposed' }) };
+        return { decided: decided.proposal, stored: await settle(tx, stored, { type: 'proposed', agent }) };
       })
       .catch((error: unknown) => {
         (execution as ExecutionAtPropose | null)?.abandon(error);

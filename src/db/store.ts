@@ -6,8 +6,10 @@ import { AGENT_CHANNEL } from './channels.js';
 import type { Db, Queryable } from './database.js';
 import { grantTransactionStore } from './grants-store.js';
 import type { Notifier } from './notifier.js';
+import type { JobTaker } from '../outbox/ports.js';
 import { agents, approvals, proposals, requestIdentities } from './schema.js';
-import { addedRowsCommit, inTransaction, lockedThenRead, onConnectionOf, type WriteBuffer } from './transactions.js';
+import { lockedThenRead, onConnectionOf } from './on-connection.js';
+import { addedRowsCommit, inTransaction, type WriteBuffer } from './transactions.js';
 
 export { AGENT_CHANNEL, JOBS_CHANNEL, jobsNotice, PROPOSAL_CHANNEL, parseJobsNotice } from './channels.js';
 
@@ -21,6 +23,11 @@ export interface StoreOptions {
   onJobsQueued?(kinds: readonly string[], inMs?: number): void;
   /** Wakes the other replicas after commit (PostgreSQL); without it, only this process hears of changes. */
   notifier?: Notifier | undefined;
+  /**
+   * A slot of this process's outbox for a job first of its ordering key, inserted claimed and run
+   * here once committed (src/outbox/README.md, "Taken as queued"); null or absent: queued as any job.
+   */
+  takeJob?: JobTaker;
 }
 
 type ProposalRow = typeof proposals.$inferSelect;
@@ -255,6 +262,7 @@ export function createStore(db: Db, options: StoreOptions = {}): Store {
         (tx, writes) => transactionStore(tx, hot, writes),
         work,
         commitAddedRows,
+        options.takeJob,
       );
       if (dueKinds.length > 0) options.onJobsQueued?.(dueKinds);
       for (const { kind, inMs } of dueLater) options.onJobsQueued?.([kind], inMs);

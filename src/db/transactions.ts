@@ -3,7 +3,7 @@ import { PgDialect } from 'drizzle-orm/pg-core';
 import type postgres from 'postgres';
 import type { JobClaim, JobCompletion } from '../core/jobs.js';
 import type { ApprovalRecord, AuditEventInput, ProposalPatch, ProposalRecord } from '../core/model.js';
-import { NoLongerExecutingError, type OutboxJobSpec, type StoreTransaction } from '../core/ports.js';
+import { NoLongerExecutingError, type StoreTransaction } from '../core/ports.js';
 import { auditInsertCtes, auditRowsJson } from './audit-log.js';
 import { JOBS_CHANNEL, jobsNotice, PROPOSAL_CHANNEL } from './channels.js';
 import type { Db, Queryable } from './database.js';
@@ -12,12 +12,12 @@ import { jobCompletionCte } from './jobs-store.js';
 import { rowsInsertCte, rowsJson } from './row-inserts.js';
 import { approvals, proposals } from './schema.js';
 import { rowsOf } from './rows.js';
+import type { JobTaker } from '../outbox/ports.js';
+import { jobInsertCte, sendTakingJobs, startTaken, takenColumn, takeSlots, type QueuedJob } from './job-inserts.js';
 
 // How the store's transactions reach the database (see README.md, "How a state change reaches
 // PostgreSQL"): writes that only add rows are buffered and sent as one statement, and a transaction
 // begins only when its work first needs one.
-
-const DEFAULT_MAX_ATTEMPTS = 25;
 
 /** Wake-ups for other replicas: a channel and its payload. */
 export type Notification = readonly [channel: string, payload: string];
@@ -29,7 +29,7 @@ export type Notification = readonly [channel: string, payload: string];
 export interface AddedRows {
   inserted: ProposalRecord[];
   audit: Array<{ event: AuditEventInput; at: Date }>;
-  queued: Array<{ spec: OutboxJobSpec; at: Date }>;
+  queued: QueuedJob[];
 }
 
 /**
@@ -132,7 +132,8 @@ export type WriteBuffer = Pick<
  * has its own wake-up, here or on the replica that queued it).
  */
 function wakeUpsOf(replica: string, { rows, changed }: Pick<BufferedWrites, 'rows' | 'changed'>, inserted?: readonly boolean[]): WakeUps {
-  const queued = inserted ? rows.queued.filter((_, index) => inserted[index] !== false) : rows.queued;
+  // A job inserted claimed runs here once committed: no lane needs waking for it, here or elsewhere.
+  const queued = (inserted ? rows.queued.filter((_, index) => inserted[index] !== false) : rows.queued).filter((job) => !job.slot);
   const dueKinds = [...new Set(queued.filter(({ spec, at }) => !spec.runAt || spec.runAt <= at).map(({ spec }) => spec.kind))];
   const dueLater = queued.flatMap(({ spec, at }) => {
     const inMs = spec.runAt ? spec.runAt.getTime() - at.getTime() : 0;
@@ -151,7 +152,7 @@ function writeBuffer(db: Db): WriteBuffer {
   let finishing: { id: string; update: SQL } | null = null;
   let completion: JobCompletionWrite | null = null;
   const audit: Array<{ event: AuditEventInput; at: Date }> = [];
-  const queued: Array<{ spec: OutboxJobSpec; at: Date }> = [];
+  const queued: QueuedJob[] = [];
   const notify = new Set<string>();
   return {
     async insertProposal(proposal) {
@@ -231,7 +232,7 @@ function addedRowsCtes(rows: AddedRows, onlyIf?: SQL): SQL[] {
   return [
     ...(rows.inserted.length > 0 ? [rowsInsertCte(proposals, 'new_proposals', rows.inserted, onlyIf)] : []),
     ...auditInsertCtes(rows.audit, onlyIf),
-    ...rows.queued.map(({ spec, at }, index) => jobInsertCte(spec, at, index, onlyIf)),
+    ...rows.queued.map((job, index) => jobInsertCte(job, index, onlyIf)),
   ];
 }
 
@@ -248,11 +249,12 @@ function bufferedStatement({
     return finishingStatement(finishing.update, rows);
   }
   if (locked.length === 0 && !completion) return hasRows(rows) ? addedRowsStatement(rows) : null;
-  if (!completion) return sql`with ${sql.join([...locked, ...addedRowsCtes(rows)], sql`, `)} select 1`;
+  if (!completion) return sql`with ${sql.join([...locked, ...addedRowsCtes(rows)], sql`, `)} select ${takenColumn(rows.queued) ?? sql`1`}`;
   // Reads back whether the claim still held (a job re-claimed elsewhere after its lease ran out is
   // left to that worker, as any fenced completion), and whether a job of its key waits behind it.
+  const taken = takenColumn(rows.queued);
   return sql`with ${sql.join([...locked, ...addedRowsCtes(rows), jobCompletionCte(completion.job, completion.at)], sql`, `)}
-    select exists (select 1 from completed_job) as held, exists (select 1 from completed_job where followed) as followed`;
+    select exists (select 1 from completed_job) as held, exists (select 1 from completed_job where followed) as followed${taken ? sql`, ${taken}` : sql``}`;
 }
 
 /** What the statement that completed a job read back (postgres.js answers rows, PGlite `{ rows }`). */
@@ -273,7 +275,7 @@ function addedRowsStatement(rows: AddedRows): SQL | RenderedStatement {
 
 /** The statement of added rows, built by drizzle from its CTEs. */
 function builtAddedRows(rows: AddedRows): SQL {
-  return sql`with ${sql.join(addedRowsCtes(rows), sql`, `)} select 1`;
+  return sql`with ${sql.join(addedRowsCtes(rows), sql`, `)} select ${takenColumn(rows.queued) ?? sql`1`}`;
 }
 
 /** The text of each shape of `rowsWithoutJobsQuery` (new proposals or not, audit rows or not). */
@@ -426,11 +428,18 @@ interface OpenTransaction {
  * if it fails, the transaction is already aborted, PostgreSQL answers the COMMIT with a rollback,
  * and its own error is thrown, after the fact, as if it had come first).
  */
-function openTransaction(db: Db, replica: string, storeOn: TransactionStoreFactory, writes: WriteBuffer): Promise<OpenTransaction> {
+function openTransaction(
+  db: Db,
+  replica: string,
+  storeOn: TransactionStoreFactory,
+  writes: WriteBuffer,
+  takeJob: JobTaker | undefined,
+): Promise<OpenTransaction> {
   return new Promise((opened, failedToOpen) => {
     let beforeCommit: Promise<unknown> | null = null;
     let begun = false;
     let completion: JobCompletionWrite | null = null;
+    let queued: QueuedJob[] = [];
     let statementResult: unknown;
     const committed = db
       .transaction(async (tx) => {
@@ -440,6 +449,11 @@ function openTransaction(db: Db, replica: string, storeOn: TransactionStoreFacto
         });
         const buffered = writes.take();
         ({ completion } = buffered);
+        // A result's jobs go in only if its update matched: none of them is inserted claimed.
+        if (!buffered.finishing) {
+          takeSlots(buffered.rows.queued, takeJob);
+          queued = buffered.rows.queued;
+        }
         const statement = bufferedStatement(buffered);
         if (buffered.finishing && statement) {
           // Whether its update matched decides whether this transaction commits: read before COMMIT.
@@ -457,10 +471,16 @@ function openTransaction(db: Db, replica: string, storeOn: TransactionStoreFacto
         // Its own error says what failed, rather than the COMMIT that PostgreSQL answered with a rollback.
         if (beforeCommit) statementResult = await beforeCommit;
       });
-    // A job the transaction completed is done only once it committed.
+    // A job the transaction completed is done only once it committed; one it inserted claimed runs only then.
     committed.then(
-      () => completion?.resolve(jobCompletionResult(statementResult)),
-      (error: unknown) => completion?.reject(error),
+      () => {
+        completion?.resolve(jobCompletionResult(statementResult));
+        startTaken(queued, statementResult);
+      },
+      (error: unknown) => {
+        completion?.reject(error);
+        startTaken(queued, undefined);
+      },
     );
     committed.catch((error: unknown) => {
       if (!begun) failedToOpen(error);
@@ -482,11 +502,13 @@ export async function inTransaction<T>(
   work: (tx: StoreTransaction) => Promise<T>,
   /** Commits the rows of a transaction that only added rows (the store's `addedRowsCommit`). */
   commitAddedRows: (rows: AddedRows) => Promise<void>,
+  /** Slots of this process's outbox for the jobs first of their ordering key (`takeSlots`); none: every job is queued. */
+  takeJob?: JobTaker,
 ): Promise<{ value: T } & WakeUps> {
   const writes = writeBuffer(db);
   // Set by the work's first statement; a holder, as the work sets it in a closure.
   const begun: { transaction: Promise<OpenTransaction> | null } = { transaction: null };
-  const open = () => (begun.transaction ??= openTransaction(db, replica, storeOn, writes));
+  const open = () => (begun.transaction ??= openTransaction(db, replica, storeOn, writes, takeJob));
   let value: T;
   try {
     value = await work(deferredStore(writes, async () => (await open()).store));
@@ -514,8 +536,14 @@ export async function inTransaction<T>(
     if (!finished.matched) throw new NoLongerExecutingError(finishing.id);
     return { value, ...wakeUpsOf(replica, buffered, finished.inserted) };
   }
-  // Rendered once, by whichever statement carries them (alone or joined with others').
-  if (hasRows(rows)) await commitAddedRows(rows);
+  if (rows.queued.length > 0) {
+    // Jobs make a statement of its own (never joined with others'), which reads back the ids of
+    // those inserted claimed.
+    await sendTakingJobs(() => db.execute(builtAddedRows(rows)), rows.queued, takeJob);
+  } else if (hasRows(rows)) {
+    // Rendered once, by whichever statement carries them (alone or joined with others').
+    await commitAddedRows(rows);
+  }
   return { value, ...wakeUpsOf(replica, buffered) };
 }
 
@@ -527,59 +555,4 @@ function finishingResult(result: unknown): { matched: boolean; inserted: boolean
   const [row] = rowsOf<{ matched?: unknown; inserted?: unknown }>(result);
   const counts = Array.isArray(row?.inserted) ? row.inserted : [];
   return { matched: Number(row?.matched ?? 0) > 0, inserted: counts.map((count) => Number(count) > 0) };
-}
-
-function jobInsertCte(spec: OutboxJobSpec, at: Date, index: number, onlyIf?: SQL): SQL {
-  const time = sql`${at.toISOString()}::timestamptz`;
-  // Reminders and escalations are queued at propose time to run later.
-  const runAt = sql`${(spec.runAt ?? at).toISOString()}::timestamptz`;
-  const name = sql.raw(`job_${index}`);
-  const values = sql`select ${spec.kind}, ${JSON.stringify(spec.payload)}::jsonb, ${spec.orderingKey ?? null}, 'queued', ${spec.maxAttempts ?? DEFAULT_MAX_ATTEMPTS}, ${runAt}, ${time}, ${time}`;
-  const also = onlyIf ? sql` and ${onlyIf}` : sql``;
-  if (!(spec.coalesce && spec.orderingKey)) {
-    const condition = onlyIf ? sql` where ${onlyIf}` : sql``;
-    return sql`${name} as (insert into jobs (kind, payload, ordering_key, status, max_attempts, run_at, created_at, updated_at) ${values}${condition} returning 1)`;
-  }
-  // FOR UPDATE closes the race with a worker claiming the waiting job right now: this waits for the
-  // claim to commit, then sees the job running and queues a new one after it.
-  return sql`${name} as (
-    insert into jobs (kind, payload, ordering_key, status, max_attempts, run_at, created_at, updated_at)
-    ${values}
-    where not exists (
-      select 1 from jobs
-      where ordering_key = ${spec.orderingKey} and kind = ${spec.kind} and status = 'queued'
-      for update)${also}
-    returning 1)`;
-}
-
-/**
- * A row lock and a read that must see what the lock's previous holder committed, sent together.
- * A transaction's statements run one after another on its connection, and under READ COMMITTED
- * each takes its snapshot when it starts, so the read still starts only once the lock is held;
- * sending both at once (postgres.js writes them in one packet) saves a round trip. Order matters:
- * both go through the same drizzle path, which hands them to the driver in the order they are
- * awaited here (PGlite runs them one after the other anyway).
- */
-export async function lockedThenRead<L, R>(lock: PromiseLike<L>, read: PromiseLike<R>): Promise<[L, R]> {
-  return Promise.all([lock, read]);
-}
-
-/** A statement drizzle prepared on the database, as far as running it goes. */
-interface Prepared<R> {
-  execute(values?: Record<string, unknown>): Promise<R>;
-}
-
-/**
- * `statement`, prepared once on the database, run on the transaction's connection instead. drizzle
- * binds a prepared statement to the session it was built on, and a transaction's session differs only
- * by its client (the reserved connection on PostgreSQL, PGlite's transaction): the same statement
- * with that client in place of the pool's. Checked, not assumed: run on the pool, a `for update`
- * would hold its lock for no transaction at all.
- */
-export function onConnectionOf<R>(tx: Queryable, statement: Prepared<R>): Prepared<R> {
-  const session = (tx as Partial<Pick<Db, '_'>>)._?.session as { client?: unknown } | undefined;
-  if (!session?.client || !Object.hasOwn(statement, 'client')) {
-    throw new Error("drizzle's transaction or prepared statement no longer has the shape the store relies on");
-  }
-  return Object.create(statement, { client: { value: session.client } }) as Prepared<R>;
 }

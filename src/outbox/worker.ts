@@ -3,66 +3,26 @@ import type { Logger } from 'pino';
 import { DeliveryError } from '../lib/delivery-error.js';
 import { isDatabaseUnavailable, plainReason } from '../lib/driver-errors.js';
 import { createGroupCommit } from '../lib/group-commit.js';
-import type { JobRow, JobStore } from './ports.js';
+import type { JobRow, JobSlot, JobStore } from './ports.js';
+import {
+  countRunning,
+  createLeaseRenewal,
+  defaultLanes,
+  freeSlots,
+  lendSlot,
+  newLaneState,
+  payloadKey,
+  uncountRunning,
+  type LaneState,
+  type OutboxLane,
+} from './lanes.js';
 import { scrubSecrets } from '../lib/secrets.js';
 import { withDeadline } from '../lib/timeouts.js';
 import { boundHandler, type JobCompletion, type JobContext, type JobHandlers, type LastWrite } from '../core/jobs.js';
 import { isJobKind, parseJob } from '../platforms/jobs.js';
 
 export type { JobContext, JobHandler, JobHandlers } from '../core/jobs.js';
-
-/**
- * A lane is a queue of its own with its own slots: a job kind that waits on slow outsiders (an
- * agent's callback receiver) can fill its lane but never another's.
- */
-export interface OutboxLane {
-  name: string;
-  /** The kinds this lane runs; a lane without `kinds` runs every kind no other lane names. */
-  kinds?: readonly string[];
-  concurrency: number;
-  /** At most this many jobs per destination (`payload.destination`) at once on this worker. */
-  perDestination?: number;
-  /** At most this many jobs per agent (`payload.agentId`) at once on this worker, whatever their destinations. */
-  perAgent?: number;
-  /**
-   * This lane's own lease, renewed every third of it while a job runs: a job whose worker died is
-   * claimable again within this long, however long a live run takes. Without it, the worker's
-   * lease (60 s) is taken once and never renewed.
-   */
-  renewedLeaseMs?: number;
-  /** How long one run may take in this lane (default: the worker's deadline). */
-  handlerDeadlineMs?: number;
-  /**
-   * Asked before each claim: false holds the lane's due jobs back, and it asks again every
-   * `admitRecheckMs` (25 ms). `running` is how many of its jobs run now.
-   */
-  admit?(state: { running: number }): boolean;
-  admitRecheckMs?: number;
-}
-
-/**
- * Chat posts and edits, agents' callbacks, and everything else never wait on each other. In the
- * callbacks lane each agent gets at most `callbacksPerAgent` slots, and half of them at most towards
- * any one host: an agent's receiver that hangs holds its own callbacks back, not anyone else's.
- */
-export function defaultLanes(callbacksPerAgent = 4): OutboxLane[] {
-  return [
-    { name: 'chat', kinds: ['chat.sync'], concurrency: 8 },
-    {
-      name: 'callbacks',
-      kinds: ['callback.deliver'],
-      concurrency: 16,
-      perAgent: callbacksPerAgent,
-      perDestination: Math.ceil(callbacksPerAgent / 2),
-    },
-    { name: 'other', concurrency: 4 },
-  ];
-}
-
-/** The lane that runs a kind: the lane naming it, else the first lane without `kinds` (as the worker claims them). */
-export function laneOf(kind: string, lanes: readonly OutboxLane[] = defaultLanes()): string {
-  return (lanes.find((lane) => lane.kinds?.includes(kind)) ?? lanes.find((lane) => !lane.kinds))?.name ?? 'none';
-}
+export { defaultLanes, laneOf, type OutboxLane } from './lanes.js';
 
 export type JobOutcome = 'done' | 'retry' | 'dead' | 'superseded';
 
@@ -109,33 +69,6 @@ function sortedIndex(values: readonly number[], value: number): number {
     else high = middle;
   }
   return low;
-}
-
-interface LaneState {
-  lane: OutboxLane;
-  leaseMs: number;
-  handlerDeadlineMs: number;
-  /** The jobs this lane runs now, for renewing their leases. */
-  held: Map<number, JobRow>;
-  renewTimer: NodeJS.Timeout | null;
-  claimFilter: { kinds?: readonly string[]; excludeKinds?: readonly string[] };
-  running: Set<Promise<void>>;
-  perDestination: Map<string, number>;
-  perAgent: Map<string, number>;
-  claiming: Promise<void> | null;
-  timer: NodeJS.Timeout | null;
-  /** When `timer` fires (Date.now() time). */
-  timerDueAt: number;
-  wakeRequested: boolean;
-  /** The last claim filled every free slot: more jobs may be due than it could take. */
-  moreMayBeDue: boolean;
-  /**
-   * When jobs this lane knows of fall due (Date.now() times), earliest first: those it put back for a
-   * retry, and those this process queued to run shortly. Every one is kept, not only the earliest: a
-   * claim made before a later one falls due must still leave it a wake-up, or that job waits for the
-   * next poll.
-   */
-  wakeUpsAt: number[];
 }
 
 /**
@@ -199,10 +132,18 @@ function createJobRunner(
     }
   }
 
-  function runWithDeadline(run: (context: JobContext) => Promise<LastWrite | void>, job: JobRow, handlerDeadlineMs: number): Promise<LastWrite | void> {
+  function runWithDeadline(
+    run: (context: JobContext) => Promise<LastWrite | void>,
+    job: JobRow,
+    handlerDeadlineMs: number,
+    known: unknown,
+  ): Promise<LastWrite | void> {
+    // `known` was typed by its kind where the job was queued (`OutboxJobSpec.firstOfItsKey`), and
+    // handed here with that job only.
+    const given = known === undefined ? {} : { known: known as JobContext['known'] };
     return withDeadline(
       handlerDeadlineMs,
-      (signal) => run({ signal, attempt: job.attempts, jobId: job.id, claim: { id: job.id, lockedBy: job.lockedBy } }),
+      (signal) => run({ signal, attempt: job.attempts, jobId: job.id, claim: { id: job.id, lockedBy: job.lockedBy }, ...given }),
       () => new DeliveryError(`no answer within ${handlerDeadlineMs} ms`),
     );
   }
@@ -251,11 +192,11 @@ function createJobRunner(
    * Resolves with what the lane should do next: look again when a job put back for a retry falls due
    * (`retryInMs`), or at once when a job of the same ordering key can run now (`followed`).
    */
-  return async function runJob(job: JobRow, handlerDeadlineMs: number): Promise<{ retryInMs?: number; followed?: boolean } | undefined> {
+  return async function runJob(job: JobRow, handlerDeadlineMs: number, known?: unknown): Promise<{ retryInMs?: number; followed?: boolean } | undefined> {
     let failure: { error: unknown } | null = null;
     let lastWrite: LastWrite | void = undefined;
     try {
-      lastWrite = await runWithDeadline(handlerOf(job), job, handlerDeadlineMs);
+      lastWrite = await runWithDeadline(handlerOf(job), job, handlerDeadlineMs, known);
     } catch (error) {
       failure = { error };
     }
@@ -290,58 +231,6 @@ function createJobRunner(
 }
 
 /**
- * While a lane with a renewed lease runs jobs, extends their leases every third of it. A renewal
- * that fails (the database is away) is tried again at the next tick; if the lease runs out
- * meanwhile another worker may run the job again, and this run's outcome is then dropped.
- */
-function createLeaseRenewal(options: OutboxWorkerOptions, clock: () => Date) {
-  function keepRenewing(state: LaneState): void {
-    if (!state.lane.renewedLeaseMs || state.renewTimer || state.held.size === 0) return;
-    state.renewTimer = setTimeout(
-      () => {
-        state.renewTimer = null;
-        if (state.held.size === 0) return;
-        options.jobs
-          .renew([...state.held.values()], new Date(clock().getTime() + state.leaseMs))
-          .catch((error: unknown) => options.logger.warn({ err: error, lane: state.lane.name }, 'outbox lease renewal failed'))
-          .finally(() => keepRenewing(state));
-      },
-      Math.max(10, Math.floor(state.leaseMs / 3)),
-    );
-    state.renewTimer.unref();
-  }
-  function stop(state: LaneState): void {
-    if (state.renewTimer) clearTimeout(state.renewTimer);
-    state.renewTimer = null;
-  }
-  return { keepRenewing, stop };
-}
-
-/** A lane's state before its first claim; refuses a lane whose jobs could outlive their unrenewed lease. */
-function newLaneState(lane: OutboxLane, namedKinds: readonly string[], leaseMs: number, handlerDeadlineMs: number): LaneState {
-  if (!lane.renewedLeaseMs && (lane.handlerDeadlineMs ?? handlerDeadlineMs) >= leaseMs) {
-    throw new Error(`the outbox lease (${leaseMs} ms) must be longer than the handler deadline of lane ${lane.name}`);
-  }
-  return {
-    lane,
-    leaseMs: lane.renewedLeaseMs ?? leaseMs,
-    handlerDeadlineMs: lane.handlerDeadlineMs ?? handlerDeadlineMs,
-    held: new Map(),
-    renewTimer: null,
-    claimFilter: lane.kinds ? { kinds: lane.kinds } : { excludeKinds: namedKinds },
-    running: new Set(),
-    perDestination: new Map(),
-    perAgent: new Map(),
-    claiming: null,
-    timer: null,
-    timerDueAt: 0,
-    wakeRequested: false,
-    moreMayBeDue: true,
-    wakeUpsAt: [],
-  };
-}
-
-/**
  * Runs the outbox: claims due jobs, runs their handler, and records the outcome — done, retried
  * later (honouring a platform's Retry-After), or dead after its last attempt (kept for
  * `twokey jobs list|retry`). Every replica runs one; the claim keeps each job to one worker.
@@ -371,28 +260,17 @@ export function createOutboxWorker(options: OutboxWorkerOptions) {
   const runJob = createJobRunner(options, { clock, leaseMs, backoff, random, stopping: () => stopped });
   const renewal = createLeaseRenewal(options, clock);
 
-  const payloadKey = (job: JobRow, name: 'destination' | 'agentId'): string | null => (typeof job.payload[name] === 'string' ? job.payload[name] : null);
-  const hold = (counts: Map<string, number>, key: string | null) => {
-    if (key) counts.set(key, (counts.get(key) ?? 0) + 1);
-  };
-  const release = (counts: Map<string, number>, key: string | null) => {
-    if (!key) return;
-    const left = (counts.get(key) ?? 1) - 1;
-    if (left > 0) counts.set(key, left);
-    else counts.delete(key);
-  };
-
   /** Starts a claimed job in its lane's slot; when it settles the slot is refilled at once. */
-  function launch(state: LaneState, job: JobRow, refill: boolean): Promise<void> {
+  function launch(state: LaneState, job: JobRow, refill: boolean, known?: unknown): Promise<void> {
     const destination = payloadKey(job, 'destination');
     const agent = payloadKey(job, 'agentId');
-    hold(state.perDestination, destination);
-    hold(state.perAgent, agent);
+    countRunning(state.perDestination, destination);
+    countRunning(state.perAgent, agent);
     const capped = Boolean((destination && state.lane.perDestination) || (agent && state.lane.perAgent));
     state.held.set(job.id, job);
     renewal.keepRenewing(state);
     let followed = false;
-    const run = runJob(job, state.handlerDeadlineMs)
+    const run = runJob(job, state.handlerDeadlineMs, known)
       .then((next) => {
         followed = next?.followed ?? false;
         // Put back for a retry: look again when it falls due rather than at the next poll.
@@ -405,8 +283,8 @@ export function createOutboxWorker(options: OutboxWorkerOptions) {
       .finally(() => {
         state.running.delete(run);
         state.held.delete(job.id);
-        release(state.perDestination, destination);
-        release(state.perAgent, agent);
+        uncountRunning(state.perDestination, destination);
+        uncountRunning(state.perAgent, agent);
         // A settled job frees a slot, but claiming for it is worth a statement only when jobs may be
         // waiting: the last claim was full, something was queued since, a destination or agent
         // cap held some back, or a job of this one's ordering key waits behind it (every claim
@@ -418,7 +296,7 @@ export function createOutboxWorker(options: OutboxWorkerOptions) {
   }
 
   async function claimFor(state: LaneState): Promise<JobRow[]> {
-    const free = state.lane.concurrency - state.running.size;
+    const free = freeSlots(state);
     return options.jobs.claimDue(clock(), free, state.leaseMs, {
       workerId,
       ...state.claimFilter,
@@ -457,8 +335,8 @@ export function createOutboxWorker(options: OutboxWorkerOptions) {
   /** Fills the lane's free slots; one claim per lane at a time. */
   function pump(state: LaneState) {
     if (!running || state.claiming) return;
-    const free = state.lane.concurrency - state.running.size;
-    if (free <= 0) return; // a settling job calls pump again
+    const free = freeSlots(state);
+    if (free <= 0) return; // a settling job, or a held slot given back, calls pump again
     if (state.lane.admit && !state.lane.admit({ running: state.running.size })) {
       schedule(state, state.lane.admitRecheckMs ?? 25);
       return;
@@ -483,8 +361,20 @@ export function createOutboxWorker(options: OutboxWorkerOptions) {
       });
   }
 
+  /** A slot for a job of `kind` a transaction is inserting claimed, if a lane here lends one (`lendSlot`). */
+  function takeOnInsert(kind: string): JobSlot | null {
+    if (!running) return null;
+    return lendSlot(
+      states.find((state) => runsKind(state, kind)),
+      workerId,
+      // Stopping: the job stays claimed until its lease runs out, then any worker runs it.
+      { run: (state, job, known) => void (running && launch(state, job, true, known)), pump },
+    );
+  }
+
   return {
     workerId,
+    takeOnInsert,
     /** Claims what each lane has room for and waits for those jobs (tests, one-shot runs); how many ran. */
     async runOnce(): Promise<number> {
       let ran = 0;

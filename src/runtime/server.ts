@@ -215,7 +215,7 @@ function createOutbox(
   callbackAgent: () => Agent,
 ): OutboxWorker {
   const coreHandlers: Omit<JobHandlers, ClickJobKind> = {
-    'chat.sync': ({ proposalId, platform }) => chatSync.sync(proposalId, platform),
+    'chat.sync': ({ proposalId, platform }, { known }) => chatSync.sync(proposalId, platform, known),
     'callback.deliver': createCallbackDelivery({
       store: services.store,
       callbacks: createCallbackStore(database.db),
@@ -404,6 +404,8 @@ export async function startTwokey(options: StartOptions): Promise<RunningTwokey>
     if (released > 0) logger.info('outbox jobs claimed by a process that died run again now');
   }
   outbox.start();
+  // Started, it may take a new proposal's first post as the proposal is inserted (src/outbox/README.md).
+  const stopTakingJobs = services.takeJobsWith(outbox.takeOnInsert);
   // The first minute: with no chat platform, the console is the way to approve; say how to get in.
   // A sign-in link goes to a terminal only: the log stream is collected, kept and read by others.
   if (url && integrations.length === 0) {
@@ -423,6 +425,8 @@ export async function startTwokey(options: StartOptions): Promise<RunningTwokey>
     closing ??= (async () => {
       clearInterval(sweeping.timer);
       wake.unsubscribeOutbox();
+      // From here jobs are queued, and claimed while the outbox runs: none is left claimed by a stopped one.
+      stopTakingJobs();
       stopWakingAudit();
       for (const integration of integrations) await integration.stop?.();
       // fastify's close waits for in-flight requests, so a commit under way finishes before the database closes.

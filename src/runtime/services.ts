@@ -31,6 +31,7 @@ import { createClickInbox } from '../outbox/inbox.js';
 import { openTelemetryTracer } from '../tracing/index.js';
 import { createMetrics, type Metrics } from './metrics.js';
 import { laneOf, type OutboxLane } from '../outbox/worker.js';
+import type { JobTaker } from '../outbox/ports.js';
 import { createMcpExecutor, createUpstreamClients, type UpstreamClients } from '../mcp/upstreams.js';
 import { createPasskeyStore } from '../db/passkey-store.js';
 import { createPasskeyService } from '../passkeys/service.js';
@@ -95,9 +96,12 @@ export function createServices(options: ServicesOptions) {
   const clock = options.clock ?? (() => new Date());
   const replica = `r_${randomBytes(6).toString('hex')}`;
   const jobsQueued = new Set<(kinds: readonly string[], inMs?: number) => void>();
+  // This process's outbox, once it runs: a job first of its ordering key may be taken as it is queued.
+  let jobTaker: JobTaker | null = null;
   const store = createStore(options.database.db, {
     replica,
     notifier: options.database.notifier,
+    takeJob: (kind) => jobTaker?.(kind) ?? null,
     onJobsQueued: (kinds, inMs) => {
       for (const listener of jobsQueued) listener(kinds, inMs);
     },
@@ -202,6 +206,13 @@ export function createServices(options: ServicesOptions) {
     onJobsQueued(listener: (kinds: readonly string[], inMs?: number) => void): () => void {
       jobsQueued.add(listener);
       return () => jobsQueued.delete(listener);
+    },
+    /** Lets this process's outbox take the jobs first of their ordering key as they are queued; returns the undo. */
+    takeJobsWith(taker: JobTaker): () => void {
+      jobTaker = taker;
+      return () => {
+        if (jobTaker === taker) jobTaker = null;
+      };
     },
     upstreamClients,
     agp,

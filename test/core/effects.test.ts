@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { parseConfig } from '../../src/config/config-file.js';
 import { EXECUTING_EDIT_DELAY_MS, jobsForChange } from '../../src/core/effects.js';
-import { proposalRecord } from '../support/records.js';
+import { agentRecord, proposalRecord } from '../support/records.js';
 import { configYaml, deleteWorkspaceOperation } from '../support/operations.js';
 
 /**
@@ -28,23 +28,30 @@ const both = operationOf(
 const at = new Date('2026-11-23T10:00:00.000Z');
 const bothWired = { operation: both, chatPlatforms: new Set(['slack', 'discord'] as const), at };
 const later = (ms: number) => new Date(at.getTime() + ms);
+const proposed = { type: 'proposed', agent: agentRecord('agt_1', at) } as const;
 
 describe('the jobs a state change queues', () => {
   it('at propose time: the follow-ups of a proposal left to people, then its message on each platform', () => {
-    const jobs = jobsForChange(proposalRecord({ createdAt: at }), { type: 'proposed' }, bothWired);
+    const proposal = proposalRecord({ createdAt: at });
+    const jobs = jobsForChange(proposal, proposed, bothWired);
+    // Its first post, on each platform, may run from what the change knows: the row as inserted, no approval yet.
+    const firstOfItsKey = { known: { proposal, agent: proposed.agent, approvals: [] } };
     expect(jobs).toEqual([
       { kind: 'proposal.remind', payload: { proposalId: 'prp_1', index: 0 }, runAt: later(60_000) },
       { kind: 'proposal.remind', payload: { proposalId: 'prp_1', index: 1 }, runAt: later(120_000) },
       { kind: 'proposal.escalate', payload: { proposalId: 'prp_1' }, runAt: later(180_000) },
-      { kind: 'chat.sync', payload: { proposalId: 'prp_1', platform: 'slack' }, orderingKey: 'chat:slack:prp_1', coalesce: true },
-      { kind: 'chat.sync', payload: { proposalId: 'prp_1', platform: 'discord' }, orderingKey: 'chat:discord:prp_1', coalesce: true },
+      { kind: 'chat.sync', payload: { proposalId: 'prp_1', platform: 'slack' }, orderingKey: 'chat:slack:prp_1', coalesce: true, firstOfItsKey },
+      { kind: 'chat.sync', payload: { proposalId: 'prp_1', platform: 'discord' }, orderingKey: 'chat:discord:prp_1', coalesce: true, firstOfItsKey },
     ]);
   });
 
   it('a proposal decided at propose time by a rule gets no follow-ups, and no message when its operation says silent', () => {
     const decided = proposalRecord({ createdAt: at, status: 'approved', decidedBy: 'policy:delete_workspace:0', decidedAt: at });
-    expect(jobsForChange(decided, { type: 'proposed' }, bothWired).map((job) => job.kind)).toEqual(['chat.sync', 'chat.sync']);
-    expect(jobsForChange(decided, { type: 'proposed' }, { ...bothWired, operation: { ...both, automaticDecisions: 'silent' } })).toEqual([]);
+    const jobs = jobsForChange(decided, proposed, bothWired);
+    expect(jobs.map((job) => job.kind)).toEqual(['chat.sync', 'chat.sync']);
+    // Decided already, it is posted from the row as stored (a result is rendered as the database keeps it).
+    expect(jobs.filter((job) => 'firstOfItsKey' in job)).toEqual([]);
+    expect(jobsForChange(decided, proposed, { ...bothWired, operation: { ...both, automaticDecisions: 'silent' } })).toEqual([]);
   });
 
   it('only on the platforms both wired in and configured for the operation', () => {

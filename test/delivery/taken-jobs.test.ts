@@ -1,0 +1,185 @@
+import { eq } from 'drizzle-orm';
+import { pino } from 'pino';
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
+import type { JobContext, ProposalSnapshot } from '../../src/core/jobs.js';
+import type { OutboxJobOptions, OutboxJobSpec } from '../../src/core/ports.js';
+import type { Database } from '../../src/db/database.js';
+import { createJobStore } from '../../src/db/jobs-store.js';
+import { jobs } from '../../src/db/schema.js';
+import { createStore } from '../../src/db/store.js';
+import type { JobRow, JobStore } from '../../src/outbox/ports.js';
+import { createOutboxWorker, type OutboxLane } from '../../src/outbox/worker.js';
+import { drivers, openTestDatabase } from '../support/database.js';
+import { agentRecord, proposalRecord } from '../support/records.js';
+
+/**
+ * A job first of its ordering key (a new proposal's first post) is taken by this process's outbox as
+ * its transaction inserts it: written `running` under this worker's claim, run once the transaction
+ * committed with what the transaction knew, without a claim statement or a read. Without a free
+ * slot, or when the transaction fails, nothing of that happens: the job is queued as any other, or
+ * not at all, and the slot is free again.
+ */
+
+const NEVER_MS = 600_000;
+const logger = pino({ level: 'silent' });
+// Now: the lanes claim by the real clock.
+const at = new Date();
+
+describe.each(drivers)('jobs taken as they are queued (%s)', (driver) => {
+  let database: Database;
+  let jobStore: JobStore;
+  let claims = 0;
+  const claiming: Array<Promise<unknown>> = [];
+  const workers: Array<ReturnType<typeof createOutboxWorker>> = [];
+  beforeAll(async () => {
+    database = await openTestDatabase(driver);
+    const stored = createJobStore(database.db);
+    // The real store, counting the claims the lanes make.
+    jobStore = {
+      ...stored,
+      claimDue(...args) {
+        claims += 1;
+        const claimed = stored.claimDue(...args);
+        claiming.push(claimed.catch(() => undefined));
+        return claimed;
+      },
+    };
+  }, 180_000);
+  afterEach(async () => {
+    await Promise.all(workers.splice(0).map((worker) => worker.stop()));
+  });
+  afterAll(() => database.close());
+
+  type Run = { jobId: number; known: JobContext['known']; attempt: number; lockedBy: string | null; row: JobRow | undefined };
+
+  /**
+   * A worker whose one lane never polls in time, a store whose transactions it may take jobs from,
+   * and the runs of its chat.sync handler (`hold` keeps each run going until released).
+   */
+  async function setUp(concurrency: number, options: { hold?: boolean } = {}) {
+    const runs: Run[] = [];
+    const releases: Array<() => void> = [];
+    const lane: OutboxLane = { name: 'chat', kinds: ['chat.sync'], concurrency };
+    const worker = createOutboxWorker({
+      jobs: jobStore,
+      logger,
+      lanes: [lane],
+      pollIntervalMs: NEVER_MS,
+      handlers: {
+        'chat.sync': async (_payload, { jobId, known, attempt, claim }) => {
+          const [row] = await database.db.select().from(jobs).where(eq(jobs.id, jobId));
+          runs.push({ jobId, known, attempt, lockedBy: claim?.lockedBy ?? null, row });
+          if (options.hold) await new Promise<void>((release) => releases.push(release));
+        },
+      },
+    });
+    workers.push(worker);
+    claims = 0;
+    worker.start();
+    // Its first claim, at start, found nothing: from here the lane claims only when woken.
+    await vi.waitFor(() => expect(claims).toBe(1), { timeout: 10_000, interval: 5 });
+    await Promise.all(claiming.splice(0));
+    claims = 0;
+    const store = createStore(database.db, { takeJob: worker.takeOnInsert, onJobsQueued: (kinds) => worker.wake(kinds) });
+    return { worker, store, runs, releaseAll: () => releases.splice(0).forEach((release) => release()) };
+  }
+
+  const snapshotOf = (id: string): ProposalSnapshot => ({
+    proposal: proposalRecord({ id, agentId: 'agt_taken' }),
+    agent: agentRecord('agt_taken', at),
+    approvals: [],
+  });
+  const firstPost = (id: string, extra: OutboxJobOptions = {}): OutboxJobSpec => ({
+    kind: 'chat.sync',
+    payload: { proposalId: id, platform: 'slack' },
+    orderingKey: `chat:slack:${id}`,
+    coalesce: true,
+    firstOfItsKey: { known: snapshotOf(id) },
+    ...extra,
+  });
+  const rowsOf = async (id: string) =>
+    (
+      await database.db
+        .select()
+        .from(jobs)
+        .where(eq(jobs.orderingKey, `chat:slack:${id}`))
+    ).map((row) => ({ ...row }));
+
+  it.each([
+    ['alone (its one statement commits by itself)', false],
+    ['in a transaction that began', true],
+  ])('a first post queued %s is inserted running under this worker, runs with what was known, and no lane claims', async (_label, begins) => {
+    const { worker, store, runs } = await setUp(2);
+    const id = `prp_taken_${driver}_${begins ? 'begun' : 'alone'}`;
+    await store.transaction(async (tx) => {
+      if (begins) await tx.begin();
+      await tx.enqueue([firstPost(id)], at);
+    });
+    await vi.waitFor(async () => expect((await rowsOf(id))[0]?.status).toBe('done'), { timeout: 10_000, interval: 20 });
+    expect(runs).toHaveLength(1);
+    const [run] = runs;
+    // As a claim would have left it: running, attempt 1, under this worker's stamp, leased.
+    expect(run?.row).toMatchObject({ status: 'running', attempts: 1, lockedBy: `${worker.workerId}:1` });
+    expect(run?.row?.lockedUntil?.getTime()).toBe(at.getTime() + 60_000);
+    expect(run).toMatchObject({ attempt: 1, lockedBy: `${worker.workerId}:1`, known: snapshotOf(id) });
+    expect(claims).toBe(0);
+  });
+
+  it('with no slot free the job is queued, then claimed as any other, and is not handed what was known', async () => {
+    const { store, runs, releaseAll } = await setUp(1, { hold: true });
+    const busy = `prp_taken_${driver}_busy`;
+    const waiting = `prp_taken_${driver}_waiting`;
+    await store.transaction(async (tx) => tx.enqueue([firstPost(busy)], at));
+    await vi.waitFor(() => expect(runs).toHaveLength(1), { timeout: 10_000, interval: 20 });
+    claims = 0;
+    await store.transaction(async (tx) => tx.enqueue([firstPost(waiting)], at));
+    expect((await rowsOf(waiting))[0]).toMatchObject({ status: 'queued', attempts: 0, lockedBy: null });
+    releaseAll();
+    await vi.waitFor(() => expect(runs).toHaveLength(2), { timeout: 10_000, interval: 20 });
+    releaseAll();
+    expect(runs[1]).toMatchObject({ attempt: 1, known: undefined });
+    expect(claims).toBeGreaterThan(0);
+    await vi.waitFor(async () => expect((await rowsOf(waiting))[0]?.status).toBe('done'), { timeout: 10_000, interval: 20 });
+  });
+
+  it('a transaction that fails inserts nothing, runs nothing, and gives its slot back', async () => {
+    const { store, runs } = await setUp(1);
+    const failed = `prp_taken_${driver}_failed`;
+    await expect(
+      store.transaction(async (tx) => {
+        await tx.begin();
+        await tx.enqueue([firstPost(failed)], at);
+        // A statement the database refuses, after the job was queued: the transaction rolls back.
+        await tx.insertAgent(agentRecord('agt_taken_twice', at));
+        await tx.insertAgent(agentRecord('agt_taken_twice', at));
+      }),
+    ).rejects.toThrow();
+    expect(await rowsOf(failed)).toEqual([]);
+    // The lane's one slot is free again: the next first post is taken, not queued.
+    const next = `prp_taken_${driver}_after_failure`;
+    await store.transaction(async (tx) => tx.enqueue([firstPost(next)], at));
+    await vi.waitFor(() => expect(runs.map((run) => run.row?.orderingKey)).toEqual([`chat:slack:${next}`]), { timeout: 10_000, interval: 20 });
+    expect(runs[0]?.row).toMatchObject({ status: 'running', attempts: 1 });
+    expect(claims).toBe(0);
+  });
+
+  it('a job due later, or not first of its key, is queued as before', async () => {
+    const { store } = await setUp(4);
+    const later = `prp_taken_${driver}_later`;
+    const plain = `prp_taken_${driver}_plain`;
+    await store.transaction(async (tx) => {
+      await tx.enqueue([firstPost(later, { runAt: new Date(at.getTime() + 60_000) })], at);
+      await tx.enqueue([{ kind: 'chat.sync', payload: { proposalId: plain, platform: 'slack' }, orderingKey: `chat:slack:${plain}`, coalesce: true }], at);
+    });
+    expect((await rowsOf(later))[0]).toMatchObject({ status: 'queued', attempts: 0, lockedBy: null });
+    expect((await rowsOf(plain))[0]).toMatchObject({ status: 'queued', attempts: 0, lockedBy: null });
+  });
+
+  it('a stopped worker takes nothing', async () => {
+    const { worker, store } = await setUp(4);
+    await worker.stop();
+    const id = `prp_taken_${driver}_stopped`;
+    await store.transaction(async (tx) => tx.enqueue([firstPost(id)], at));
+    expect((await rowsOf(id))[0]).toMatchObject({ status: 'queued', attempts: 0, lockedBy: null });
+  });
+});
