@@ -93,6 +93,11 @@ function takenRow(id: number, spec: OutboxJobSpec, at: Date, slot: JobSlot): Job
 
 const leaseEnd = (at: Date, slot: JobSlot) => new Date(at.getTime() + slot.leaseMs);
 
+/**
+ * One job's CTE (`job_<index>`) in its transaction's statement: claimed by its insert when it holds
+ * a slot, queued otherwise, and, for a coalescing job, queued only when none of its kind and key is
+ * waiting already. With `onlyIf`, inserted only if that holds (a result's update matched).
+ */
 export function jobInsertCte({ spec, at, slot }: QueuedJob, index: number, onlyIf?: SQL): SQL {
   const time = sql`${at.toISOString()}::timestamptz`;
   // Reminders and escalations are queued at propose time to run later.
