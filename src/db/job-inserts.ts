@@ -1,11 +1,12 @@
 import { sql, type SQL } from 'drizzle-orm';
 import type { OutboxJobSpec } from '../core/ports.js';
-import type { JobRow, JobSlot, JobTaker } from '../outbox/ports.js';
+import type { JobSlot, JobTaker } from '../outbox/ports.js';
+import { jobRowOf, type RawJob } from './jobs-store.js';
 import { rowsOf } from './rows.js';
 
 // How a transaction's outbox jobs go into its one statement (src/db/transactions.ts): each a CTE of
 // its own, queued, or claimed by its insert for this process's outbox (src/outbox/README.md, "Taken
-// as queued"), with the ids of those read back to run them once the transaction committed.
+// as queued"), with the rows of those read back to run them once the transaction committed.
 
 const DEFAULT_MAX_ATTEMPTS = 25;
 
@@ -16,10 +17,13 @@ export interface QueuedJob {
   slot?: JobSlot;
 }
 
-/** The ids of the jobs inserted claimed (`taken`), in their order among the queued jobs; null for none. */
+/**
+ * The rows of the jobs inserted claimed (`taken`), as the inserts wrote them, in their order among
+ * the queued jobs; null for none.
+ */
 export function takenColumn(queued: readonly QueuedJob[]): SQL | null {
-  const taken = queued.flatMap((job, index) => (job.slot ? [sql.raw(`(select id from job_${index})`)] : []));
-  return taken.length > 0 ? sql`array[${sql.join(taken, sql`, `)}]::bigint[] as taken` : null;
+  const taken = queued.flatMap((job, index) => (job.slot ? [sql.raw(`(select row_to_json(taken) from job_${index} taken)`)] : []));
+  return taken.length > 0 ? sql`json_build_array(${sql.join(taken, sql`, `)}) as taken` : null;
 }
 
 /**
@@ -40,18 +44,18 @@ export function takeSlots(queued: readonly QueuedJob[], takeJob: JobTaker | unde
 }
 
 /**
- * After the statement that inserted them committed: runs each job inserted claimed, from its id the
- * statement read back. `result` undefined (the transaction failed): every slot is given back.
+ * After the statement that inserted them committed: runs each job inserted claimed, from its row as
+ * the statement read it back. `result` undefined (the transaction failed): every slot is given back.
  */
 export function startTaken(queued: readonly QueuedJob[], result: unknown): void {
   const taken = queued.filter((job): job is QueuedJob & { slot: JobSlot } => job.slot !== undefined);
   if (taken.length === 0) return;
   const [row] = result === undefined ? [] : rowsOf<{ taken?: unknown }>(result);
-  const ids = Array.isArray(row?.taken) ? row.taken.map(Number) : [];
-  taken.forEach(({ spec, at, slot }, index) => {
-    const id = ids[index];
-    if (id === undefined || !Number.isSafeInteger(id)) return slot.release();
-    slot.run(takenRow(id, spec, at, slot), spec.firstOfItsKey?.known);
+  const rows = Array.isArray(row?.taken) ? (row.taken as Array<RawJob | null>) : [];
+  taken.forEach(({ spec, slot }, index) => {
+    const inserted = rows[index];
+    if (!inserted) return slot.release();
+    slot.run(jobRowOf(inserted), spec.firstOfItsKey?.known);
   });
 }
 
@@ -71,28 +75,6 @@ export async function sendTakingJobs(send: () => Promise<unknown>, queued: reado
   startTaken(queued, result);
 }
 
-/** The row a job inserted claimed was written as (`jobInsertCte`), as a claim would have read it. */
-function takenRow(id: number, spec: OutboxJobSpec, at: Date, slot: JobSlot): JobRow {
-  return {
-    id,
-    kind: spec.kind,
-    // As stored: what the JSON column keeps of it.
-    payload: JSON.parse(JSON.stringify(spec.payload)) as Record<string, unknown>,
-    orderingKey: spec.orderingKey ?? null,
-    status: 'running',
-    attempts: 1,
-    maxAttempts: spec.maxAttempts ?? DEFAULT_MAX_ATTEMPTS,
-    runAt: spec.runAt ?? at,
-    lockedUntil: leaseEnd(at, slot),
-    lockedBy: slot.lockedBy,
-    lastError: null,
-    createdAt: at,
-    updatedAt: at,
-  };
-}
-
-const leaseEnd = (at: Date, slot: JobSlot) => new Date(at.getTime() + slot.leaseMs);
-
 /**
  * One job's CTE (`job_<index>`) in its transaction's statement: claimed by its insert when it holds
  * a slot, queued otherwise, and, for a coalescing job, queued only when none of its kind and key is
@@ -110,8 +92,8 @@ export function jobInsertCte({ spec, at, slot }: QueuedJob, index: number, onlyI
     return sql`${name} as (
       insert into jobs (kind, payload, ordering_key, status, attempts, max_attempts, run_at, locked_until, locked_by, created_at, updated_at)
       select ${spec.kind}, ${JSON.stringify(spec.payload)}::jsonb, ${spec.orderingKey ?? null}, 'running', 1, ${spec.maxAttempts ?? DEFAULT_MAX_ATTEMPTS},
-        ${runAt}, ${leaseEnd(at, slot).toISOString()}::timestamptz, ${slot.lockedBy}, ${time}, ${time}
-      returning id)`;
+        ${runAt}, ${new Date(at.getTime() + slot.leaseMs).toISOString()}::timestamptz, ${slot.lockedBy}, ${time}, ${time}
+      returning *)`;
   }
   const values = sql`select ${spec.kind}, ${JSON.stringify(spec.payload)}::jsonb, ${spec.orderingKey ?? null}, 'queued', ${spec.maxAttempts ?? DEFAULT_MAX_ATTEMPTS}, ${runAt}, ${time}, ${time}`;
   const also = onlyIf ? sql` and ${onlyIf}` : sql``;

@@ -11,7 +11,7 @@ type JobsTableRow = typeof jobs.$inferSelect;
 const sameRow: [JobsTableRow, JobRow] extends [JobRow, JobsTableRow] ? true : never = true;
 void sameRow;
 
-interface RawJob {
+export interface RawJob {
   id: string | number;
   kind: string;
   payload: Record<string, unknown> | string;
@@ -29,7 +29,8 @@ interface RawJob {
 
 const toDate = (value: string | Date | null): Date | null => (value === null ? null : new Date(value));
 
-function fromRaw(row: RawJob): JobRow {
+/** A job row as the database returns it (a claim's rows, or one row as JSON), as the outbox reads it. */
+export function jobRowOf(row: RawJob): JobRow {
   return {
     id: Number(row.id),
     kind: row.kind,
@@ -294,7 +295,7 @@ export function createJobStore(db: Db): JobStore {
           limit ${limit}::int
           for update skip locked)
         returning *`);
-      return rowsOf<RawJob>(result).map(fromRaw);
+      return rowsOf<RawJob>(result).map(jobRowOf);
     },
     /** Each outcome lands only while the claim still holds; `false` means another worker took the job over. */
     async complete(job: ClaimedJob, now: Date): Promise<boolean> {
