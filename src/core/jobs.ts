@@ -137,10 +137,11 @@ export interface LastWrite {
 /**
  * The last write of a job whose completion is written already, by a state change's own transaction
  * (`StoreTransaction.completeJob`, a click's decision): its answer is that completion's, and nothing
- * is left to send.
+ * is left to send. No completion (a decision that completed nothing): no last write, and the worker
+ * completes the job itself.
  */
-export function completedBy(completion: JobCompletion): LastWrite {
-  return { completing: async () => completion, send: async () => {} };
+export function completedBy(completion: JobCompletion | undefined): LastWrite | undefined {
+  return completion && { completing: async () => completion, send: async () => {} };
 }
 
 /** Runs a job; what it returns is its last write, sent with its completion (none: the completion alone). */

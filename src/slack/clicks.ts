@@ -93,8 +93,7 @@ export function createSlackClickJob(deps: SlackClickDeps): JobHandler<'slack.cli
 
   return async (click, { attempt, claim }) => {
     try {
-      const completed = await decide(click, claim);
-      return completed ? completedBy(completed) : undefined;
+      return completedBy(await decide(click, claim));
     } catch (error) {
       // Not a refusal (the database went away, a bug): the outbox runs the click again, with backoff.
       if (!(error instanceof TwokeyError)) throw error;

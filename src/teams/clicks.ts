@@ -104,7 +104,7 @@ export function createTeamsClickJob(options: TeamsClickJobOptions): JobHandler<'
     try {
       const { words, completed } = await decide(click, claim);
       options.onOutcome(jobId, words);
-      return completed ? completedBy(completed) : undefined;
+      return completedBy(completed);
     } catch (error) {
       // Not a refusal (the database went away, a bug): the outbox runs the click again, with backoff.
       if (!isTwokeyError(error)) throw error;
