@@ -144,6 +144,29 @@ describe.each(drivers)('jobs taken as they are queued (%s)', (driver) => {
     await vi.waitFor(async () => expect((await rowsOf(waiting))[0]?.status).toBe('done'), { timeout: 10_000, interval: 20 });
   });
 
+  it("a change queued while a taken post runs waits for it: the edit finds the post's message, it does not race it", async () => {
+    const { store, runs, releaseAll } = await setUp(4, { hold: true });
+    const id = `prp_taken_${driver}_ordered`;
+    await store.transaction(async (tx) => tx.enqueue([firstPost(id)], at));
+    await vi.waitFor(() => expect(runs).toHaveLength(1), { timeout: 10_000, interval: 20 });
+    // The proposal changes while its post is still on its way: its edit is queued behind the post.
+    await store.transaction(async (tx) =>
+      tx.enqueue([{ kind: 'chat.sync', payload: { proposalId: id, platform: 'slack' }, orderingKey: `chat:slack:${id}`, coalesce: true }], at),
+    );
+    const [post, edit] = await rowsOf(id);
+    expect(edit).toMatchObject({ status: 'queued' });
+    // Woken, the lane has free slots, yet the edit stays queued while the post of its key runs.
+    await vi.waitFor(() => expect(claims).toBeGreaterThan(0), { timeout: 10_000, interval: 5 });
+    await Promise.all(claiming.splice(0));
+    // The claim has answered: had it taken the edit, its row would say so already.
+    expect((await rowsOf(id))[1]).toMatchObject({ id: edit?.id, status: 'queued' });
+    expect(runs.map((run) => run.jobId)).toEqual([post?.id]);
+    releaseAll();
+    await vi.waitFor(() => expect(runs.map((run) => run.jobId)).toEqual([post?.id, edit?.id]), { timeout: 10_000, interval: 20 });
+    releaseAll();
+    expect(runs[1]).toMatchObject({ known: undefined });
+  });
+
   it('a transaction that fails inserts nothing, runs nothing, and gives its slot back', async () => {
     const { store, runs } = await setUp(1);
     const failed = `prp_taken_${driver}_failed`;
