@@ -145,16 +145,16 @@ export const freeSlots = (state: LaneState): number => state.lane.concurrency - 
 
 /**
  * Holds a slot of `state`'s lane for a job a transaction is inserting already claimed (see
- * `JobSlot`): only a lane with no caps and no gate, which a claim would apply, and with a slot free;
- * otherwise null, and the job is queued and claimed as any other. `worker.run` starts the job in
- * the slot; `worker.pump` lets the lane claim into a slot given back.
+ * `JobSlot`): only while the worker runs, for a lane with no caps and no gate, which a claim would
+ * apply, and with a slot free; otherwise null, and the job is queued and claimed as any other.
+ * `worker.launch` starts the job in the slot; `worker.pump` lets the lane claim into a slot given back.
  */
 export function lendSlot(
   state: LaneState | undefined,
   workerId: string,
-  worker: { run(state: LaneState, job: JobRow, known: unknown): void; pump(state: LaneState): void },
+  worker: { running(): boolean; launch(state: LaneState, job: JobRow, known: unknown): void; pump(state: LaneState): void },
 ): JobSlot | null {
-  if (!state || state.lane.perAgent || state.lane.perDestination || state.lane.admit || freeSlots(state) <= 0) return null;
+  if (!worker.running() || !state || state.lane.perAgent || state.lane.perDestination || state.lane.admit || freeSlots(state) <= 0) return null;
   state.reserved += 1;
   let held = true;
   const giveBack = (): boolean => {
@@ -167,7 +167,8 @@ export function lendSlot(
     lockedBy: `${workerId}:1`,
     leaseMs: state.leaseMs,
     run(job, known) {
-      if (giveBack()) worker.run(state, job, known);
+      // Stopped meanwhile: the job stays claimed until its lease runs out, then any worker runs it.
+      if (giveBack() && worker.running()) worker.launch(state, job, known);
     },
     release() {
       // A claim that found the lane full waits for a slot to come free: this is one.

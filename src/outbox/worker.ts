@@ -363,12 +363,11 @@ export function createOutboxWorker(options: OutboxWorkerOptions) {
 
   /** A slot for a job of `kind` a transaction is inserting claimed, if a lane here lends one (`lendSlot`). */
   function takeOnInsert(kind: string): JobSlot | null {
-    if (!running) return null;
+    const lane = { running: () => running, launch: (state: LaneState, job: JobRow, known: unknown) => void launch(state, job, true, known), pump };
     return lendSlot(
       states.find((state) => runsKind(state, kind)),
       workerId,
-      // Stopping: the job stays claimed until its lease runs out, then any worker runs it.
-      { run: (state, job, known) => void (running && launch(state, job, true, known)), pump },
+      lane,
     );
   }
 
