@@ -33,7 +33,7 @@ export const TRAIL_EVENT_LIMIT = 200;
 export interface SyncState {
   proposal: ProposalRecord;
   agent: AgentRecord | null;
-  approvals: ApprovalRecord[];
+  approvals: readonly ApprovalRecord[];
   message: ChatMessageRow | null;
   /**
    * The proposal's audit trail (up to TRAIL_EVENT_LIMIT events, oldest first) when its message is

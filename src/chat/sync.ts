@@ -72,7 +72,7 @@ export function createChatSync(deps: ChatSyncDeps) {
     // Known: the first post of a proposal this process just inserted (src/outbox/README.md, "Taken as
     // queued"). Its message cannot exist yet, nor a trail be due, and the state is the one its change
     // committed: the read would find exactly this.
-    const found = known ? { ...known, approvals: [...known.approvals], message: null, trail: null } : await deps.messages.getForSync(proposalId, platform);
+    const found = known ? { ...known, message: null, trail: null } : await deps.messages.getForSync(proposalId, platform);
     if (!found) return;
     const { proposal } = found;
     const channel = deps.channelFor(proposal.operation, platform);
