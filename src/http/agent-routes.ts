@@ -41,6 +41,11 @@ function toProposalView(view: AgentProposalView): ProposalView {
   return { ...rest, decision: decision?.by && decision.at ? { by: decision.by, at: decision.at, reason: decision.reason } : null };
 }
 
+// Reasons a long-poll's wait ends early. Given, so that ending every long-poll does not build an
+// AbortError (a DOMException with its stack) that nobody reads.
+const ANSWERED = 'answered';
+const CLIENT_GONE = 'the client went away';
+
 /** What a client saw of a proposal: the `seen` of a long-poll. */
 const shownAs = (view: AgentProposalView) => `${view.status}:${view.approvals.length}`;
 
@@ -74,7 +79,7 @@ async function longPoll(
     if (leave === null) throw deps.longPolls?.refusal();
     // The response's 'close' (not the request's, which fires once the request has been read,
     // usually before this handler runs) tells that the client went away mid-wait.
-    options.reply.raw.once('close', () => aborted.abort());
+    options.reply.raw.once('close', () => aborted.abort(CLIENT_GONE));
     const fingerprint = (view: AgentProposalView) => `${shownAs(view)}/${view.error ?? ''}`;
     for (;;) {
       await changed;
@@ -85,7 +90,7 @@ async function longPoll(
     }
   } finally {
     // Ends the subscription made for the next turn, so it holds no listener or timer once answered.
-    aborted.abort();
+    aborted.abort(ANSWERED);
     leave?.();
   }
 }

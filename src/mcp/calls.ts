@@ -118,7 +118,7 @@ export function createMcpCalls(deps: McpCallDeps) {
     const started = Date.now();
     const deadline = started + deps.waitMs;
     const stop = new AbortController();
-    const onAbort = () => stop.abort();
+    const onAbort = () => stop.abort(context.signal.reason);
     context.signal.addEventListener('abort', onAbort);
     let reported = '';
     let lastReport = 0;
@@ -141,7 +141,8 @@ export function createMcpCalls(deps: McpCallDeps) {
       }
     } finally {
       waiting -= 1;
-      stop.abort();
+      // With a reason: the default one is a DOMException built (with its stack) for nobody to read.
+      stop.abort('answered');
       context.signal.removeEventListener('abort', onAbort);
     }
   }
