@@ -18,9 +18,10 @@ export interface StoreOptions {
   replica?: string;
   /**
    * After a transaction that queued jobs commits: the kinds it queued, due now, or due in `inMs`
-   * (one call per job due later; the outbox sets a wake-up for those due before its next poll).
+   * (one call per job due later, with its ordering key; the outbox sets a wake-up for those due
+   * before its next poll).
    */
-  onJobsQueued?(kinds: readonly string[], inMs?: number): void;
+  onJobsQueued?(kinds: readonly string[], inMs?: number, key?: string | null): void;
   /** Wakes the other replicas after commit (PostgreSQL); without it, only this process hears of changes. */
   notifier?: Notifier | undefined;
   /**
@@ -265,7 +266,7 @@ export function createStore(db: Db, options: StoreOptions = {}): Store {
         options.takeJob,
       );
       if (dueKinds.length > 0) options.onJobsQueued?.(dueKinds);
-      for (const { kind, inMs } of dueLater) options.onJobsQueued?.([kind], inMs);
+      for (const { kind, inMs, key } of dueLater) options.onJobsQueued?.([kind], inMs, key);
       // Only after commit, never for a rolled-back change; not awaited (the notifier's close waits for it).
       if (options.notifier && notifications.length > 0) void options.notifier.send(notifications);
       return value;

@@ -13,7 +13,7 @@ import { rowsInsertCte, rowsJson } from './row-inserts.js';
 import { approvals, proposals } from './schema.js';
 import { rowsOf } from './rows.js';
 import type { JobTaker } from '../outbox/ports.js';
-import { jobInsertCte, sendTakingJobs, startTaken, takenColumn, takeSlots, type QueuedJob } from './job-inserts.js';
+import { insertedClaimed, jobInsertCte, sendTakingJobs, startTaken, takenColumn, takeSlots, type QueuedJob } from './job-inserts.js';
 
 // How the store's transactions reach the database (see README.md, "How a state change reaches
 // PostgreSQL"): writes that only add rows are buffered and sent as one statement, and a transaction
@@ -70,6 +70,8 @@ export interface WakeUps {
 export interface DueLater {
   kind: string;
   inMs: number;
+  /** Its ordering key: a lane forgets the wake-up when this process claims the job sooner (a twin taken over). */
+  key: string | null;
 }
 
 const dialect = new PgDialect();
@@ -133,11 +135,12 @@ export type WriteBuffer = Pick<
  */
 function wakeUpsOf(replica: string, { rows, changed }: Pick<BufferedWrites, 'rows' | 'changed'>, inserted?: readonly boolean[]): WakeUps {
   // A job inserted claimed runs here once committed: no lane needs waking for it, here or elsewhere.
-  const queued = (inserted ? rows.queued.filter((_, index) => inserted[index] !== false) : rows.queued).filter((job) => !job.slot);
+  // (A twin taken over in a job's place is left out by `inserted`: that job was not inserted.)
+  const queued = (inserted ? rows.queued.filter((_, index) => inserted[index] !== false) : rows.queued).filter((job) => !insertedClaimed(job));
   const dueKinds = [...new Set(queued.filter(({ spec, at }) => !spec.runAt || spec.runAt <= at).map(({ spec }) => spec.kind))];
   const dueLater = queued.flatMap(({ spec, at }) => {
     const inMs = spec.runAt ? spec.runAt.getTime() - at.getTime() : 0;
-    return inMs > 0 ? [{ kind: spec.kind, inMs }] : [];
+    return inMs > 0 ? [{ kind: spec.kind, inMs, key: spec.orderingKey ?? null }] : [];
   });
   const notifications: Notification[] = changed.map((id) => [PROPOSAL_CHANNEL, id] as const);
   if (dueKinds.length > 0) notifications.push([JOBS_CHANNEL, jobsNotice(replica, dueKinds)]);
@@ -313,7 +316,8 @@ function finishingStatement(update: SQL, rows: AddedRows): SQL {
   const parts = [sql`finished_execution as (${update})`, ...addedRowsCtes(rows, sql`exists (select 1 from finished_execution)`)];
   const jobCounts = rows.queued.map((_, index) => sql.raw(`(select count(*) from job_${index})`));
   const inserted = jobCounts.length > 0 ? sql`array[${sql.join(jobCounts, sql`, `)}]::int[]` : sql`'{}'::int[]`;
-  return sql`with ${sql.join(parts, sql`, `)} select (select count(*)::int from finished_execution) as matched, ${inserted} as inserted`;
+  const taken = takenColumn(rows.queued);
+  return sql`with ${sql.join(parts, sql`, `)} select (select count(*)::int from finished_execution) as matched, ${inserted} as inserted${taken ? sql`, ${taken}` : sql``}`;
 }
 
 /** The rows of several transactions as one's, in the order they came; never their jobs (see addedRowsCommit). */
@@ -449,15 +453,14 @@ function openTransaction(
         });
         const buffered = writes.take();
         ({ completion } = buffered);
-        // A result's jobs go in only if its update matched: none of them is inserted claimed.
-        if (!buffered.finishing) {
-          takeSlots(buffered.rows.queued, takeJob);
-          queued = buffered.rows.queued;
-        }
+        // A result's jobs go in only if its update matched: none is inserted claimed, a twin may be taken.
+        takeSlots(buffered.rows.queued, takeJob, { conditional: buffered.finishing !== null });
+        queued = buffered.rows.queued;
         const statement = bufferedStatement(buffered);
         if (buffered.finishing && statement) {
           // Whether its update matched decides whether this transaction commits: read before COMMIT.
-          const finished = finishingResult(await tx.execute(asSql(statement)));
+          statementResult = await tx.execute(asSql(statement));
+          const finished = finishingResult(statementResult);
           if (!finished.matched) throw new NoLongerExecutingError(buffered.finishing.id);
           return wakeUpsOf(replica, buffered, finished.inserted);
         }
@@ -531,7 +534,8 @@ export async function inTransaction<T>(
   if (buffered.locked.length > 0) throw new Error('a locked row was written in a transaction that never began, so took no lock');
   if (buffered.completion) throw new Error('a job is completed only by a transaction that began (a decision, under its lock)');
   if (finishing) {
-    const finished = finishingResult(await db.execute(finishingStatement(finishing.update, rows)));
+    const statement = () => db.execute(finishingStatement(finishing.update, rows));
+    const finished = finishingResult(await sendTakingJobs(statement, rows.queued, takeJob, { conditional: true }));
     // Its inserts were conditioned on the update: nothing was written.
     if (!finished.matched) throw new NoLongerExecutingError(finishing.id);
     return { value, ...wakeUpsOf(replica, buffered, finished.inserted) };

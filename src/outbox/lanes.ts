@@ -84,7 +84,13 @@ export interface LaneState {
    * claim made before a later one falls due must still leave it a wake-up, or that job waits for the
    * next poll.
    */
-  wakeUpsAt: number[];
+  wakeUpsAt: TimedWakeUp[];
+}
+
+/** A job of a lane falls due `at` (Date.now() time); `key`, its ordering key, lets the lane forget it once the job ran sooner. */
+export interface TimedWakeUp {
+  at: number;
+  key: string | null;
 }
 
 /**
@@ -191,4 +197,55 @@ export function uncountRunning(counts: Map<string, number>, key: string | null):
   const left = (counts.get(key) ?? 1) - 1;
   if (left > 0) counts.set(key, left);
   else counts.delete(key);
+}
+
+/** The jobs due in this lane now, as many as it has free slots, within its caps (one claim statement). */
+export function claimForLane(jobs: Pick<JobStore, 'claimDue'>, state: LaneState, workerId: string, now: Date): Promise<JobRow[]> {
+  return jobs.claimDue(now, freeSlots(state), state.leaseMs, {
+    workerId,
+    ...state.claimFilter,
+    perDestination: state.lane.perDestination,
+    running: state.perDestination,
+    perAgent: state.lane.perAgent,
+    runningByAgent: state.perAgent,
+  });
+}
+
+/** How many timed wake-ups a lane keeps; past them the poll finds the jobs. */
+const MAX_TIMED_WAKE_UPS = 1_000;
+
+/** Where a wake-up due `at` goes in the ascending `dues` to keep them sorted (after equal ones). */
+function sortedIndex(dues: readonly TimedWakeUp[], at: number): number {
+  let low = 0;
+  let high = dues.length;
+  while (low < high) {
+    const middle = (low + high) >>> 1;
+    if ((dues[middle]?.at ?? 0) <= at) low = middle + 1;
+    else high = middle;
+  }
+  return low;
+}
+
+/** Keeps a timed wake-up in order; false when the lane keeps as many already and all are sooner. */
+export function addWakeUp(state: LaneState, wakeUp: TimedWakeUp): boolean {
+  const dues = state.wakeUpsAt;
+  // Beyond the bound, the poll finds the latest ones (thousands of jobs failing at once).
+  if (dues.length >= MAX_TIMED_WAKE_UPS && wakeUp.at >= (dues.at(-1)?.at ?? 0)) return false;
+  dues.splice(sortedIndex(dues, wakeUp.at), 0, wakeUp);
+  if (dues.length > MAX_TIMED_WAKE_UPS) dues.pop();
+  return true;
+}
+
+/** When the lane's next timed wake-up falls due; undefined for none. */
+export const nextWakeUpAt = (state: LaneState): number | undefined => state.wakeUpsAt[0]?.at;
+
+/** Drops the wake-ups due by `now`: the claim about to be made finds their jobs. */
+export function dropWakeUpsDue(state: LaneState, now: number): void {
+  while ((state.wakeUpsAt[0]?.at ?? Number.POSITIVE_INFINITY) <= now) state.wakeUpsAt.shift();
+}
+
+/** Drops the first wake-up for a job of ordering key `key`, and returns it; null when there is none. */
+export function dropWakeUpOf(state: LaneState, key: string | null): TimedWakeUp | null {
+  const index = key === null ? -1 : state.wakeUpsAt.findIndex((due) => due.key === key);
+  return index < 0 ? null : (state.wakeUpsAt.splice(index, 1)[0] ?? null);
 }

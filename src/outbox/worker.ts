@@ -5,7 +5,12 @@ import { isDatabaseUnavailable, plainReason } from '../lib/driver-errors.js';
 import { createGroupCommit } from '../lib/group-commit.js';
 import type { JobRow, JobSlot, JobStore } from './ports.js';
 import {
+  addWakeUp,
+  claimForLane,
   countRunning,
+  dropWakeUpOf,
+  dropWakeUpsDue,
+  nextWakeUpAt,
   createLeaseRenewal,
   defaultLanes,
   freeSlots,
@@ -56,20 +61,6 @@ export function backoffDelay(attempt: number, baseMs: number, maxMs: number, ran
 
 const DEFAULT_LEASE_MS = 60_000;
 const DEFAULT_DEADLINE_MS = 30_000;
-/** How many timed wake-ups a lane keeps; past them the poll finds the jobs. */
-const MAX_TIMED_WAKE_UPS = 1_000;
-
-/** Where `value` goes in the ascending `values` to keep them sorted (after equal ones). */
-function sortedIndex(values: readonly number[], value: number): number {
-  let low = 0;
-  let high = values.length;
-  while (low < high) {
-    const middle = (low + high) >>> 1;
-    if ((values[middle] ?? 0) <= value) low = middle + 1;
-    else high = middle;
-  }
-  return low;
-}
 
 /**
  * Completions go out together (src/lib/group-commit.ts): while one statement is on its way, the
@@ -154,12 +145,13 @@ function createJobRunner(
    * refused for good: it is buried with the reason, never run.
    */
   function handlerOf(job: JobRow): (context: JobContext) => Promise<LastWrite | void> {
-    const noHandler = new DeliveryError(`no handler for job kind "${job.kind}"`, { permanent: true });
-    if (!isJobKind(job.kind) || !options.handlers[job.kind]) throw noHandler;
+    // Built only when thrown: an error captures a stack, and every job passes here.
+    const noHandler = () => new DeliveryError(`no handler for job kind "${job.kind}"`, { permanent: true });
+    if (!isJobKind(job.kind) || !options.handlers[job.kind]) throw noHandler();
     const parsed = parseJob(job.kind, job.payload);
     if ('problem' in parsed) throw new DeliveryError(parsed.problem, { permanent: true });
     const run = boundHandler(options.handlers, parsed.job);
-    if (!run) throw noHandler;
+    if (!run) throw noHandler();
     return run;
   }
 
@@ -295,23 +287,13 @@ export function createOutboxWorker(options: OutboxWorkerOptions) {
     return run;
   }
 
-  async function claimFor(state: LaneState): Promise<JobRow[]> {
-    const free = freeSlots(state);
-    return options.jobs.claimDue(clock(), free, state.leaseMs, {
-      workerId,
-      ...state.claimFilter,
-      perDestination: state.lane.perDestination,
-      running: state.perDestination,
-      perAgent: state.lane.perAgent,
-      runningByAgent: state.perAgent,
-    });
-  }
+  const claimFor = (state: LaneState): Promise<JobRow[]> => claimForLane(options.jobs, state, workerId, clock());
 
   function schedule(state: LaneState, delayMs: number) {
     if (!running) return;
     if (state.timer) clearTimeout(state.timer);
     // A job this lane knows of falls due before the next poll: the timer is for it.
-    const nextDueAt = state.wakeUpsAt[0];
+    const nextDueAt = nextWakeUpAt(state);
     if (nextDueAt !== undefined) delayMs = Math.min(delayMs, Math.max(0, nextDueAt - Date.now()));
     state.timerDueAt = Date.now() + delayMs;
     state.timer = setTimeout(() => {
@@ -320,16 +302,11 @@ export function createOutboxWorker(options: OutboxWorkerOptions) {
     }, delayMs);
   }
 
-  /** A job of this lane falls due in `delayMs`: the lane looks then, or at its next poll if sooner. */
-  function wakeIn(state: LaneState, delayMs: number) {
+  /** A job of this lane (of ordering key `key`) falls due in `delayMs`: the lane looks then, or at its next poll if sooner. */
+  function wakeIn(state: LaneState, delayMs: number, key: string | null = null) {
     const dueAt = Date.now() + delayMs;
-    const dues = state.wakeUpsAt;
-    // Beyond the bound, the poll finds the latest ones (thousands of jobs failing at once).
-    if (dues.length >= MAX_TIMED_WAKE_UPS && dueAt >= (dues.at(-1) ?? 0)) return;
-    dues.splice(sortedIndex(dues, dueAt), 0, dueAt);
-    if (dues.length > MAX_TIMED_WAKE_UPS) dues.pop();
     // A claim under way schedules the next look when it ends; a timer due sooner stays.
-    if (!state.claiming && (!state.timer || state.timerDueAt > dueAt)) schedule(state, pollIntervalMs);
+    if (addWakeUp(state, { at: dueAt, key }) && !state.claiming && (!state.timer || state.timerDueAt > dueAt)) schedule(state, pollIntervalMs);
   }
 
   /** Fills the lane's free slots; one claim per lane at a time. */
@@ -343,7 +320,7 @@ export function createOutboxWorker(options: OutboxWorkerOptions) {
     }
     state.wakeRequested = false;
     // Jobs this lane knows of that are due by now are among what this claim finds.
-    while ((state.wakeUpsAt[0] ?? Number.POSITIVE_INFINITY) <= Date.now()) state.wakeUpsAt.shift();
+    dropWakeUpsDue(state, Date.now());
     state.claiming = claimFor(state)
       .then((claimed) => {
         state.moreMayBeDue = claimed.length === free;
@@ -361,9 +338,27 @@ export function createOutboxWorker(options: OutboxWorkerOptions) {
       });
   }
 
+  /**
+   * A job this lane had a timed wake-up for was claimed here sooner (a twin taken over by a result's
+   * statement): the wake-up is dropped, and the lane's timer, if it was set for it, set for the next
+   * one or the poll, rather than firing a claim that would find nothing.
+   */
+  function forgetWakeUp(state: LaneState, key: string | null) {
+    const forgotten = dropWakeUpOf(state, key);
+    // A timer due sooner than it (a wake-up requested now) was not set for it, and stays.
+    if (forgotten && state.timer && !state.claiming && state.timerDueAt >= forgotten.at) schedule(state, pollIntervalMs);
+  }
+
   /** A slot for a job of `kind` a transaction is inserting claimed, if a lane here lends one (`lendSlot`). */
   function takeOnInsert(kind: string): JobSlot | null {
-    const lane = { running: () => running, launch: (state: LaneState, job: JobRow, known: unknown) => void launch(state, job, true, known), pump };
+    const lane = {
+      running: () => running,
+      launch: (state: LaneState, job: JobRow, known: unknown) => {
+        forgetWakeUp(state, job.orderingKey);
+        void launch(state, job, true, known);
+      },
+      pump,
+    };
     return lendSlot(
       states.find((state) => runsKind(state, kind)),
       workerId,
@@ -388,12 +383,15 @@ export function createOutboxWorker(options: OutboxWorkerOptions) {
       running = true;
       for (const state of states) schedule(state, 0);
     },
-    /** Something was queued (of these kinds, when known): look now, or when a job due in `inMs` falls due, not at the next poll. */
-    wake(kinds?: readonly string[], inMs = 0) {
+    /**
+     * Something was queued (of these kinds, when known): look now, or when a job due in `inMs` (of
+     * ordering key `key`) falls due, not at the next poll.
+     */
+    wake(kinds?: readonly string[], inMs = 0, key: string | null = null) {
       for (const state of states) {
         if (kinds && !kinds.some((kind) => runsKind(state, kind))) continue;
         if (inMs > 0) {
-          if (running && inMs < pollIntervalMs) wakeIn(state, inMs);
+          if (running && inMs < pollIntervalMs) wakeIn(state, inMs, key);
           continue;
         }
         state.wakeRequested = true;

@@ -95,15 +95,15 @@ function timed(executor: Executor, operation: string, metrics: Metrics): Executo
 export function createServices(options: ServicesOptions) {
   const clock = options.clock ?? (() => new Date());
   const replica = `r_${randomBytes(6).toString('hex')}`;
-  const jobsQueued = new Set<(kinds: readonly string[], inMs?: number) => void>();
+  const jobsQueued = new Set<(kinds: readonly string[], inMs?: number, key?: string | null) => void>();
   // This process's outbox, once it runs: a job first of its ordering key may be taken as it is queued.
   let jobTaker: JobTaker | null = null;
   const store = createStore(options.database.db, {
     replica,
     notifier: options.database.notifier,
     takeJob: (kind) => jobTaker?.(kind) ?? null,
-    onJobsQueued: (kinds, inMs) => {
-      for (const listener of jobsQueued) listener(kinds, inMs);
+    onJobsQueued: (kinds, inMs, key) => {
+      for (const listener of jobsQueued) listener(kinds, inMs, key);
     },
   });
   const queuedHere = (kinds: readonly string[]) => {
@@ -202,8 +202,8 @@ export function createServices(options: ServicesOptions) {
     database: options.database,
     /** Names this process in the notices it sends other replicas. */
     replica,
-    /** Jobs were committed by this process (the kinds; due in `inMs`, or now); returns the unsubscribe function. */
-    onJobsQueued(listener: (kinds: readonly string[], inMs?: number) => void): () => void {
+    /** Jobs were committed by this process (the kinds; due in `inMs`, or now; a job due later with its ordering key); returns the unsubscribe function. */
+    onJobsQueued(listener: (kinds: readonly string[], inMs?: number, key?: string | null) => void): () => void {
       jobsQueued.add(listener);
       return () => jobsQueued.delete(listener);
     },

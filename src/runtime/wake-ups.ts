@@ -14,7 +14,7 @@ export async function wakeOnChanges(
   database.notifier?.onFailure((error) => logger.warn({ err: error }, 'could not notify the other replicas of a change'));
   // A change made here has just queued jobs: run them now (or when they fall due) rather than at
   // the next poll, and only in the lanes that have something new.
-  const unsubscribeOutbox = services.onJobsQueued((kinds, inMs) => outbox.wake(kinds, inMs));
+  const unsubscribeOutbox = services.onJobsQueued((kinds, inMs, key) => outbox.wake(kinds, inMs, key));
   // On PostgreSQL a change made by any replica wakes this replica's long-polls, and jobs queued by
   // another replica wake this one's outbox too (its own it has woken already).
   const onProposalChanged = (proposalId: string) => services.changes.notify(proposalId);

@@ -1,15 +1,9 @@
-import { eq } from 'drizzle-orm';
-import { pino } from 'pino';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
-import type { JobContext, ProposalSnapshot } from '../../src/core/jobs.js';
+import type { ProposalSnapshot } from '../../src/core/jobs.js';
 import type { OutboxJobOptions, OutboxJobSpec } from '../../src/core/ports.js';
 import type { Database } from '../../src/db/database.js';
-import { createJobStore } from '../../src/db/jobs-store.js';
-import { jobs } from '../../src/db/schema.js';
-import { createStore } from '../../src/db/store.js';
-import type { JobRow, JobStore } from '../../src/outbox/ports.js';
-import { createOutboxWorker, type OutboxLane } from '../../src/outbox/worker.js';
 import { drivers, openTestDatabase } from '../support/database.js';
+import { lendingLanes } from '../support/lending-lane.js';
 import { agentRecord, proposalRecord } from '../support/records.js';
 
 /**
@@ -20,71 +14,18 @@ import { agentRecord, proposalRecord } from '../support/records.js';
  * not at all, and the slot is free again.
  */
 
-const NEVER_MS = 600_000;
-const logger = pino({ level: 'silent' });
 // Now: the lanes claim by the real clock.
 const at = new Date();
 
 describe.each(drivers)('jobs taken as they are queued (%s)', (driver) => {
   let database: Database;
-  let jobStore: JobStore;
-  let claims = 0;
-  const claiming: Array<Promise<unknown>> = [];
-  const workers: Array<ReturnType<typeof createOutboxWorker>> = [];
+  const lanes = lendingLanes(() => database);
+  const { setUp, rowsOf } = lanes;
   beforeAll(async () => {
     database = await openTestDatabase(driver);
-    const stored = createJobStore(database.db);
-    // The real store, counting the claims the lanes make.
-    jobStore = {
-      ...stored,
-      claimDue(...args) {
-        claims += 1;
-        const claimed = stored.claimDue(...args);
-        claiming.push(claimed.catch(() => undefined));
-        return claimed;
-      },
-    };
   }, 180_000);
-  afterEach(async () => {
-    await Promise.all(workers.splice(0).map((worker) => worker.stop()));
-  });
+  afterEach(() => lanes.stopAll());
   afterAll(() => database.close());
-
-  type Run = { jobId: number; known: JobContext['known']; attempt: number; lockedBy: string | null; row: JobRow | undefined };
-
-  /**
-   * A worker whose one lane never polls in time, a store whose transactions it may take jobs from,
-   * and the runs of its chat.sync handler (`hold` keeps each run going until released).
-   */
-  async function setUp(concurrency: number, options: { hold?: boolean; wake?: boolean } = {}) {
-    const runs: Run[] = [];
-    const releases: Array<() => void> = [];
-    const lane: OutboxLane = { name: 'chat', kinds: ['chat.sync'], concurrency };
-    const worker = createOutboxWorker({
-      jobs: jobStore,
-      logger,
-      lanes: [lane],
-      pollIntervalMs: NEVER_MS,
-      handlers: {
-        'chat.sync': async (_payload, { jobId, known, attempt, claim }) => {
-          const [row] = await database.db.select().from(jobs).where(eq(jobs.id, jobId));
-          runs.push({ jobId, known, attempt, lockedBy: claim?.lockedBy ?? null, row });
-          if (options.hold) await new Promise<void>((release) => releases.push(release));
-        },
-      },
-    });
-    workers.push(worker);
-    claims = 0;
-    worker.start();
-    // Its first claim, at start, found nothing: from here the lane claims only when woken.
-    await vi.waitFor(() => expect(claims).toBe(1), { timeout: 10_000, interval: 5 });
-    await Promise.all(claiming.splice(0));
-    claims = 0;
-    // Without the wake-up a queued job stays queued here (the lane never polls in time): what its insert wrote can be read.
-    const wake = options.wake === false ? {} : { onJobsQueued: (kinds: readonly string[]) => worker.wake(kinds) };
-    const store = createStore(database.db, { takeJob: worker.takeOnInsert, ...wake });
-    return { worker, store, runs, releaseAll: () => releases.splice(0).forEach((release) => release()) };
-  }
 
   const snapshotOf = (id: string): ProposalSnapshot => ({
     proposal: proposalRecord({ id, agentId: 'agt_taken' }),
@@ -99,13 +40,6 @@ describe.each(drivers)('jobs taken as they are queued (%s)', (driver) => {
     firstOfItsKey: { known: snapshotOf(id) },
     ...extra,
   });
-  const rowsOf = async (id: string) =>
-    (
-      await database.db
-        .select()
-        .from(jobs)
-        .where(eq(jobs.orderingKey, `chat:slack:${id}`))
-    ).map((row) => ({ ...row }));
 
   it.each([
     ['alone (its one statement commits by itself)', false],
@@ -124,7 +58,7 @@ describe.each(drivers)('jobs taken as they are queued (%s)', (driver) => {
     expect(run?.row).toMatchObject({ status: 'running', attempts: 1, lockedBy: `${worker.workerId}:1` });
     expect(run?.row?.lockedUntil?.getTime()).toBe(at.getTime() + 60_000);
     expect(run).toMatchObject({ attempt: 1, lockedBy: `${worker.workerId}:1`, known: snapshotOf(id) });
-    expect(claims).toBe(0);
+    expect(lanes.claims()).toBe(0);
   });
 
   it('with no slot free the job is queued, then claimed as any other, and is not handed what was known', async () => {
@@ -133,14 +67,14 @@ describe.each(drivers)('jobs taken as they are queued (%s)', (driver) => {
     const waiting = `prp_taken_${driver}_waiting`;
     await store.transaction(async (tx) => tx.enqueue([firstPost(busy)], at));
     await vi.waitFor(() => expect(runs).toHaveLength(1), { timeout: 10_000, interval: 20 });
-    claims = 0;
+    lanes.resetClaims();
     await store.transaction(async (tx) => tx.enqueue([firstPost(waiting)], at));
     expect((await rowsOf(waiting))[0]).toMatchObject({ status: 'queued', attempts: 0, lockedBy: null });
     releaseAll();
     await vi.waitFor(() => expect(runs).toHaveLength(2), { timeout: 10_000, interval: 20 });
     releaseAll();
     expect(runs[1]).toMatchObject({ attempt: 1, known: undefined });
-    expect(claims).toBeGreaterThan(0);
+    expect(lanes.claims()).toBeGreaterThan(0);
     await vi.waitFor(async () => expect((await rowsOf(waiting))[0]?.status).toBe('done'), { timeout: 10_000, interval: 20 });
   });
 
@@ -156,8 +90,8 @@ describe.each(drivers)('jobs taken as they are queued (%s)', (driver) => {
     const [post, edit] = await rowsOf(id);
     expect(edit).toMatchObject({ status: 'queued' });
     // Woken, the lane has free slots, yet the edit stays queued while the post of its key runs.
-    await vi.waitFor(() => expect(claims).toBeGreaterThan(0), { timeout: 10_000, interval: 5 });
-    await Promise.all(claiming.splice(0));
+    await vi.waitFor(() => expect(lanes.claims()).toBeGreaterThan(0), { timeout: 10_000, interval: 5 });
+    await lanes.settleClaims();
     // The claim has answered: had it taken the edit, its row would say so already.
     expect((await rowsOf(id))[1]).toMatchObject({ id: edit?.id, status: 'queued' });
     expect(runs.map((run) => run.jobId)).toEqual([post?.id]);
@@ -185,7 +119,7 @@ describe.each(drivers)('jobs taken as they are queued (%s)', (driver) => {
     await store.transaction(async (tx) => tx.enqueue([firstPost(next)], at));
     await vi.waitFor(() => expect(runs.map((run) => run.row?.orderingKey)).toEqual([`chat:slack:${next}`]), { timeout: 10_000, interval: 20 });
     expect(runs[0]?.row).toMatchObject({ status: 'running', attempts: 1 });
-    expect(claims).toBe(0);
+    expect(lanes.claims()).toBe(0);
   });
 
   it('a job due later, or not first of its key, is queued as before', async () => {
