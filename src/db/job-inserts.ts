@@ -13,7 +13,7 @@ const DEFAULT_MAX_ATTEMPTS = 25;
 /**
  * A job a transaction queues. With `slot`, a slot of this process's outbox is held for it: the job
  * is inserted claimed (`firstOfItsKey`), or, with `twin`, the job of its kind and key that waits
- * already is claimed in its place (`takesTwin`); either runs here after the commit.
+ * already is claimed in its place (`twinTakingCtes`); either runs here after the commit.
  */
 export interface QueuedJob {
   spec: OutboxJobSpec;
@@ -101,6 +101,17 @@ export async function sendTakingJobs<T>(
   return result;
 }
 
+/** The insert of `spec` as a queued job, only `where` that holds (sql`` for always): `returning 1`. */
+function queuedInsert({ spec, at }: QueuedJob, where: SQL): SQL {
+  const time = sql`${at.toISOString()}::timestamptz`;
+  // Reminders and escalations are queued at propose time to run later.
+  const runAt = sql`${(spec.runAt ?? at).toISOString()}::timestamptz`;
+  return sql`insert into jobs (kind, payload, ordering_key, status, max_attempts, run_at, created_at, updated_at)
+    select ${spec.kind}, ${JSON.stringify(spec.payload)}::jsonb, ${spec.orderingKey ?? null}, 'queued', ${spec.maxAttempts ?? DEFAULT_MAX_ATTEMPTS}, ${runAt}, ${time}, ${time}
+    ${where}
+    returning 1`;
+}
+
 /**
  * One job's CTE (`job_<index>`) in its transaction's statement: claimed by its insert when it holds
  * a slot, queued otherwise, and, for a coalescing job, queued only when none of its kind and key is
@@ -108,37 +119,30 @@ export async function sendTakingJobs<T>(
  */
 export function jobInsertCte(job: QueuedJob, index: number, onlyIf?: SQL): SQL {
   const { spec, at, slot } = job;
-  const time = sql`${at.toISOString()}::timestamptz`;
-  // Reminders and escalations are queued at propose time to run later.
-  const runAt = sql`${(spec.runAt ?? at).toISOString()}::timestamptz`;
   const name = sql.raw(`job_${index}`);
   if (slot && job.twin) return twinTakingCtes(job, slot, index, onlyIf);
   if (slot) {
     // Claimed by its insert, as a claim would (attempt 1, stamped, leased): the first of its ordering
     // key, nothing of the key can be queued before it, and nothing coalesces into a running job.
     if (onlyIf) throw new Error('a job is inserted claimed only by a statement whose every job goes in');
+    const time = sql`${at.toISOString()}::timestamptz`;
     return sql`${name} as (
       insert into jobs (kind, payload, ordering_key, status, attempts, max_attempts, run_at, locked_until, locked_by, created_at, updated_at)
       select ${spec.kind}, ${JSON.stringify(spec.payload)}::jsonb, ${spec.orderingKey ?? null}, 'running', 1, ${spec.maxAttempts ?? DEFAULT_MAX_ATTEMPTS},
-        ${runAt}, ${new Date(at.getTime() + slot.leaseMs).toISOString()}::timestamptz, ${slot.lockedBy}, ${time}, ${time}
+        ${sql`${(spec.runAt ?? at).toISOString()}::timestamptz`}, ${new Date(at.getTime() + slot.leaseMs).toISOString()}::timestamptz, ${slot.lockedBy}, ${time}, ${time}
       returning *)`;
   }
-  const values = sql`select ${spec.kind}, ${JSON.stringify(spec.payload)}::jsonb, ${spec.orderingKey ?? null}, 'queued', ${spec.maxAttempts ?? DEFAULT_MAX_ATTEMPTS}, ${runAt}, ${time}, ${time}`;
   const also = onlyIf ? sql` and ${onlyIf}` : sql``;
-  if (!(spec.coalesce && spec.orderingKey)) {
-    const condition = onlyIf ? sql` where ${onlyIf}` : sql``;
-    return sql`${name} as (insert into jobs (kind, payload, ordering_key, status, max_attempts, run_at, created_at, updated_at) ${values}${condition} returning 1)`;
-  }
+  if (!(spec.coalesce && spec.orderingKey)) return sql`${name} as (${queuedInsert(job, onlyIf ? sql`where ${onlyIf}` : sql``)})`;
   // FOR UPDATE closes the race with a worker claiming the waiting job right now: this waits for the
   // claim to commit, then sees the job running and queues a new one after it.
-  return sql`${name} as (
-    insert into jobs (kind, payload, ordering_key, status, max_attempts, run_at, created_at, updated_at)
-    ${values}
-    where not exists (
+  return sql`${name} as (${queuedInsert(
+    job,
+    sql`where not exists (
       select 1 from jobs
       where ordering_key = ${spec.orderingKey} and kind = ${spec.kind} and status = 'queued'
-      for update)${also}
-    returning 1)`;
+      for update)${also}`,
+  )})`;
 }
 
 /**
@@ -151,27 +155,21 @@ export function jobInsertCte(job: QueuedJob, index: number, onlyIf?: SQL): SQL {
  * then it is no longer queued), read by the other two; the twin claimed (`_twin_taken`, its row read
  * back); this job inserted only when no twin waits, as any coalescing job.
  */
-function twinTakingCtes({ spec, at }: QueuedJob, slot: JobSlot, index: number, onlyIf?: SQL): SQL {
-  const time = sql`${at.toISOString()}::timestamptz`;
+function twinTakingCtes(job: QueuedJob, slot: JobSlot, index: number, onlyIf?: SQL): SQL {
+  const { spec, at } = job;
   const twin = sql.raw(`job_${index}_twin`);
-  const taken = sql.raw(`job_${index}_twin_taken`);
   const also = onlyIf ? sql` and ${onlyIf}` : sql``;
   return sql`${twin} as (
       select id, attempts from jobs
       where ordering_key = ${spec.orderingKey ?? null} and kind = ${spec.kind} and status = 'queued'${also}
       for update),
-    ${taken} as (
+    ${sql.raw(`job_${index}_twin_taken`)} as (
       update jobs set status = 'running', attempts = 1, locked_until = ${new Date(at.getTime() + slot.leaseMs).toISOString()}::timestamptz,
-        locked_by = ${slot.lockedBy}, updated_at = ${time}
+        locked_by = ${slot.lockedBy}, updated_at = ${at.toISOString()}::timestamptz
       where id in (select t.id from ${twin} t where t.attempts = 0)
         and not exists (
           select 1 from jobs o
           where o.ordering_key = jobs.ordering_key and o.id < jobs.id and o.status in ('queued', 'running'))
       returning *),
-    ${sql.raw(`job_${index}`)} as (
-      insert into jobs (kind, payload, ordering_key, status, max_attempts, run_at, created_at, updated_at)
-      select ${spec.kind}, ${JSON.stringify(spec.payload)}::jsonb, ${spec.orderingKey ?? null}, 'queued', ${spec.maxAttempts ?? DEFAULT_MAX_ATTEMPTS},
-        ${sql`${(spec.runAt ?? at).toISOString()}::timestamptz`}, ${time}, ${time}
-      where not exists (select 1 from ${twin})${also}
-      returning 1)`;
+    ${sql.raw(`job_${index}`)} as (${queuedInsert(job, sql`where not exists (select 1 from ${twin})${also}`)})`;
 }
