@@ -1,8 +1,7 @@
-import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import type { ProposalSnapshot } from '../../src/core/jobs.js';
 import type { OutboxJobOptions, OutboxJobSpec } from '../../src/core/ports.js';
-import type { Database } from '../../src/db/database.js';
-import { drivers, openTestDatabase } from '../support/database.js';
+import { drivers } from '../support/database.js';
 import { lendingLanes } from '../support/lending-lane.js';
 import { agentRecord, proposalRecord } from '../support/records.js';
 
@@ -18,14 +17,8 @@ import { agentRecord, proposalRecord } from '../support/records.js';
 const at = new Date();
 
 describe.each(drivers)('jobs taken as they are queued (%s)', (driver) => {
-  let database: Database;
-  const lanes = lendingLanes(() => database);
+  const lanes = lendingLanes(driver);
   const { setUp, rowsOf } = lanes;
-  beforeAll(async () => {
-    database = await openTestDatabase(driver);
-  }, 180_000);
-  afterEach(() => lanes.stopAll());
-  afterAll(() => database.close());
 
   const snapshotOf = (id: string): ProposalSnapshot => ({
     proposal: proposalRecord({ id, agentId: 'agt_taken' }),

@@ -1,10 +1,9 @@
 import { eq } from 'drizzle-orm';
-import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import type { OutboxJobOptions, OutboxJobSpec } from '../../src/core/ports.js';
 import { NoLongerExecutingError, type Store } from '../../src/core/ports.js';
-import type { Database } from '../../src/db/database.js';
 import { jobs } from '../../src/db/schema.js';
-import { drivers, openTestDatabase } from '../support/database.js';
+import { drivers } from '../support/database.js';
 import { lendingLanes } from '../support/lending-lane.js';
 import { agentRecord, proposalRecord } from '../support/records.js';
 
@@ -23,14 +22,8 @@ const at = new Date();
 const HELD_MS = 150;
 
 describe.each(drivers)('a waiting edit taken by its result (%s)', (driver) => {
-  let database: Database;
-  const lanes = lendingLanes(() => database);
+  const lanes = lendingLanes(driver);
   const { setUp, rowsOf } = lanes;
-  beforeAll(async () => {
-    database = await openTestDatabase(driver);
-  }, 180_000);
-  afterEach(() => lanes.stopAll());
-  afterAll(() => database.close());
 
   let made = 0;
   const sync = (id: string, extra: OutboxJobOptions = {}): OutboxJobSpec => ({
@@ -91,8 +84,9 @@ describe.each(drivers)('a waiting edit taken by its result (%s)', (driver) => {
     const id = await executing(store, 'behind');
     // An older job of the same message the chat lane does not run (a reminder's ping): the edit waits behind it.
     const [edit] = await rowsOf(id);
-    await database.db
-      .update(jobs)
+    await lanes
+      .database()
+      .db.update(jobs)
       .set({ id: -Math.abs(edit?.id ?? 1), kind: 'chat.followup' })
       .where(eq(jobs.id, edit?.id ?? 0));
     await store.transaction(async (tx) => tx.enqueue([sync(id, heldBack())], new Date()));
@@ -114,8 +108,9 @@ describe.each(drivers)('a waiting edit taken by its result (%s)', (driver) => {
     const { store, runs } = await setUp(2, { wake: false });
     const id = await executing(store, 'retrying');
     const [edit] = await rowsOf(id);
-    await database.db
-      .update(jobs)
+    await lanes
+      .database()
+      .db.update(jobs)
       .set({ attempts: 1, lastError: 'Slack said: ratelimited' })
       .where(eq(jobs.id, edit?.id ?? 0));
     await recordResult(store, id);
@@ -127,8 +122,9 @@ describe.each(drivers)('a waiting edit taken by its result (%s)', (driver) => {
     const { store, runs } = await setUp(2);
     const id = await executing(store, 'none_waiting');
     // The held-back edit already ran (a long execution): nothing of the message is unfinished.
-    await database.db
-      .update(jobs)
+    await lanes
+      .database()
+      .db.update(jobs)
       .set({ status: 'done' })
       .where(eq(jobs.orderingKey, `chat:slack:${id}`));
     lanes.resetClaims();

@@ -1,6 +1,6 @@
 import { eq } from 'drizzle-orm';
 import { pino } from 'pino';
-import { expect, vi } from 'vitest';
+import { afterAll, afterEach, beforeAll, expect, vi } from 'vitest';
 import type { JobContext } from '../../src/core/jobs.js';
 import type { Database } from '../../src/db/database.js';
 import { createJobStore } from '../../src/db/jobs-store.js';
@@ -8,6 +8,7 @@ import { jobs } from '../../src/db/schema.js';
 import { createStore } from '../../src/db/store.js';
 import type { JobRow, JobStore } from '../../src/outbox/ports.js';
 import { createOutboxWorker, type OutboxLane } from '../../src/outbox/worker.js';
+import { openTestDatabase, type Driver } from './database.js';
 
 /** A lane that never polls in time: it claims only when woken, so every claim a test sees was caused. */
 const NEVER_MS = 600_000;
@@ -23,11 +24,22 @@ export interface LaneRun {
 }
 
 /**
- * A `chat` lane of a real outbox worker over a real job store, whose claims are counted, and a store
- * whose transactions may take jobs for it (`takeOnInsert`): what tests of jobs claimed by the
- * statement that queues them drive. Stop its workers after each test (`stopAll`).
+ * For a suite (call it inside its `describe`): a database of `driver` of its own, and `chat` lanes of
+ * real outbox workers over a real job store, whose claims are counted, with a store whose
+ * transactions may take jobs for them (`takeOnInsert`): what tests of jobs claimed by the statement
+ * that queues them drive. After each test its workers are stopped and the queue emptied.
  */
-export function lendingLanes(database: () => Database) {
+export function lendingLanes(driver: Driver) {
+  let opened: Database | null = null;
+  const database = (): Database => {
+    if (!opened) throw new Error('the database opens before the suite runs (beforeAll)');
+    return opened;
+  };
+  beforeAll(async () => {
+    opened = await openTestDatabase(driver);
+  }, 180_000);
+  afterEach(() => stopAll());
+  afterAll(() => opened?.close());
   let claims = 0;
   const claiming: Array<Promise<unknown>> = [];
   const workers: Array<ReturnType<typeof createOutboxWorker>> = [];
@@ -98,6 +110,15 @@ export function lendingLanes(database: () => Database) {
     return rows.map((row) => ({ ...row }));
   }
 
+  /**
+   * Stops the workers, then empties the queue: a job a test left due (one waiting out a backoff)
+   * would be claimed by the next test's worker as it starts, and counted and run there.
+   */
+  async function stopAll(): Promise<void> {
+    await Promise.all(workers.splice(0).map((worker) => worker.stop()));
+    await database().db.delete(jobs);
+  }
+
   return {
     setUp,
     settleClaims,
@@ -107,13 +128,6 @@ export function lendingLanes(database: () => Database) {
     resetClaims: () => {
       claims = 0;
     },
-    /**
-     * Stops the workers, then empties the queue: a job a test left due (one waiting out a backoff)
-     * would be claimed by the next test's worker as it starts, and counted and run there.
-     */
-    async stopAll(): Promise<void> {
-      await Promise.all(workers.splice(0).map((worker) => worker.stop()));
-      await database().db.delete(jobs);
-    },
+    database,
   };
 }
