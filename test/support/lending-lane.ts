@@ -1,7 +1,7 @@
 import { eq } from 'drizzle-orm';
 import { pino } from 'pino';
 import { afterAll, afterEach, beforeAll, expect, vi } from 'vitest';
-import type { JobContext } from '../../src/core/jobs.js';
+import type { JobContext, JobHandler } from '../../src/core/jobs.js';
 import type { Database } from '../../src/db/database.js';
 import { createJobStore } from '../../src/db/jobs-store.js';
 import { jobs } from '../../src/db/schema.js';
@@ -61,10 +61,10 @@ export function lendingLanes(driver: Driver) {
 
   /**
    * A worker with one chat lane of `concurrency` slots, started and past its first claim, and the
-   * runs of its handler (`hold` keeps each run going until released). With `wake: false` nothing
+   * runs of its handler (`hold` keeps each run going until released; `handle` then does the job). With `wake: false` nothing
    * wakes the lane, so a queued job stays queued and what its insert wrote can be read.
    */
-  async function setUp(concurrency: number, options: { hold?: boolean; wake?: boolean } = {}) {
+  async function setUp(concurrency: number, options: { hold?: boolean; wake?: boolean; handle?: JobHandler<'chat.sync'> } = {}) {
     jobStore ??= countingStore();
     const runs: LaneRun[] = [];
     const releases: Array<() => void> = [];
@@ -75,10 +75,12 @@ export function lendingLanes(driver: Driver) {
       lanes: [lane],
       pollIntervalMs: NEVER_MS,
       handlers: {
-        'chat.sync': async (_payload, { jobId, known, attempt, claim }) => {
+        'chat.sync': async (payload, context) => {
+          const { jobId, known, attempt, claim } = context;
           const [row] = await database().db.select().from(jobs).where(eq(jobs.id, jobId));
           runs.push({ jobId, known, attempt, lockedBy: claim?.lockedBy ?? null, row });
           if (options.hold) await new Promise<void>((release) => releases.push(release));
+          return options.handle?.(payload, context);
         },
       },
     });
