@@ -25,8 +25,9 @@ export interface StoreOptions {
   /** Wakes the other replicas after commit (PostgreSQL); without it, only this process hears of changes. */
   notifier?: Notifier | undefined;
   /**
-   * A slot of this process's outbox for a job first of its ordering key, inserted claimed and run
-   * here once committed (src/outbox/README.md, "Taken as queued"); null or absent: queued as any job.
+   * A slot of this process's outbox for a job the statement claims (one first of its ordering key,
+   * inserted claimed; the twin a result's edit would join), run here once committed
+   * (src/outbox/README.md, "Taken as queued"); null or absent: queued as any job.
    */
   takeJob?: JobTaker;
 }

@@ -505,7 +505,7 @@ export async function inTransaction<T>(
   work: (tx: StoreTransaction) => Promise<T>,
   /** Commits the rows of a transaction that only added rows (the store's `addedRowsCommit`). */
   commitAddedRows: (rows: AddedRows) => Promise<void>,
-  /** Slots of this process's outbox for the jobs first of their ordering key (`takeSlots`); none: every job is queued. */
+  /** Slots of this process's outbox for the jobs its statement may claim (`takeSlots`); none: every job is queued. */
   takeJob?: JobTaker,
 ): Promise<{ value: T } & WakeUps> {
   const writes = writeBuffer(db);

@@ -67,7 +67,7 @@ export interface LaneState {
   renewTimer: NodeJS.Timeout | null;
   claimFilter: { kinds?: readonly string[]; excludeKinds?: readonly string[] };
   running: Set<Promise<void>>;
-  /** Slots held for jobs a transaction is inserting claimed (`takeOnInsert`), not yet run or given back. */
+  /** Slots held for jobs a transaction's statement is claiming (`takeJob`), not yet run or given back. */
   reserved: number;
   perDestination: Map<string, number>;
   perAgent: Map<string, number>;

@@ -54,22 +54,23 @@ export interface ClaimLane {
 }
 
 /**
- * A slot of one of this process's outbox lanes, held for a job a transaction is about to insert
- * already claimed (a job first of its ordering key, `OutboxJobSpec.firstOfItsKey`): the insert
- * writes it `running`, attempt 1, stamped `lockedBy` and leased for `leaseMs` from its time, as a
- * claim would. Once the transaction committed the job runs here (`run`); if it failed, or left the
- * job out, the slot is given back (`release`). Exactly one of the two is called.
+ * A slot of one of this process's outbox lanes, held for a job a transaction's statement claims
+ * for this process: a job first of its ordering key it inserts (`OutboxJobSpec.firstOfItsKey`), or
+ * the waiting twin a result's coalescing job would join (src/outbox/README.md). The statement writes
+ * it `running`, attempt 1, stamped `lockedBy` and leased for `leaseMs` from its time, as a claim
+ * would. Once the transaction committed the job runs here (`run`); if it failed, or claimed nothing,
+ * the slot is given back (`release`). Exactly one of the two is called.
  */
 export interface JobSlot {
   /** The claim stamp of the job's first attempt (worker id and attempt). */
   lockedBy: string;
   leaseMs: number;
-  /** Runs the job, inserted and committed, with what its transaction knew (see `JobContext.known`). */
+  /** Runs the job, claimed and committed, with what its transaction knew, if anything (see `JobContext.known`). */
   run(job: JobRow, known: unknown): void;
   release(): void;
 }
 
-/** A slot for a job of this kind, due now, to be inserted claimed; null when no lane here has one free. */
+/** A slot for a job of this kind, due now, for a statement to claim; null when no lane here has one free. */
 export type JobTaker = (kind: string) => JobSlot | null;
 
 /** A job as its outcome names it: its id and the claim stamp it runs under. */

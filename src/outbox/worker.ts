@@ -349,8 +349,11 @@ export function createOutboxWorker(options: OutboxWorkerOptions) {
     if (forgotten && state.timer && !state.claiming && state.timerDueAt >= forgotten.at) schedule(state, pollIntervalMs);
   }
 
-  /** A slot for a job of `kind` a transaction is inserting claimed, if a lane here lends one (`lendSlot`). */
-  function takeOnInsert(kind: string): JobSlot | null {
+  /**
+   * A slot for a job of `kind` that a transaction's statement claims for this process (inserted
+   * claimed, or a twin taken over: src/outbox/README.md), if a lane here lends one (`lendSlot`).
+   */
+  function takeJob(kind: string): JobSlot | null {
     const lane = {
       running: () => running,
       launch: (state: LaneState, job: JobRow, known: unknown) => {
@@ -368,7 +371,7 @@ export function createOutboxWorker(options: OutboxWorkerOptions) {
 
   return {
     workerId,
-    takeOnInsert,
+    takeJob,
     /** Claims what each lane has room for and waits for those jobs (tests, one-shot runs); how many ran. */
     async runOnce(): Promise<number> {
       let ran = 0;

@@ -404,8 +404,8 @@ export async function startTwokey(options: StartOptions): Promise<RunningTwokey>
     if (released > 0) logger.info('outbox jobs claimed by a process that died run again now');
   }
   outbox.start();
-  // Started, it may take a new proposal's first post as the proposal is inserted (src/outbox/README.md).
-  const stopTakingJobs = services.takeJobsWith(outbox.takeOnInsert);
+  // Started, it may take jobs a statement claims for it: a new proposal's first post, a result's waiting edit (src/outbox/README.md).
+  const stopTakingJobs = services.takeJobsWith(outbox.takeJob);
   // The first minute: with no chat platform, the console is the way to approve; say how to get in.
   // A sign-in link goes to a terminal only: the log stream is collected, kept and read by others.
   if (url && integrations.length === 0) {

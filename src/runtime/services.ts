@@ -96,7 +96,7 @@ export function createServices(options: ServicesOptions) {
   const clock = options.clock ?? (() => new Date());
   const replica = `r_${randomBytes(6).toString('hex')}`;
   const jobsQueued = new Set<(kinds: readonly string[], inMs?: number, key?: string | null) => void>();
-  // This process's outbox, once it runs: a job first of its ordering key may be taken as it is queued.
+  // This process's outbox, once it runs: a statement may claim a job for it (src/outbox/README.md, "Taken as queued").
   let jobTaker: JobTaker | null = null;
   const store = createStore(options.database.db, {
     replica,
@@ -207,7 +207,7 @@ export function createServices(options: ServicesOptions) {
       jobsQueued.add(listener);
       return () => jobsQueued.delete(listener);
     },
-    /** Lets this process's outbox take the jobs first of their ordering key as they are queued; returns the undo. */
+    /** Lets this process's outbox take the jobs a statement claims for it (`JobTaker`); returns the undo. */
     takeJobsWith(taker: JobTaker): () => void {
       jobTaker = taker;
       return () => {

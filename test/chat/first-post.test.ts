@@ -88,7 +88,7 @@ describe.each(drivers)("a new proposal's first post (%s)", (driver) => {
     });
     worker.start();
     await vi.waitFor(() => expect(claims).toBe(1), { timeout: 10_000, interval: 5 });
-    const store = createStore(database.db, { takeJob: worker.takeOnInsert });
+    const store = createStore(database.db, { takeJob: worker.takeJob });
     const agent = agentRecord(`agt_first_post_${driver}`);
     await store.transaction(async (tx) => tx.insertAgent(agent));
     const proposals = createProposalService({

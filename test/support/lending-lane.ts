@@ -26,7 +26,7 @@ export interface LaneRun {
 /**
  * For a suite (call it inside its `describe`): a database of `driver` of its own, and `chat` lanes of
  * real outbox workers over a real job store, whose claims are counted, with a store whose
- * transactions may take jobs for them (`takeOnInsert`): what tests of jobs claimed by the statement
+ * transactions may take jobs for them (`takeJob`): what tests of jobs claimed by the statement
  * that queues them drive. After each test its workers are stopped and the queue emptied.
  */
 export function lendingLanes(driver: Driver) {
@@ -93,7 +93,7 @@ export function lendingLanes(driver: Driver) {
     claims = 0;
     const wake =
       options.wake === false ? {} : { onJobsQueued: (kinds: readonly string[], inMs?: number, key?: string | null) => worker.wake(kinds, inMs, key ?? null) };
-    const store = createStore(database().db, { takeJob: worker.takeOnInsert, ...wake });
+    const store = createStore(database().db, { takeJob: worker.takeJob, ...wake });
     return { worker, store, runs, releaseAll: () => releases.splice(0).forEach((release) => release()) };
   }
 
