@@ -34,9 +34,16 @@ describe.each(drivers)('a waiting edit taken by its result (%s)', (driver) => {
     ...extra,
   });
   const heldBack = () => ({ runAt: new Date(Date.now() + HELD_MS) });
+  const firstPost = (id: string, agentId: string): OutboxJobSpec => ({
+    kind: 'chat.sync',
+    payload: { proposalId: id, platform: 'slack' },
+    orderingKey: `chat:slack:${id}`,
+    coalesce: true,
+    firstOfItsKey: { known: { proposal: proposalRecord({ id, agentId }), agent: agentRecord(agentId, at), approvals: [] } },
+  });
 
   /** A proposal executing its first attempt, and its edit waiting to run `HELD_MS` from now. */
-  async function executing(store: Store, label: string): Promise<string> {
+  async function executing(store: Store, label: string, options: { firstPostRunning?: boolean } = {}): Promise<string> {
     made += 1;
     const id = `prp_twin_${driver}_${label}_${made}`;
     const agentId = `agt_twin_${driver}_${made}`;
@@ -46,6 +53,8 @@ describe.each(drivers)('a waiting edit taken by its result (%s)', (driver) => {
         proposalRecord({ id, agentId, tokenHash: `h_${id}`, status: 'executing', executionAttempts: 1, decidedBy: 'slack:U1', decidedAt: at }),
       );
     });
+    // The proposal's first post, taken by its statement: with a lane that holds its runs, it is still running.
+    if (options.firstPostRunning) await store.transaction(async (tx) => tx.enqueue([firstPost(id, agentId)], new Date()));
     await store.transaction(async (tx) => tx.enqueue([sync(id, heldBack())], new Date()));
     return id;
   }
@@ -102,6 +111,27 @@ describe.each(drivers)('a waiting edit taken by its result (%s)', (driver) => {
     const next = await executing(store, 'after_behind');
     await recordResult(store, next);
     await vi.waitFor(() => expect(runs.map((run) => run.row?.payload)).toEqual([{ proposalId: next, platform: 'slack' }]), { timeout: 10_000, interval: 20 });
+  });
+
+  it('a waiting edit behind a running job of its message (its first post, still on its way) waits for it: one job of a message at a time', async () => {
+    const { store, runs, releaseAll } = await setUp(4, { hold: true });
+    const id = await executing(store, 'behind_running', { firstPostRunning: true });
+    await vi.waitFor(() => expect(runs).toHaveLength(1), { timeout: 10_000, interval: 20 });
+    const [post, waiting] = await lanes.rowsOf(id);
+    expect([post?.status, waiting?.status]).toEqual(['running', 'queued']);
+    lanes.resetClaims();
+    await recordResult(store, id);
+    // The result committed while the post runs: its edit is neither taken nor run beside the post.
+    expect((await lanes.rowsOf(id)).map((row) => [row.id, row.status])).toEqual([
+      [post?.id, 'running'],
+      [waiting?.id, 'queued'],
+    ]);
+    expect(runs.map((run) => run.jobId)).toEqual([post?.id]);
+    releaseAll();
+    // Once the post is done, the edit runs after it, claimed as any job.
+    await vi.waitFor(() => expect(runs.map((run) => run.jobId)).toEqual([post?.id, waiting?.id]), { timeout: 10_000, interval: 20 });
+    releaseAll();
+    expect(lanes.claims()).toBeGreaterThan(0);
   });
 
   it('a waiting edit put back for a retry waits out its backoff', async () => {
