@@ -1,5 +1,17 @@
 import { EventEmitter } from 'node:events';
-import type { ProposalRecord } from './model.js';
+import type { ApprovalRecord, ProposalRecord } from './model.js';
+
+/**
+ * A committed change as its author knew it whole: the proposal as the change left it, its approvals,
+ * and whether a request identity still waits for its agent to see the final outcome. All an agent's
+ * view of the proposal is made of, so a long-poll woken by it answers without reading the proposal
+ * back (src/core/proposals.ts, `viewForAgent`).
+ */
+export interface ProposalSnapshot {
+  proposal: ProposalRecord;
+  approvals: readonly ApprovalRecord[];
+  unseenRequest: boolean;
+}
 
 /**
  * In-process notice of proposal changes, so a long-poll wakes as soon as this process changes a
@@ -13,8 +25,9 @@ export function createChangeFeed() {
   emitter.setMaxListeners(0);
 
   return {
-    publish(proposal: ProposalRecord): void {
-      emitter.emit(proposal.id);
+    /** A change this process committed; with its snapshot when the change's author knew one. */
+    publish(proposal: ProposalRecord, snapshot?: ProposalSnapshot): void {
+      emitter.emit(proposal.id, snapshot);
       emitter.emit(EVERY, proposal);
       emitter.emit(ANY);
     },
@@ -40,18 +53,22 @@ export function createChangeFeed() {
     watchers(proposalId?: string): number {
       return emitter.listenerCount(proposalId ?? EVERY);
     },
-    /** Resolves true on the next change of this proposal, false after `timeoutMs`. */
-    next(proposalId: string, timeoutMs: number, signal?: AbortSignal): Promise<boolean> {
+    /**
+     * Settles on the next change of this proposal, or after `timeoutMs` (or an abort) with false. A
+     * change published here with its snapshot settles with the snapshot; any other (told by another
+     * replica, or published without one) with true, and the waiter reads the proposal itself.
+     */
+    next(proposalId: string, timeoutMs: number, signal?: AbortSignal): Promise<ProposalSnapshot | boolean> {
       // An already-aborted signal never fires 'abort': subscribing would leave a listener until the timeout.
       if (signal?.aborted) return Promise.resolve(false);
       return new Promise((resolve) => {
-        const done = (changed: boolean) => {
+        const done = (woken: ProposalSnapshot | boolean) => {
           clearTimeout(timer);
           emitter.off(proposalId, onChange);
           signal?.removeEventListener('abort', onAbort);
-          resolve(changed);
+          resolve(woken);
         };
-        const onChange = () => done(true);
+        const onChange = (snapshot?: ProposalSnapshot) => done(snapshot ?? true);
         const onAbort = () => done(false);
         const timer = setTimeout(() => done(false), timeoutMs);
         emitter.on(proposalId, onChange);
@@ -62,3 +79,6 @@ export function createChangeFeed() {
 }
 
 export type ChangeFeed = ReturnType<typeof createChangeFeed>;
+
+/** The snapshot a wait for a change (`ChangeFeed.next`) settled with, when the change brought one. */
+export const snapshotOf = (woken: ProposalSnapshot | boolean): ProposalSnapshot | undefined => (typeof woken === 'object' ? woken : undefined);

@@ -79,14 +79,14 @@ export function createDecisions(deps: DecisionDeps) {
     // The preview allowed, or refused only as already counted: everything below exists.
     if (!proposal || !operation || !agent) throw new TwokeyError('internal', 'decision facts missing');
     const matchedRule = preview.allowed ? preview.matchedRule : decider.identity;
-    return { proposal, operation, agent, approvals, matchedRule, alreadyCounted: !preview.allowed };
+    return { proposal, operation, agent, approvals, unseenRequest: locked?.unseenRequest ?? false, matchedRule, alreadyCounted: !preview.allowed };
   }
 
   /** An approval as recorded; when it completed the quorum of an `on_approve` proposal with a remote executor, its execution's claim. */
   type RecordedApproval = DecisionResult & { claim?: ApprovedClaim | null };
 
   async function recordApproval(tx: StoreTransaction, proposalId: string, decider: Decider, now: Date): Promise<RecordedApproval> {
-    const { proposal, operation, agent, approvals, matchedRule, alreadyCounted } = await authorize(tx, proposalId, decider, 'approve', now);
+    const { proposal, operation, agent, approvals, unseenRequest, matchedRule, alreadyCounted } = await authorize(tx, proposalId, decider, 'approve', now);
     // A double click or a retried webhook after the quorum was reached is not an error.
     if (alreadyCounted) return { outcome: 'already_counted', proposal };
     checkStepUp(operation, proposal, decider, deps.stepUpLink);
@@ -108,7 +108,9 @@ export function createDecisions(deps: DecisionDeps) {
     const approved: ProposalRecord = { ...proposal, ...decision };
     // The click that completes the quorum of an `on_approve` proposal also claims its execution, in the same write of the row.
     const plan =
-      approved.commitMode === 'on_approve' ? execution.planClaimWhenApproved(approved, agent, [...approvals, approval], decider.identity, now) : null;
+      approved.commitMode === 'on_approve'
+        ? execution.planClaimWhenApproved(approved, agent, { approvals: [...approvals, approval], unseenRequest }, decider.identity, now)
+        : null;
     const written = tx.updateProposal(proposal, plan ? { ...decision, ...plan.step.patch } : decision);
     await tx.appendAudit(
       { type: 'proposal.approved', actor: decider.identity, proposalId: proposal.id, agentId: agent.id, data: { approvers: counted, quorum: proposal.quorum } },

@@ -1,3 +1,4 @@
+import { inStoredKeyOrder } from '../lib/stored-json.js';
 import type { AuditEventInput, ProposalPatch, ProposalRecord } from './model.js';
 import type { StoreTransaction } from './ports.js';
 
@@ -10,7 +11,9 @@ export type ExecutionStep = { patch: ProposalPatch; audit: AuditEventInput };
 
 /** The side effect happened, its result recorded: committed, the token consumed, the lease released. Nothing in it depends on the row. */
 export function committedPatch(result: unknown, now: Date): ExecutionStep['patch'] {
-  return { status: 'committed', consumedAt: now, result: result ?? null, error: null, leaseUntil: null, updatedAt: now };
+  // In the order the stored result reads back: the proposal this patch leaves in memory is answered
+  // (the agent's commit, a woken long-poll, an MCP call) as a later read of it would be.
+  return { status: 'committed', consumedAt: now, result: result == null ? null : inStoredKeyOrder(result), error: null, leaseUntil: null, updatedAt: now };
 }
 
 export function committedAudit(proposal: Pick<ProposalRecord, 'id' | 'agentId'>, result: unknown, actor: string): AuditEventInput {

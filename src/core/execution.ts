@@ -3,7 +3,7 @@ import { TwokeyError } from './errors.js';
 import type { ExecutionRequest, ExecutorResolver } from './executor.js';
 import { isAutomaticDecider, operationFor, type AgentRecord, type ApprovalRecord, type AuditEventInput, type Clock, type ProposalRecord } from './model.js';
 import { noPeople, type People } from './people.js';
-import { NoLongerExecutingError, type Store, type StoreTransaction } from './ports.js';
+import { NoLongerExecutingError, type LockedProposal, type Store, type StoreTransaction } from './ports.js';
 import { digestsEqual, paramsHash, sha256Hex } from './secrets.js';
 import { failedTokenCheck } from './token-checks.js';
 import { applyStep, committedAudit, committedPatch, committedStep, failedStep, leasedStep, recordCommitted, type ExecutionStep } from './execution-steps.js';
@@ -53,7 +53,23 @@ export interface Executed {
 
 type Claimed =
   | { done: true; proposal: ProposalRecord; approvals: ApprovalRecord[]; replayed: boolean }
-  | { done: false; request: ExecutionRequest; proposal: ProposalRecord; approvals: ApprovalRecord[] };
+  | { done: false; request: ExecutionRequest; proposal: ProposalRecord; approvals: ApprovalRecord[]; unseenRequest: boolean };
+
+/**
+ * The proposal under this process's execution claim, and what was read with it under the row lock:
+ * its approvals (they no longer change once it is approved) and, where it was read
+ * (`LockedProposal.unseenRequest`), whether a request identity waits for its agent's final answer.
+ * With both, each change of the execution is announced with its snapshot (src/core/changes.ts):
+ * an agent waiting for it is answered without reading the proposal back.
+ */
+interface HeldClaim {
+  proposal: ProposalRecord;
+  approvals: readonly ApprovalRecord[];
+  unseenRequest?: boolean;
+}
+
+/** What `announce` is told with a change of a held claim's proposal, when the claim read all of it. */
+const knownOf = (claim: HeldClaim) => (claim.unseenRequest === undefined ? undefined : { approvals: claim.approvals, unseenRequest: claim.unseenRequest });
 
 /** Marks a failure of the side effect itself, as opposed to a refused commit. */
 class ExecutionFailure extends Error {
@@ -194,7 +210,9 @@ async function claimAndMaybeRun(deps: ExecutionDeps, tx: StoreTransaction, propo
   const approvals = locked.approvals;
   const request = approvedRequest(deps, proposal, agent, approvals, now);
   const executor = deps.executorFor(proposal.operation);
-  if (executor.kind === 'remote') return { done: false, ...(await leaseForRemote(deps, tx, proposal, request, approvals, trigger.actor, now)) };
+  if (executor.kind === 'remote') {
+    return { done: false, unseenRequest: locked.unseenRequest, ...(await leaseForRemote(deps, tx, proposal, request, approvals, trigger.actor, now)) };
+  }
   const result = await runExecutor(deps, span, request).catch((error: unknown) => {
     throw new ExecutionFailure(describeFailure(error));
   });
@@ -227,7 +245,7 @@ export interface ClaimPlan {
 }
 
 /** A remote execution claimed in the transaction that approved the proposal; it runs once that transaction has committed. */
-export interface ApprovedClaim {
+export interface ApprovedClaim extends HeldClaim {
   /** The proposal as the decision left it (approved). */
   approved: ProposalRecord;
   /** The proposal under its execution lease. */
@@ -267,18 +285,13 @@ async function failed(deps: ExecutionDeps, proposalId: string, message: string, 
 
 /**
  * The run of a committed remote claim, and its result recorded in a transaction of its own. Given the
- * row as its claim stored it (`claimed`), the result is one statement: its update goes out with its
+ * row as its claim stored it (`held`), the result is one statement: its update goes out with its
  * audit row and jobs, which are added only if the update matched, and the proposal is the claimed
- * row as that update leaves it. It matches nothing only if the claim is no longer this one (another
- * replica took an expired claim over): then, as without `claimed`, one result only.
+ * row as that update leaves it, announced with the claim's snapshot when it has one. It matches
+ * nothing only if the claim is no longer this one (another replica took an expired claim over):
+ * then, as without `held`, one result only.
  */
-async function finishRemote(
-  deps: ExecutionDeps,
-  request: ExecutionRequest,
-  actor: string,
-  span: CommitSpan,
-  claimed?: ProposalRecord,
-): Promise<ProposalRecord> {
+async function finishRemote(deps: ExecutionDeps, request: ExecutionRequest, actor: string, span: CommitSpan, held?: HeldClaim): Promise<ProposalRecord> {
   let result: unknown;
   try {
     result = await runExecutor(deps, span, request);
@@ -286,7 +299,8 @@ async function finishRemote(
     return failed(deps, request.proposalId, describeFailure(error), actor);
   }
   const now = deps.clock();
-  if (claimed?.status === 'executing') {
+  if (held?.proposal.status === 'executing') {
+    const claimed = held.proposal;
     const patch = committedPatch(result, now);
     const recorded = await deps.store
       .transaction(async (tx) => {
@@ -299,7 +313,8 @@ async function finishRemote(
         if (error instanceof NoLongerExecutingError) return null;
         throw error;
       });
-    if (recorded) return deps.transitions.announce(recorded);
+    // The claim's approvals still stand: nothing adds one to an executing proposal.
+    if (recorded) return deps.transitions.announce(recorded, knownOf(held));
   }
   const proposal = await deps.store.transaction(async (tx) => {
     // Another replica may have recovered an expired claim and finished first: one result only. The
@@ -369,8 +384,8 @@ export function createExecutionPipeline(deps: ExecutionDeps) {
         if (!claimed.replayed) deps.transitions.announce(claimed.proposal);
         return { proposal: claimed.proposal, approvals: claimed.approvals, replayed: claimed.replayed };
       }
-      deps.transitions.announce(claimed.proposal);
-      return { proposal: await finishRemote(deps, claimed.request, trigger.actor, span, claimed.proposal), approvals: claimed.approvals, replayed: false };
+      deps.transitions.announce(claimed.proposal, knownOf(claimed));
+      return { proposal: await finishRemote(deps, claimed.request, trigger.actor, span, claimed), approvals: claimed.approvals, replayed: false };
     });
   }
 
@@ -397,12 +412,19 @@ export function createExecutionPipeline(deps: ExecutionDeps) {
    * executor; null for a local one, whose run and result share a transaction of their own
    * (`executeApproved`), so that a failed run cannot undo the approval.
    */
-  function planClaimWhenApproved(approved: ProposalRecord, agent: AgentRecord, approvals: ApprovalRecord[], actor: string, now: Date): ClaimPlan | null {
+  function planClaimWhenApproved(
+    approved: ProposalRecord,
+    agent: AgentRecord,
+    locked: Pick<LockedProposal, 'approvals' | 'unseenRequest'>,
+    actor: string,
+    now: Date,
+  ): ClaimPlan | null {
+    const { approvals, unseenRequest } = locked;
     if (approved.status !== 'approved' || deps.executorFor(approved.operation).kind !== 'remote') return null;
     const request = approvedRequest(deps, approved, agent, approvals, now);
     return {
       step: leasedStep(approved, leaseMsFor(deps, approved.operation), actor, now),
-      claimOf: (executing) => ({ approved, proposal: executing, request, approvals }),
+      claimOf: (executing) => ({ approved, proposal: executing, request, approvals, unseenRequest }),
     };
   }
 
@@ -410,8 +432,8 @@ export function createExecutionPipeline(deps: ExecutionDeps) {
   async function runApprovedClaim(claim: ApprovedClaim, actor: string, begun?: CommitSpan): Promise<ProposalRecord> {
     const span = begun ?? tracer.commit(claim.proposal.id);
     if (!begun) span.begin(claim.approved);
-    deps.transitions.announce(claim.proposal);
-    return traced(span, () => finishRemote(deps, claim.request, actor, span, claim.proposal));
+    deps.transitions.announce(claim.proposal, knownOf(claim));
+    return traced(span, () => finishRemote(deps, claim.request, actor, span, claim));
   }
 
   /**

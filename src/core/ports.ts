@@ -80,6 +80,8 @@ export interface LockedProposal {
   proposal: ProposalRecord;
   agent: AgentRecord | null;
   approvals: ApprovalRecord[];
+  /** A request identity maps to it whose agent has not yet been answered with its final outcome. */
+  unseenRequest: boolean;
 }
 
 /**

@@ -1,3 +1,4 @@
+import type { ProposalSnapshot } from './changes.js';
 import { createDecisions } from './decisions.js';
 import { RefusalError, TwokeyError } from './errors.js';
 import { createExecutionPipeline, type ExecutionAtPropose } from './execution.js';
@@ -11,7 +12,7 @@ import type { ChatPlatformName } from './jobs.js';
 import type { Store, StoreTransaction } from './ports.js';
 import { mintConfirmToken, paramsHash, sha256Hex } from './secrets.js';
 import { noTracer, type Tracer } from './tracer.js';
-import { agentActor, createTransitions } from './transitions.js';
+import { agentActor, createTransitions, type TransitionDeps } from './transitions.js';
 
 export type { CommitClaim } from './execution.js';
 export type { ApproveOutcome, DecisionResult } from './decisions.js';
@@ -28,8 +29,8 @@ export interface ProposalServiceDeps {
    * than the executor's own timeout, so a live call is never taken over.
    */
   executionLeaseMs?(operation: string): number;
-  /** Called after every committed state change (long-poll wake-ups, metrics). Must not throw. */
-  onChange?(proposal: ProposalRecord): void;
+  /** Called after every committed state change (long-poll wake-ups, metrics); see `TransitionDeps.onChange`. Must not throw. */
+  onChange?: TransitionDeps['onChange'];
   /** Called once per decision (approved, rejected, expired, cancelled), after its commit. Must not throw. */
   onDecided?(proposal: ProposalRecord): void;
   /** The chat platforms wired in, by name (see `TransitionDeps.chatPlatforms`). */
@@ -272,10 +273,12 @@ export function createProposalService(deps: ProposalServiceDeps) {
   /**
    * What an agent may see of its own proposal: never the token or its hash. Answering it with a final
    * outcome is what "seen" means for its request identity (src/core/request-identity.ts): after that a
-   * committed or expired request no longer answers an identical call.
+   * committed or expired request no longer answers an identical call. `published`, the snapshot of a
+   * change committed here (a long-poll woken by it), is the proposal as that change left it: the
+   * view is made from it without reading the proposal again.
    */
-  async function viewForAgent(agent: AgentRecord, proposalId: string) {
-    const found = await store.getProposalWithApprovals(proposalId);
+  async function viewForAgent(agent: AgentRecord, proposalId: string, published?: ProposalSnapshot) {
+    const found = published?.proposal.id === proposalId ? published : await store.getProposalWithApprovals(proposalId);
     if (!found || found.proposal.agentId !== agent.id) throw new TwokeyError('not_found', `no proposal ${proposalId}`);
     if (found.unseenRequest && finalStatuses.includes(found.proposal.status)) await store.markRequestSeen(proposalId, clock());
     return agentView(found.proposal, found.approvals);

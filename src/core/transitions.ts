@@ -1,3 +1,4 @@
+import type { ProposalSnapshot } from './changes.js';
 import { TwokeyError } from './errors.js';
 import type { AgentRecord, Clock, OperationSpec, ProposalRecord } from './model.js';
 import { jobsForChange, type ProposalChange } from './effects.js';
@@ -9,8 +10,11 @@ import { noTracer, type Tracer } from './tracer.js';
 export interface TransitionDeps {
   clock: Clock;
   operation(name: string): OperationSpec | undefined;
-  /** Called after every committed state change (long-poll wake-ups, metrics). Must not throw. */
-  onChange?(proposal: ProposalRecord): void;
+  /**
+   * Called after every committed state change (long-poll wake-ups, metrics), with the change's
+   * snapshot when its author knew the approvals too. Must not throw.
+   */
+  onChange?(proposal: ProposalRecord, snapshot?: ProposalSnapshot): void;
   /**
    * The chat platforms wired in, by name: a change edits the proposal's message on each of them that
    * the operation posts to (see effects.ts). Read at every change; none when absent.
@@ -52,9 +56,13 @@ export function createTransitions(deps: TransitionDeps) {
     return proposal;
   }
 
-  /** After commit only: tells this process's listeners. */
-  function announce(proposal: ProposalRecord): ProposalRecord {
-    deps.onChange?.(proposal);
+  /**
+   * After commit only: tells this process's listeners. `known`, when the caller holds the proposal's
+   * approvals as they stand after this change (read under its row lock), lets a waiting agent be
+   * answered from the proposal given, without a read.
+   */
+  function announce(proposal: ProposalRecord, known?: Omit<ProposalSnapshot, 'proposal'>): ProposalRecord {
+    deps.onChange?.(proposal, known && { proposal, ...known });
     return proposal;
   }
 

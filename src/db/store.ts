@@ -128,7 +128,7 @@ function transactionStore(tx: Queryable, hot: HotStatements, writes: WriteBuffer
         onConnectionOf(tx, hot.approvalsOf).execute({ id }),
       );
       if (!row) return null;
-      return { proposal: toProposal(row.proposal), agent: row.agent ? toAgent(row.agent) : null, approvals: listed };
+      return { proposal: toProposal(row.proposal), agent: row.agent ? toAgent(row.agent) : null, approvals: listed, unseenRequest: row.unseenRequest };
     },
     insertProposal: writes.insertProposal,
     updateProposal: writes.updateProposal,
@@ -192,8 +192,12 @@ function hotStatements(db: Db) {
       )
       .prepare('twokey_count_recent'),
     lockProposal: db.select().from(proposals).where(eq(proposals.id, id)).for('update').prepare('twokey_lock_proposal'),
+    // Whether a request identity waits for its agent's final answer is read here, not with the
+    // approvals: identities are written with the proposal and marked seen only once it is final,
+    // which a proposal still to be decided or executed is not, so a snapshot taken before the lock
+    // wait reads the same.
     lockProposalWithAgent: db
-      .select({ proposal: proposals, agent: agents })
+      .select({ proposal: proposals, agent: agents, unseenRequest: unseenRequestColumn })
       .from(proposals)
       .leftJoin(agents, eq(agents.id, proposals.agentId))
       .where(eq(proposals.id, id))

@@ -1,4 +1,5 @@
 import type { FastifyInstance, FastifyReply } from 'fastify';
+import { snapshotOf } from '../core/changes.js';
 import { TwokeyError } from '../core/errors.js';
 import { outcomeOf } from '../core/outcome.js';
 import type { AgentProposalView } from '../core/proposals.js';
@@ -82,10 +83,11 @@ async function longPoll(
     options.reply.raw.once('close', () => aborted.abort(CLIENT_GONE));
     const fingerprint = (view: AgentProposalView) => `${shownAs(view)}/${view.error ?? ''}`;
     for (;;) {
-      await changed;
+      // A change committed here comes with the proposal as it left it: then nothing is read again.
+      const published = snapshotOf(await changed);
       // Subscribe before re-reading, so a change between the two is not missed.
       changed = nextChange();
-      const latest = await deps.proposals.viewForAgent(agent, id);
+      const latest = await deps.proposals.viewForAgent(agent, id, published);
       if (fingerprint(latest) !== fingerprint(first) || Date.now() >= deadline || aborted.signal.aborted) return latest;
     }
   } finally {

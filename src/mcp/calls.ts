@@ -1,6 +1,7 @@
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { outcomeText } from '@twokey/client';
 import type { OperationDefinition } from '../config/config-file.js';
+import { snapshotOf, type ProposalSnapshot } from '../core/changes.js';
 import { TwokeyError } from '../core/errors.js';
 import type { AgentRecord } from '../core/model.js';
 import { agentView, type AgentProposalView } from '../core/proposals.js';
@@ -123,11 +124,14 @@ export function createMcpCalls(deps: McpCallDeps) {
     let reported = '';
     let lastReport = 0;
     waiting += 1;
+    // The snapshot of the change that woke this wait, when it was committed here with one: the view
+    // is then made from it, without reading the proposal again.
+    let published: ProposalSnapshot | undefined;
     try {
       for (;;) {
         // Subscribe before reading, so a change between the two is not missed.
         const changed = deps.changes.next(id, Math.min(deps.longPollIntervalMs, Math.max(0, deadline - Date.now())), stop.signal);
-        let view = await proposals.viewForAgent(agent, id);
+        let view = await proposals.viewForAgent(agent, id, published);
         if (operation.commit === 'agent' && view.status === 'approved' && view.error === null) view = await executeForAgent(agent, view);
         if (settled(view, operation) || context.signal.aborted || Date.now() >= deadline) return view;
         const message = progressMessage(view, operation);
@@ -137,7 +141,7 @@ export function createMcpCalls(deps: McpCallDeps) {
           // Progress must grow with each notification: the seconds waited do.
           await context.progress({ progress: (Date.now() - started) / 1000, total: deps.waitMs / 1000, message }).catch(() => undefined);
         }
-        await changed;
+        published = snapshotOf(await changed);
       }
     } finally {
       waiting -= 1;

@@ -3,7 +3,7 @@ import type { OperationDefinition, TwokeyConfig } from '../config/config-file.js
 import { createAgentService } from '../core/agents.js';
 import { createAuditService } from '../core/audit.js';
 import type { CheckpointIndex } from '../core/audit-chain.js';
-import { createChangeFeed } from '../core/changes.js';
+import { createChangeFeed, type ProposalSnapshot } from '../core/changes.js';
 import type { Executor } from '../core/executor.js';
 import type { ChatPlatformName } from '../core/jobs.js';
 import type { Clock, ProposalRecord } from '../core/model.js';
@@ -158,9 +158,9 @@ export function createServices(options: ServicesOptions) {
 
   const passkeyStore = createPasskeyStore(options.database.db);
   const changes = createChangeFeed();
-  const onChange = (proposal: ProposalRecord) => {
+  const onChange = (proposal: ProposalRecord, snapshot?: ProposalSnapshot) => {
     metrics.transitions.inc({ status: proposal.status });
-    changes.publish(proposal);
+    changes.publish(proposal, snapshot);
   };
   // Once per decision: a failed execution that returns the proposal to `approved` is not a second one.
   const onDecided = (proposal: ProposalRecord) => {

@@ -1,36 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { openRecordedDatabase, SqlRecorder } from '../../bench/support/sql-trace.js';
+import { SqlRecorder } from '../../bench/support/sql-trace.js';
 import type { Executor } from '../../src/core/executor.js';
 import { echoExecutor } from '../../src/executors/echo.js';
-import { manualClock } from '../support/clock.js';
-import { drivers, openTestDatabase, type Driver } from '../support/database.js';
-import { startTestTwokey, type TestTwokey, type TestTwokeyOptions } from '../support/twokey.js';
-
-/**
- * A twokey whose every statement `recorder` sees, on a database of its own, doing only the
- * requests' own work: no outbox poll, sweep or audit integration meanwhile. `close` ends it all.
- */
-async function startRecordedTwokey(driver: Driver, recorder: SqlRecorder, options: Pick<TestTwokeyOptions, 'executorFor'> = {}) {
-  const scratch = driver === 'postgres' ? await openTestDatabase('postgres', { poolSize: 1 }) : null;
-  const recorded = await openRecordedDatabase(scratch?.url, recorder);
-  const twokey = await startTestTwokey({
-    driver,
-    database: recorded,
-    clock: manualClock(),
-    ...options,
-    outboxPollMs: 600_000,
-    sweepIntervalMs: 600_000,
-    auditIntervalMs: 3_600_000,
-  });
-  return {
-    twokey,
-    async close() {
-      await twokey.close();
-      await recorded.close();
-      await scratch?.close();
-    },
-  };
-}
+import { drivers } from '../support/database.js';
+import { startRecordedTwokey, type RecordedTwokey } from '../support/recorded-twokey.js';
+import type { TestTwokey } from '../support/twokey.js';
 
 /**
  * The SQL each step of the core cycle sends, counted at the driver (as `npm run bench:statements`
@@ -39,7 +13,7 @@ async function startRecordedTwokey(driver: Driver, recorder: SqlRecorder, option
  */
 describe.each(drivers)('statements per step of the core cycle (%s)', (driver) => {
   const recorder = new SqlRecorder();
-  let running: Awaited<ReturnType<typeof startRecordedTwokey>>;
+  let running: RecordedTwokey;
   let twokey: TestTwokey;
   let agent: { apiKey: string };
 
@@ -117,7 +91,7 @@ describe.each(drivers)('statements per step of the core cycle (%s)', (driver) =>
  */
 describe.each(drivers)('an on_approve approval on a remote executor (%s)', (driver) => {
   const recorder = new SqlRecorder();
-  let running: Awaited<ReturnType<typeof startRecordedTwokey>>;
+  let running: RecordedTwokey;
   let twokey: TestTwokey;
   const called: string[] = [];
   const remote: Executor = {
@@ -183,7 +157,7 @@ describe.each(drivers)('an on_approve approval on a remote executor (%s)', (driv
  */
 describe.each(drivers)('statements of an AGP open execute (%s)', (driver) => {
   const recorder = new SqlRecorder();
-  let running: Awaited<ReturnType<typeof startRecordedTwokey>>;
+  let running: RecordedTwokey;
   let agent: { apiKey: string };
 
   beforeAll(async () => {

@@ -31,7 +31,7 @@ const HOT: Record<string, RegExp> = {
   "count an agent's waiting proposals": /^select count\(\*\)::int from \(select 1 from "proposals"/,
   "count an agent's recent proposals": /"proposals"\."created_at" > \$\d+ and "proposals"\."id" <> \$\d+\)$/,
   'lock a proposal': /^select .* from "proposals" where "proposals"\."id" = \$1 for update$/,
-  'lock a proposal with its agent': /^select .* from "proposals" left join "agents" .* for update of "proposals"$/,
+  'lock a proposal with its agent': /^select .* from "proposals" left join "agents" .* for update of "proposals"$/s,
   "a proposal's approvals": /^select .* from "approvals" where "approvals"\."proposal_id" = \$1 order by "approvals"\."at" asc$/,
 };
 
