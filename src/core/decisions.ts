@@ -1,3 +1,4 @@
+import type { ProposalSnapshot } from './changes.js';
 import { countedApprovers, previewDecision, refusalError, type DecisionAction } from './decision-preview.js';
 import { TwokeyError } from './errors.js';
 import type { ApprovedClaim, ExecutionPipeline } from './execution.js';
@@ -79,14 +80,20 @@ export function createDecisions(deps: DecisionDeps) {
     // The preview allowed, or refused only as already counted: everything below exists.
     if (!proposal || !operation || !agent) throw new TwokeyError('internal', 'decision facts missing');
     const matchedRule = preview.allowed ? preview.matchedRule : decider.identity;
-    return { proposal, operation, agent, approvals, unseenRequest: locked?.unseenRequest ?? false, matchedRule, alreadyCounted: !preview.allowed };
+    // What an agent's view is made of besides the row, as read under the lock: the decision's change
+    // is announced with it (the approvals as the decision leaves them), so a woken wait reads nothing.
+    const known = { approvals: locked?.approvals ?? [], unseenRequest: locked?.unseenRequest ?? false };
+    return { proposal, operation, agent, approvals, known, matchedRule, alreadyCounted: !preview.allowed };
   }
 
-  /** An approval as recorded; when it completed the quorum of an `on_approve` proposal with a remote executor, its execution's claim. */
-  type RecordedApproval = DecisionResult & { claim?: ApprovedClaim | null };
+  /**
+   * An approval as recorded; when it completed the quorum of an `on_approve` proposal with a remote
+   * executor, its execution's claim; `known`, what the announce of the proposal given carries with it.
+   */
+  type RecordedApproval = DecisionResult & { claim?: ApprovedClaim | null; known?: Omit<ProposalSnapshot, 'proposal'> };
 
   async function recordApproval(tx: StoreTransaction, proposalId: string, decider: Decider, now: Date): Promise<RecordedApproval> {
-    const { proposal, operation, agent, approvals, unseenRequest, matchedRule, alreadyCounted } = await authorize(tx, proposalId, decider, 'approve', now);
+    const { proposal, operation, agent, approvals, known, matchedRule, alreadyCounted } = await authorize(tx, proposalId, decider, 'approve', now);
     // A double click or a retried webhook after the quorum was reached is not an error.
     if (alreadyCounted) return { outcome: 'already_counted', proposal };
     checkStepUp(operation, proposal, decider, deps.stepUpLink);
@@ -99,18 +106,16 @@ export function createDecisions(deps: DecisionDeps) {
     await tx.appendAudit({ type: 'approval.recorded', actor: decider.identity, proposalId: proposal.id, agentId: agent.id, data }, now);
     // The row lock keeps the list read above current: only this transaction can add to it.
     const counted = countedApprovers([...approvals, approval], operation, agent.owners, people);
+    const afterApproval = { approvals: [...known.approvals, approval], unseenRequest: known.unseenRequest };
     if (counted.length < proposal.quorum) {
       const updated = tx.updateProposal(proposal, { updatedAt: now });
-      return { outcome: 'counted', proposal: await settle(tx, updated) };
+      return { outcome: 'counted', proposal: await settle(tx, updated), known: afterApproval };
     }
     const decision = { status: 'approved', decidedBy: decider.identity, decidedAt: now, updatedAt: now } as const;
     // The row as this decision leaves it: the locked row read above, with the decision's fields.
     const approved: ProposalRecord = { ...proposal, ...decision };
     // The click that completes the quorum of an `on_approve` proposal also claims its execution, in the same write of the row.
-    const plan =
-      approved.commitMode === 'on_approve'
-        ? execution.planClaimWhenApproved(approved, agent, { approvals: [...approvals, approval], unseenRequest }, decider.identity, now)
-        : null;
+    const plan = approved.commitMode === 'on_approve' ? execution.planClaimWhenApproved(approved, agent, afterApproval, decider.identity, now) : null;
     const written = tx.updateProposal(proposal, plan ? { ...decision, ...plan.step.patch } : decision);
     await tx.appendAudit(
       { type: 'proposal.approved', actor: decider.identity, proposalId: proposal.id, agentId: agent.id, data: { approvers: counted, quorum: proposal.quorum } },
@@ -118,9 +123,12 @@ export function createDecisions(deps: DecisionDeps) {
     );
     if (plan) await tx.appendAudit(plan.step.audit, now);
     const settled = await settle(tx, written);
+    // With a claim, the proposal announced first is the decision (approved), which the stored row
+    // (executing) has already moved past: a wait is told of it and reads the row; the claim's own
+    // announce carries the snapshot.
     return plan
       ? { outcome: 'quorum_reached', proposal: approved, claim: plan.claimOf(settled) }
-      : { outcome: 'quorum_reached', proposal: settled, claim: null };
+      : { outcome: 'quorum_reached', proposal: settled, claim: null, known: afterApproval };
   }
 
   async function approve(proposalId: string, decider: Decider, options: DecisionOptions = {}): Promise<DecisionResult> {
@@ -129,11 +137,11 @@ export function createDecisions(deps: DecisionDeps) {
       const recorded = await recordApproval(tx, proposalId, decider, now);
       return { ...recorded, jobCompleted: completing(tx, options, now) };
     });
-    const { outcome, proposal: decidedProposal, claim } = decided;
+    const { outcome, proposal: decidedProposal, claim, known } = decided;
     const completed = await completionOf(decided);
     if (outcome === 'already_counted') return { outcome, proposal: decidedProposal, ...completed };
-    if (outcome === 'quorum_reached') announceDecision(decidedProposal);
-    else announce(decidedProposal);
+    if (outcome === 'quorum_reached') announceDecision(decidedProposal, known);
+    else announce(decidedProposal, known);
     if (outcome !== 'quorum_reached' || decidedProposal.commitMode !== 'on_approve') return { outcome, proposal: decidedProposal, ...completed };
     const executing = claim ? execution.runApprovedClaim(claim, decider.identity) : execution.executeApproved(decidedProposal.id, decider.identity);
     const proposal = await executing.catch((error: unknown) => {
@@ -162,7 +170,7 @@ export function createDecisions(deps: DecisionDeps) {
     // PostgreSQL text cannot hold NUL; it is invisible anyway, so it goes rather than the rejection failing.
     const cleanReason = reason?.replaceAll('\u0000', '').trim().slice(0, MAX_REASON_LENGTH) || null;
     const decided = await store.transaction(async (tx) => {
-      const { proposal: current, agent } = await authorize(tx, proposalId, decider, 'reject', now);
+      const { proposal: current, agent, known } = await authorize(tx, proposalId, decider, 'reject', now);
       const rejected = tx.updateProposal(current, {
         status: 'rejected',
         decidedBy: decider.identity,
@@ -174,9 +182,9 @@ export function createDecisions(deps: DecisionDeps) {
         { type: 'proposal.rejected', actor: decider.identity, proposalId: current.id, agentId: agent.id, data: { via: decider.via, reason: cleanReason } },
         now,
       );
-      return { proposal: await settle(tx, rejected), jobCompleted: completing(tx, options, now) };
+      return { proposal: await settle(tx, rejected), known, jobCompleted: completing(tx, options, now) };
     });
-    return { outcome: 'rejected', proposal: announceDecision(decided.proposal), ...(await completionOf(decided)) };
+    return { outcome: 'rejected', proposal: announceDecision(decided.proposal, decided.known), ...(await completionOf(decided)) };
   }
 
   /** A human's "Retry" after a failed execution: the same people as an approval, and only a failed execution. */

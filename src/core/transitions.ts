@@ -66,9 +66,9 @@ export function createTransitions(deps: TransitionDeps) {
     return proposal;
   }
 
-  /** After the commit of a decision only: `announce`, and the decision's metrics and span, once. */
-  function announceDecision(proposal: ProposalRecord): ProposalRecord {
-    announce(proposal);
+  /** After the commit of a decision only: `announce` (with what it knew), and the decision's metrics and span, once. */
+  function announceDecision(proposal: ProposalRecord, known?: Omit<ProposalSnapshot, 'proposal'>): ProposalRecord {
+    announce(proposal, known);
     tracer.waitedForApproval(proposal);
     deps.onDecided?.(proposal);
     return proposal;

@@ -8,10 +8,10 @@ import { startRecordedTwokey, type RecordedTwokey } from '../support/recorded-tw
 import { connectClient, listen, until } from '../mcp/support.js';
 
 /**
- * A long-poll held while the proposal executes is woken by the result's commit in this process, and
- * that change is published with the proposal as it left it, its approvals and whether a request
- * identity waits for the agent's answer: the answer is made from them, without reading the proposal
- * back, and is what a read would have given.
+ * A long-poll held while the proposal executes (or waits for a decision) is woken by the change's
+ * commit in this process, and that change is published with the proposal as it left it, its
+ * approvals and whether a request identity waits for the agent's answer: the answer is made from
+ * them, without reading the proposal back, and is what a read would have given.
  */
 describe.each(drivers)('a long-poll woken by a result committed here (%s)', (driver) => {
   const recorder = new SqlRecorder();
@@ -82,6 +82,39 @@ describe.each(drivers)('a long-poll woken by a result committed here (%s)', (dri
     const again = await running.twokey.request('POST', '/v1/proposals', { apiKey, body });
     expect(again.status).toBe(201);
     expect(again.body.id).not.toBe(id);
+  });
+
+  /** A pending proposal (two approvals needed) and a long-poll held on it. */
+  async function waitingForDecision(body: Record<string, unknown>) {
+    const { twokey } = running;
+    const proposed = await twokey.request('POST', '/v1/proposals', { apiKey, body });
+    const id = String(proposed.body.id);
+    const polled = twokey.request('GET', `/v1/proposals/${id}?wait=30&seen=pending:0`, { apiKey });
+    await vi.waitFor(() => expect(twokey.services.changes.watchers(id)).toBe(1));
+    return { id, polled };
+  }
+
+  it("answers with an approval made here (one of two) from the decision's change: nothing outside the decision's transaction", async () => {
+    const { id, polled } = await waitingForDecision({ operation: 'delete_workspace', params: { workspace: 'w-counted' } });
+    const { value, statements } = await recorder.during(async () => {
+      await running.twokey.services.proposals.approve(id, alice);
+      return polled;
+    });
+    expect(value.body).toMatchObject({ status: 'pending', approvals: [{ approver: 'web:alice' }] });
+    expect(statements.filter((statement) => !statement.inTransaction).map((statement) => statement.text)).toEqual([]);
+    const read = await running.twokey.request('GET', `/v1/proposals/${id}`, { apiKey });
+    expect(JSON.stringify(value.body)).toBe(JSON.stringify(read.body));
+  });
+
+  it('answers with a rejection made here from its change, marking the request seen: the one statement outside its transaction', async () => {
+    const { id, polled } = await waitingForDecision({ operation: 'delete_workspace', params: { workspace: 'w-rejected' }, reuse: true });
+    const { value, statements } = await recorder.during(async () => {
+      await running.twokey.services.proposals.reject(id, bob, 'not today');
+      return polled;
+    });
+    expect(value.body).toMatchObject({ status: 'rejected', decision: { by: 'web:bob', reason: 'not today' }, approvals: [] });
+    const outside = statements.filter((statement) => !statement.inTransaction).map((statement) => statement.text);
+    expect(outside, outside.join('\n')).toEqual([expect.stringMatching(/^update "request_identities"/)]);
   });
 
   it('answers an MCP call waiting through the execution from the same change, marking its request seen, and reads nothing', async () => {
