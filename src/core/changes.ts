@@ -13,6 +13,9 @@ export interface ProposalSnapshot {
   unseenRequest: boolean;
 }
 
+/** What a snapshot holds besides the proposal: what a change's author must know to publish one. */
+export type SnapshotFacts = Omit<ProposalSnapshot, 'proposal'>;
+
 /**
  * In-process notice of proposal changes, so a long-poll wakes as soon as this process changes a
  * proposal. Changes made by other processes arrive through the database's notifications.

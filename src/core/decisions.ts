@@ -1,4 +1,4 @@
-import type { ProposalSnapshot } from './changes.js';
+import type { SnapshotFacts } from './changes.js';
 import { countedApprovers, previewDecision, refusalError, type DecisionAction } from './decision-preview.js';
 import { TwokeyError } from './errors.js';
 import type { ApprovedClaim, ExecutionPipeline } from './execution.js';
@@ -90,7 +90,7 @@ export function createDecisions(deps: DecisionDeps) {
    * An approval as recorded; when it completed the quorum of an `on_approve` proposal with a remote
    * executor, its execution's claim; `known`, what the announce of the proposal given carries with it.
    */
-  type RecordedApproval = DecisionResult & { claim?: ApprovedClaim | null; known?: Omit<ProposalSnapshot, 'proposal'> };
+  type RecordedApproval = DecisionResult & { claim?: ApprovedClaim | null; known?: SnapshotFacts };
 
   async function recordApproval(tx: StoreTransaction, proposalId: string, decider: Decider, now: Date): Promise<RecordedApproval> {
     const { proposal, operation, agent, approvals, known, matchedRule, alreadyCounted } = await authorize(tx, proposalId, decider, 'approve', now);

@@ -1,4 +1,4 @@
-import type { ProposalSnapshot } from './changes.js';
+import type { ProposalSnapshot, SnapshotFacts } from './changes.js';
 import { TwokeyError } from './errors.js';
 import type { AgentRecord, Clock, OperationSpec, ProposalRecord } from './model.js';
 import { jobsForChange, type ProposalChange } from './effects.js';
@@ -61,13 +61,13 @@ export function createTransitions(deps: TransitionDeps) {
    * approvals as they stand after this change (read under its row lock), lets a waiting agent be
    * answered from the proposal given, without a read.
    */
-  function announce(proposal: ProposalRecord, known?: Omit<ProposalSnapshot, 'proposal'>): ProposalRecord {
+  function announce(proposal: ProposalRecord, known?: SnapshotFacts): ProposalRecord {
     deps.onChange?.(proposal, known && { proposal, ...known });
     return proposal;
   }
 
   /** After the commit of a decision only: `announce` (with what it knew), and the decision's metrics and span, once. */
-  function announceDecision(proposal: ProposalRecord, known?: Omit<ProposalSnapshot, 'proposal'>): ProposalRecord {
+  function announceDecision(proposal: ProposalRecord, known?: SnapshotFacts): ProposalRecord {
     announce(proposal, known);
     tracer.waitedForApproval(proposal);
     deps.onDecided?.(proposal);
