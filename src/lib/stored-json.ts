@@ -8,21 +8,36 @@
 export function inStoredKeyOrder(value: unknown): unknown {
   if (Array.isArray(value)) return value.map(inStoredKeyOrder);
   if (!isPlainObject(value)) return value;
+  // Every commit of a result passes here: each key is measured once, not once per comparison, and
+  // an ASCII key (almost every key) is its own UTF-8, so compares as a string without a buffer.
+  const keys = Object.keys(value).map(sortKey);
+  keys.sort(byJsonbKeyOrder);
   // fromEntries defines each key as its own property, `__proto__` (which JSON.parse can give) too.
-  return Object.fromEntries(
-    Object.keys(value)
-      .sort(byJsonbKeyOrder)
-      .map((key) => [key, inStoredKeyOrder(value[key])]),
-  );
+  return Object.fromEntries(keys.map(({ key }) => [key, inStoredKeyOrder(value[key])]));
+}
+
+interface SortKey {
+  key: string;
+  /** Its UTF-8 bytes, for a key that is not ASCII; null for one that is (its string is its bytes). */
+  bytes: Buffer | null;
+  byteLength: number;
+}
+
+function sortKey(key: string): SortKey {
+  // A key of one-byte characters only has as many UTF-8 bytes as UTF-16 units.
+  const byteLength = Buffer.byteLength(key);
+  if (byteLength === key.length) return { key, bytes: null, byteLength };
+  return { key, bytes: Buffer.from(key), byteLength };
+}
+
+function byJsonbKeyOrder(a: SortKey, b: SortKey): number {
+  if (a.byteLength !== b.byteLength) return a.byteLength - b.byteLength;
+  if (!a.bytes && !b.bytes) return a.key < b.key ? -1 : a.key > b.key ? 1 : 0;
+  return Buffer.compare(a.bytes ?? Buffer.from(a.key), b.bytes ?? Buffer.from(b.key));
 }
 
 function isPlainObject(value: unknown): value is Record<string, unknown> {
   if (typeof value !== 'object' || value === null) return false;
   const prototype = Object.getPrototypeOf(value) as unknown;
   return prototype === Object.prototype || prototype === null;
-}
-
-function byJsonbKeyOrder(a: string, b: string): number {
-  const lengths = Buffer.byteLength(a) - Buffer.byteLength(b);
-  return lengths !== 0 ? lengths : Buffer.compare(Buffer.from(a), Buffer.from(b));
 }

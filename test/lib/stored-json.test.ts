@@ -16,6 +16,8 @@ const VALUES: unknown[] = [
     total: { currency: 'eur', cents: 1999 },
   },
   { ÿ: 1, zz: 2, 'a b': 3, '': 4, '10': 5, '9': 6 },
+  // Four UTF-8 bytes each, in the order opposite to JavaScript's string comparison (UTF-16 units).
+  { '😀': 1, Ａa: 2 },
   JSON.parse('{"__proto__": {"polluted": true}, "a": 1}'),
   [{ b: 1, a: 2 }, 'text', 3, null, true],
   { only: { deeper: { c: 1, b: 2 } } },
