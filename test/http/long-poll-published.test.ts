@@ -33,7 +33,9 @@ describe.each(drivers)('a long-poll woken by a result committed here (%s)', (dri
   };
 
   beforeAll(async () => {
-    running = await startRecordedTwokey(driver, recorder, { executorFor: (operation) => (operation === 'delete_workspace' ? remote : echoExecutor) });
+    running = await startRecordedTwokey(driver, recorder, {
+      executorFor: (operation) => (operation === 'delete_workspace' || operation === 'upgrade_plan' ? remote : echoExecutor),
+    });
     ({ apiKey } = await running.twokey.createAgent('waiter'));
   });
   afterAll(() => running.close());
@@ -82,6 +84,31 @@ describe.each(drivers)('a long-poll woken by a result committed here (%s)', (dri
     const again = await running.twokey.request('POST', '/v1/proposals', { apiKey, body });
     expect(again.status).toBe(201);
     expect(again.body.id).not.toBe(id);
+  });
+
+  it("answers from the claim of the agent's own commit too (commit: agent): the result, the request marked seen, and no read", async () => {
+    const { twokey } = running;
+    const params = { org: 'own-commit', plan: 'pro' };
+    const proposed = await twokey.request('POST', '/v1/proposals', { apiKey, body: { operation: 'upgrade_plan', params, reuse: true } });
+    const id = String(proposed.body.id);
+    await twokey.services.proposals.approve(id, alice);
+    // The commit claims the execution under the proposal's row lock, then calls the executor.
+    const committing = twokey.request('POST', `/v1/proposals/${id}/commit`, {
+      apiKey,
+      headers: { 'x-confirmation-token': String(proposed.body.confirmToken) },
+      body: { operation: 'upgrade_plan', params },
+    });
+    await vi.waitFor(() => expect(called).toContain(id));
+    const polled = twokey.request('GET', `/v1/proposals/${id}?wait=30&seen=executing:1`, { apiKey });
+    await vi.waitFor(() => expect(twokey.services.changes.watchers(id)).toBe(1));
+    const { value, statements } = await recorder.during(async () => {
+      answer();
+      expect((await committing).body).toMatchObject({ status: 'committed' });
+      return polled;
+    });
+    expect(value.body).toMatchObject({ status: 'committed', approvals: [{ approver: 'web:alice' }], result: { zone: 'eu', deleted: true } });
+    const texts = statements.map((statement) => statement.text);
+    expect(texts, texts.join('\n')).toEqual([expect.stringMatching(/^with finished_execution as/), expect.stringMatching(/^update "request_identities"/)]);
   });
 
   /** A pending proposal (two approvals needed) and a long-poll held on it. */
