@@ -101,11 +101,19 @@ export async function sendTakingJobs<T>(
   return result;
 }
 
+/** A queued job's times as SQL: when it was queued (`time`), and when it falls due (`runAt`). */
+function jobTimes({ spec, at }: QueuedJob): { time: SQL; runAt: SQL } {
+  return {
+    time: sql`${at.toISOString()}::timestamptz`,
+    // Reminders and escalations are queued at propose time to run later.
+    runAt: sql`${(spec.runAt ?? at).toISOString()}::timestamptz`,
+  };
+}
+
 /** The insert of `spec` as a queued job, only `where` that holds (sql`` for always): `returning 1`. */
-function queuedInsert({ spec, at }: QueuedJob, where: SQL): SQL {
-  const time = sql`${at.toISOString()}::timestamptz`;
-  // Reminders and escalations are queued at propose time to run later.
-  const runAt = sql`${(spec.runAt ?? at).toISOString()}::timestamptz`;
+function queuedInsert(job: QueuedJob, where: SQL): SQL {
+  const { spec } = job;
+  const { time, runAt } = jobTimes(job);
   return sql`insert into jobs (kind, payload, ordering_key, status, max_attempts, run_at, created_at, updated_at)
     select ${spec.kind}, ${JSON.stringify(spec.payload)}::jsonb, ${spec.orderingKey ?? null}, 'queued', ${spec.maxAttempts ?? DEFAULT_MAX_ATTEMPTS}, ${runAt}, ${time}, ${time}
     ${where}
@@ -125,11 +133,11 @@ export function jobInsertCte(job: QueuedJob, index: number, onlyIf?: SQL): SQL {
     // Claimed by its insert, as a claim would (attempt 1, stamped, leased): the first of its ordering
     // key, nothing of the key can be queued before it, and nothing coalesces into a running job.
     if (onlyIf) throw new Error('a job is inserted claimed only by a statement whose every job goes in');
-    const time = sql`${at.toISOString()}::timestamptz`;
+    const { time, runAt } = jobTimes(job);
     return sql`${name} as (
       insert into jobs (kind, payload, ordering_key, status, attempts, max_attempts, run_at, locked_until, locked_by, created_at, updated_at)
       select ${spec.kind}, ${JSON.stringify(spec.payload)}::jsonb, ${spec.orderingKey ?? null}, 'running', 1, ${spec.maxAttempts ?? DEFAULT_MAX_ATTEMPTS},
-        ${sql`${(spec.runAt ?? at).toISOString()}::timestamptz`}, ${new Date(at.getTime() + slot.leaseMs).toISOString()}::timestamptz, ${slot.lockedBy}, ${time}, ${time}
+        ${runAt}, ${new Date(at.getTime() + slot.leaseMs).toISOString()}::timestamptz, ${slot.lockedBy}, ${time}, ${time}
       returning *)`;
   }
   const also = onlyIf ? sql` and ${onlyIf}` : sql``;
