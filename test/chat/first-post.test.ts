@@ -1,13 +1,11 @@
 import { describe, expect, it, vi } from 'vitest';
 import { parseConfig } from '../../src/config/config-file.js';
-import { createChatSync } from '../../src/chat/sync.js';
 import type { ChatPublisher, ProposalMessageView } from '../../src/chat/types.js';
-import { createProposalService } from '../../src/core/proposals.js';
 import { createChatMessageStore } from '../../src/db/chat-store.js';
+import { chatCoreOnLane } from '../support/chat-core.js';
 import { drivers } from '../support/database.js';
 import { lendingLanes } from '../support/lending-lane.js';
 import { configYaml, deleteWorkspaceOperation, USD_COST } from '../support/operations.js';
-import { agentRecord } from '../support/records.js';
 
 /**
  * A proposal left to people is first posted from what its propose transaction knew (the outbox took
@@ -52,27 +50,12 @@ describe.each(drivers)("a new proposal's first post (%s)", (driver) => {
         return messages.getForSync(...args);
       },
     };
-    let chatSync: ReturnType<typeof createChatSync> | null = null;
-    const { store } = await lanes.setUp(2, {
-      handle: ({ proposalId, platform }, { known }) => chatSync?.sync(proposalId, platform, known) ?? Promise.resolve(),
-    });
-    chatSync = createChatSync({
-      store,
+    const { chatSync, proposals, agent } = await chatCoreOnLane(lanes, {
+      operation,
+      publisher,
       messages: countedMessages,
-      publishers: [publisher],
-      channelFor: () => 'C0APPROVALS',
-      describe: () => operation.description,
-      clock: () => new Date(),
-    });
-    const agent = agentRecord(`agt_first_post_${driver}`);
-    await store.transaction(async (tx) => tx.insertAgent(agent));
-    const proposals = createProposalService({
-      store,
-      operation: (name) => (name === operation.name ? operation : undefined),
-      executorFor: () => ({ kind: 'local', run: async () => ({}) }),
-      clock: () => new Date(),
-      chatPlatforms: new Set(['slack'] as const),
-      maxPendingPerAgent: 10,
+      executor: { kind: 'local', run: async () => ({}) },
+      agentId: `agt_first_post_${driver}`,
     });
     const { proposal } = await proposals.propose(agent, { operation: 'delete_workspace', params: { workspace: 'Ünïcode <b>&"ws"', amount_cents: 123_456 } });
     await vi.waitFor(async () => expect(await messages.get(proposal.id, 'slack')).not.toBeNull(), { timeout: 10_000, interval: 20 });

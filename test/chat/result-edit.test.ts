@@ -1,13 +1,11 @@
 import { describe, expect, it, vi } from 'vitest';
 import { parseConfig } from '../../src/config/config-file.js';
-import { createChatSync } from '../../src/chat/sync.js';
 import type { ChatPublisher, ProposalMessageView } from '../../src/chat/types.js';
-import { createProposalService } from '../../src/core/proposals.js';
 import { createChatMessageStore } from '../../src/db/chat-store.js';
+import { chatCoreOnLane } from '../support/chat-core.js';
 import { drivers } from '../support/database.js';
 import { lendingLanes } from '../support/lending-lane.js';
 import { configYaml, deleteWorkspaceOperation } from '../support/operations.js';
-import { agentRecord } from '../support/records.js';
 
 /**
  * Through the real core: a proposal approved in Slack runs on a remote executor, and its message is
@@ -31,28 +29,13 @@ describe.each(drivers)("a result's chat edit (%s)", (driver) => {
       },
     };
     const messages = createChatMessageStore(lanes.database().db);
-    let chatSync: ReturnType<typeof createChatSync> | null = null;
-    const { store, runs } = await lanes.setUp(2, {
-      handle: ({ proposalId, platform }, { known }) => chatSync?.sync(proposalId, platform, known) ?? Promise.resolve(),
-    });
-    chatSync = createChatSync({
-      store,
+    const { runs, proposals, agent } = await chatCoreOnLane(lanes, {
+      operation,
+      publisher,
       messages,
-      publishers: [publisher],
-      channelFor: () => 'C0APPROVALS',
-      describe: () => operation.description,
-      clock: () => new Date(),
-    });
-    const agent = agentRecord(`agt_result_edit_${driver}`);
-    await store.transaction(async (tx) => tx.insertAgent(agent));
-    const proposals = createProposalService({
-      store,
-      operation: (name) => (name === operation.name ? operation : undefined),
       // Remote: the result is recorded by its own (conditional) statement once the call returned.
-      executorFor: () => ({ kind: 'remote', run: async () => ({ deleted: true }) }),
-      clock: () => new Date(),
-      chatPlatforms: new Set(['slack'] as const),
-      maxPendingPerAgent: 10,
+      executor: { kind: 'remote', run: async () => ({ deleted: true }) },
+      agentId: `agt_result_edit_${driver}`,
     });
     const { proposal } = await proposals.propose(agent, { operation: 'delete_workspace', params: { workspace: 'w1' } });
     // The first post is taken by the propose statement: the lane's one claim so far was its start.

@@ -1,8 +1,6 @@
-import { eq } from 'drizzle-orm';
 import { describe, expect, it, vi } from 'vitest';
 import type { OutboxJobOptions, OutboxJobSpec } from '../../src/core/ports.js';
 import { NoLongerExecutingError, type Store } from '../../src/core/ports.js';
-import { jobs } from '../../src/db/schema.js';
 import { drivers } from '../support/database.js';
 import { lendingLanes } from '../support/lending-lane.js';
 import { agentRecord, proposalRecord } from '../support/records.js';
@@ -93,11 +91,7 @@ describe.each(drivers)('a waiting edit taken by its result (%s)', (driver) => {
     const id = await executing(store, 'behind');
     // An older job of the same message the chat lane does not run (a reminder's ping): the edit waits behind it.
     const [edit] = await rowsOf(id);
-    await lanes
-      .database()
-      .db.update(jobs)
-      .set({ id: -Math.abs(edit?.id ?? 1), kind: 'chat.followup' })
-      .where(eq(jobs.id, edit?.id ?? 0));
+    await lanes.changeJob(edit?.id, { id: -Math.abs(edit?.id ?? 1), kind: 'chat.followup' });
     await store.transaction(async (tx) => tx.enqueue([sync(id, heldBack())], new Date()));
     const [ping, waiting] = await rowsOf(id);
     expect([ping?.kind, waiting?.kind]).toEqual(['chat.followup', 'chat.sync']);
@@ -138,11 +132,7 @@ describe.each(drivers)('a waiting edit taken by its result (%s)', (driver) => {
     const { store, runs } = await setUp(2, { wake: false });
     const id = await executing(store, 'retrying');
     const [edit] = await rowsOf(id);
-    await lanes
-      .database()
-      .db.update(jobs)
-      .set({ attempts: 1, lastError: 'Slack said: ratelimited' })
-      .where(eq(jobs.id, edit?.id ?? 0));
+    await lanes.changeJob(edit?.id, { attempts: 1, lastError: 'Slack said: ratelimited' });
     await recordResult(store, id);
     expect((await rowsOf(id)).map((row) => [row.id, row.status, row.attempts])).toEqual([[edit?.id, 'queued', 1]]);
     expect(runs).toHaveLength(0);
@@ -152,11 +142,7 @@ describe.each(drivers)('a waiting edit taken by its result (%s)', (driver) => {
     const { store, runs } = await setUp(2);
     const id = await executing(store, 'none_waiting');
     // The held-back edit already ran (a long execution): nothing of the message is unfinished.
-    await lanes
-      .database()
-      .db.update(jobs)
-      .set({ status: 'done' })
-      .where(eq(jobs.orderingKey, `chat:slack:${id}`));
+    for (const row of await rowsOf(id)) await lanes.changeJob(row.id, { status: 'done' });
     lanes.resetClaims();
     await recordResult(store, id);
     await vi.waitFor(async () => expect((await rowsOf(id)).map((row) => row.status)).toEqual(['done', 'done']), { timeout: 10_000, interval: 20 });
