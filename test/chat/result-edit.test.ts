@@ -43,9 +43,13 @@ describe.each(drivers)("a result's chat edit (%s)", (driver) => {
     lanes.resetClaims();
     await proposals.approve(proposal.id, { identity: 'slack:U0ALICE', via: 'slack' });
     await vi.waitFor(() => expect(edits.map((view) => view.status)).toEqual(['committed']), { timeout: 10_000, interval: 20 });
-    const jobsOfMessage = await lanes.rowsOf(proposal.id);
     // The post, and the edit queued when the execution began, which ran the result: no third job.
-    expect(jobsOfMessage.map((job) => job.status)).toEqual(['done', 'done']);
+    // (Done once its completion is written, just after the edit reached Slack.)
+    await vi.waitFor(async () => expect((await lanes.rowsOf(proposal.id)).map((job) => job.status)).toEqual(['done', 'done']), {
+      timeout: 10_000,
+      interval: 20,
+    });
+    const jobsOfMessage = await lanes.rowsOf(proposal.id);
     expect(runs.map((run) => run.jobId)).toEqual(jobsOfMessage.map((job) => job.id));
     expect(runs[1]?.row).toMatchObject({ status: 'running', attempts: 1 });
     // Past the moment the held-back edit fell due, still no claim: its wake-up was dropped.
